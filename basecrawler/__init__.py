@@ -1,0 +1,17 @@
+"""basecrawler: public vehicle-recall data from government sources, in one clean SQLite store.
+
+Public API for source authors and tools.
+"""
+from .config import Settings
+from .crawler import BaseCrawler, Raw, RunCounts, RunResult
+from .errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
+                     NotFound, RateLimited, ReplayMiss, SourceFailed, Transient, UnexpectedContent, UnknownSource)
+from .model import Recall
+from .store import Store
+
+__all__ = [
+    "BaseCrawler", "Raw", "RunCounts", "RunResult", "Recall", "Store", "Settings",
+    "CrawlerError", "ConfigError", "UnknownSource", "DuplicateSource", "SourceFailed", "ReplayMiss",
+    "FetchError", "RateLimited", "Blocked", "Transient", "NotFound", "CredentialsRejected", "UnexpectedContent",
+]
+__version__ = "0.1.0"

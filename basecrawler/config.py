@@ -1,0 +1,100 @@
+"""Settings: defaults → environment (`BASECRAWLER_*`) → CLI flags, in that order.
+
+Everything tunable lives in `Settings`; code reads it, never `os.environ` directly, so a test
+can build one with exactly the values it needs.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+DEFAULT_USER_AGENT = (
+    "basecrawler/0.1 (+https://github.com/basecrawler/basecrawler; public recall data collector)"
+)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name)
+    return value if value not in (None, "") else default
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(part) for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: str = "basecrawler.db"
+    overlap_days: int = 14
+    batch_size: int = 500
+    # HTTP
+    user_agent: str = DEFAULT_USER_AGENT
+    timeout_s: float = 30.0
+    max_retries: int = 4              # transient retries per request
+    backoff_base_s: float = 1.0
+    backoff_cap_s: float = 60.0
+    rate_per_s: float = 5.0           # default per-host request rate; sources may be politer
+    concurrency: int = 4              # default per-host concurrent requests
+    blocked_budget: int = 2           # 403 block pages tolerated (with pauses) before the source fails
+    archive_retention_days: int = 90  # 0 keeps raw bodies forever
+    archive_enabled: bool = True
+    record_dir: str | None = None
+    replay_dir: str | None = None
+    # Enrichment ladder
+    ladder_backoffs_s: tuple[float, ...] = (900.0, 3600.0, 21600.0, 86400.0)
+    enrich_limit: int = 500
+    enrich_workers: int = 8
+    processing_timeout_s: float = 1800.0
+    transient_retry_delay_s: float = 300.0
+    # Run lock
+    lock_timeout_s: float | None = None   # None: wait as long as it takes
+    extras: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        env = {}
+        mapping = {
+            "db_path": ("BASECRAWLER_DB", str),
+            "overlap_days": ("BASECRAWLER_OVERLAP_DAYS", int),
+            "batch_size": ("BASECRAWLER_BATCH_SIZE", int),
+            "user_agent": ("BASECRAWLER_USER_AGENT", str),
+            "timeout_s": ("BASECRAWLER_HTTP_TIMEOUT", float),
+            "max_retries": ("BASECRAWLER_HTTP_RETRIES", int),
+            "backoff_base_s": ("BASECRAWLER_HTTP_BACKOFF", float),
+            "backoff_cap_s": ("BASECRAWLER_HTTP_BACKOFF_CAP", float),
+            "rate_per_s": ("BASECRAWLER_RATE", float),
+            "concurrency": ("BASECRAWLER_CONCURRENCY", int),
+            "archive_retention_days": ("BASECRAWLER_ARCHIVE_RETENTION_DAYS", int),
+            "ladder_backoffs_s": ("BASECRAWLER_LADDER_BACKOFFS", _floats),
+            "enrich_limit": ("BASECRAWLER_ENRICH_LIMIT", int),
+            "enrich_workers": ("BASECRAWLER_ENRICH_WORKERS", int),
+            "transient_retry_delay_s": ("BASECRAWLER_TRANSIENT_RETRY_DELAY", float),
+        }
+        for attr, (name, convert) in mapping.items():
+            raw = _env(name)
+            if raw is not None:
+                env[attr] = convert(raw)
+        if _env("BASECRAWLER_ARCHIVE") in ("0", "off", "false"):
+            env["archive_enabled"] = False
+        env.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**env)
+
+    def with_(self, **changes) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def source_setting(self, source: str, name: str, default: str | None = None) -> str | None:
+        """Per-source environment value, e.g. BASECRAWLER_US_RATE or BASECRAWLER_US_APP_TOKEN."""
+        return _env(f"BASECRAWLER_{source.upper()}_{name.upper()}", default)
+
+
+def endpoint_override(source: str, endpoint: str) -> str | None:
+    """`BASECRAWLER_<SOURCE>_<ENDPOINT>_URL` (scheme+host[+port]) or None."""
+    return _env(f"BASECRAWLER_{source.upper()}_{endpoint.upper()}_URL")
+
+
+def db_directory(db_path: str) -> Path:
+    return Path(db_path).resolve().parent if db_path != ":memory:" else Path.cwd()
+
+
+__all__ = ["Settings", "endpoint_override", "DEFAULT_USER_AGENT", "fields"]

@@ -1,0 +1,356 @@
+"""BaseCrawler: the fixed pipeline fetch → parse → date filter → COALESCE upsert →
+enrichment → run log. A source implements `fetch()` and `parse()` (and optionally
+`fetch_detail()`); `run()` is final and owns everything else.
+"""
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Iterable, Iterator, final
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from .config import Settings, endpoint_override
+from .errors import CrawlerError, FetchError, NotFound, SourceFailed
+from .model import Recall
+from .runlock import RunLock
+from .store import Store
+
+log = logging.getLogger("basecrawler")
+
+MODES = ("incremental", "full")
+
+
+@dataclass
+class Raw:
+    """A raw item with where it came from; sources may yield it instead of bare data so a
+    dead letter can point at the URL and the archived response."""
+
+    data: Any
+    url: str | None = None
+    response_sha256: str | None = None
+
+
+@dataclass
+class RunCounts:
+    fetched: int = 0
+    parsed: int = 0
+    out_of_range: int = 0
+    saved: int = 0
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    unparseable: int = 0
+    dead_lettered: int = 0
+
+
+@dataclass
+class RunResult:
+    source: str
+    run_id: int | None
+    status: str                        # succeeded / failed / suspect
+    counts: RunCounts = field(default_factory=RunCounts)
+    duration_s: float = 0.0
+    error: str | None = None
+    http_stats: dict = field(default_factory=dict)
+    enrichment_stats: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "succeeded"
+
+    def summary_line(self) -> str:
+        c = self.counts
+        line = (
+            f"{self.source}: fetched {c.fetched} → parsed {c.parsed} → out of range {c.out_of_range} → "
+            f"saved {c.saved} (new {c.new}, updated {c.updated}, unchanged {c.unchanged}) → "
+            f"unparseable {c.unparseable} → dead-lettered {c.dead_lettered} [{self.status} {self.duration_s:.1f}s]"
+        )
+        if self.error:
+            line += f" — {self.error}"
+        return line
+
+
+class BaseCrawler(abc.ABC):
+    """Subclass this in `sources/<id>.py`. Set the class attributes, implement fetch/parse."""
+
+    source: ClassVar[str] = ""
+    country: ClassVar[str] = ""
+    source_lang: ClassVar[str] = "en"
+    endpoints: ClassVar[dict[str, str]] = {}
+    # Politeness: a source may declare a slower rate / fewer concurrent requests per host.
+    rate_per_s: ClassVar[float | None] = None
+    concurrency: ClassVar[int | None] = None
+
+    def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
+                 since: dt.date | str | None = None, until: dt.date | str | None = None,
+                 settings: Settings | None = None, transport=None, clock=None, sleep=None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        self.settings = settings or Settings.from_env()
+        if store is None:
+            store = self.settings.db_path
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.mode = mode
+        self._explicit_since = _as_date(since)
+        self.since: dt.date | None = self._explicit_since
+        self.until: dt.date | None = _as_date(until)
+        self._transport = transport
+        self._clock = clock or time.time
+        self._sleep = sleep or time.sleep
+        self._http = None
+        self.run_id: int | None = None
+        self.counts = RunCounts()
+
+    # ---- what a source implements -----------------------------------------------------
+    @abc.abstractmethod
+    def fetch(self) -> Iterable[Any]:
+        """Yield raw items (dicts, strings, bytes, or `Raw`). Use self.http and self.url()."""
+
+    @abc.abstractmethod
+    def parse(self, raw: Any) -> dict | Recall | Iterable[dict | Recall] | None:
+        """Map one raw item to Recall fields: a dict or Recall, several of them, or None to skip."""
+
+    def fetch_detail(self, recall: dict) -> dict | None:
+        """Optional second phase. Return fields to add (COALESCE), None for "nothing to add",
+        or raise NotFound for "not there yet" (the enrichment ladder retries with backoff)."""
+        raise NotImplementedError
+
+    def needs_detail(self, record: Recall) -> bool:
+        """Which stored records the ladder should enrich; default: the model is missing."""
+        return record.model_original is None
+
+    # ---- helpers for sources ----------------------------------------------------------
+    @classmethod
+    def has_detail_phase(cls) -> bool:
+        return cls.fetch_detail is not BaseCrawler.fetch_detail
+
+    def endpoint(self, name: str) -> str:
+        """Base URL (scheme+host[+port]) of an endpoint, after the environment override."""
+        base = endpoint_override(self.source, name) or self.endpoints[name]
+        parts = urlsplit(base)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    def url(self, endpoint: str, path: str = "") -> str:
+        """Absolute URL on an endpoint: only scheme+host change with an override, paths stay."""
+        if path and not path.startswith("/"):
+            path = "/" + path
+        return self.endpoint(endpoint) + path
+
+    @property
+    def http(self):
+        if self._http is None:
+            from .http import HttpClient
+
+            self._http = HttpClient(
+                settings=self.settings, store=self.store, transport=self._transport,
+                rate_per_s=self.rate_per_s, concurrency=self.concurrency,
+                clock=self._clock, sleep=self._sleep, source=self.source,
+            )
+        return self._http
+
+    def dead_letter(self, raw: Any, error: BaseException | str, *, stage: str = "fetch",
+                    kind: str | None = None, url: str | None = None, recall_number: str | None = None) -> None:
+        """Keep an item the source could not turn into records (and count it). Sources call this
+        for a per-item failure they catch themselves, e.g. one unreadable PDF of many."""
+        if isinstance(raw, Raw):
+            url = url or raw.url
+            response_sha = raw.response_sha256
+            raw = raw.data
+        else:
+            response_sha = None
+        if kind is None:
+            kind = getattr(error, "kind", None) or ("parse_error" if stage == "parse" else "unexpected")
+        if isinstance(error, FetchError):
+            url = url or error.url
+            response_sha = response_sha or error.response_sha256
+        message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self.store.add_dead_letter(
+            source=self.source, run_id=self.run_id, stage=stage, kind=kind, error=message, raw=raw,
+            recall_number=recall_number, url=url, response_sha256=response_sha,
+        )
+        self.counts.dead_lettered += 1
+        log.error("%s: dead letter (%s/%s) %s%s", self.source, stage, kind, message[:300],
+                  f" [{url}]" if url else "")
+
+    # ---- the pipeline -----------------------------------------------------------------
+    @final
+    def run(self) -> RunResult:
+        started = time.monotonic()
+        self.counts = RunCounts()
+        lock = RunLock(self.store.path, self.settings.lock_timeout_s)
+        result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
+        if lock.try_acquire():
+            self.run_id = self.store.start_run(self.source, self.mode, "running", os.getpid())
+        else:
+            self.run_id = self.store.start_run(self.source, self.mode, "waiting", os.getpid())
+            log.info("%s: waiting for the run lock held by pid %s", self.source, lock.holder_pid())
+            lock.acquire()
+            self.store.update_run(self.run_id, status="running")
+        result.run_id = self.run_id
+        try:
+            self._resolve_window()
+            self.store.update_run(self.run_id, since=_iso(self.since), until=_iso(self.until))
+            self._pipeline(result)
+        except Exception as exc:  # a failing source never escapes run(); it is a failed run
+            result.status = "failed"
+            result.error = _describe(exc)
+            log.error("%s: source failed: %s", self.source, result.error, exc_info=not isinstance(exc, CrawlerError))
+        finally:
+            if self._http is not None:
+                result.http_stats = self._http.stats()
+                self._http.close()
+                self._http = None
+            result.duration_s = time.monotonic() - started
+            self._finish(result)
+            lock.release()
+        return result
+
+    def _pipeline(self, result: RunResult) -> None:
+        batch: list[tuple[Recall, Any]] = []
+        fetch_error: Exception | None = None
+        try:
+            for item in self.fetch():
+                self.counts.fetched += 1
+                for record, raw in self._parse_item(item):
+                    if not self._in_window(record):
+                        self.counts.out_of_range += 1
+                        continue
+                    batch.append((record, raw))
+                    if len(batch) >= self.settings.batch_size:
+                        self._flush(batch)
+                        batch = []
+        except Exception as exc:
+            fetch_error = exc  # keep what was fetched so far, then report the failure
+        self._flush(batch)
+        if fetch_error is not None:
+            raise fetch_error
+        if self.has_detail_phase():
+            from . import enrichment
+
+            result.enrichment_stats = enrichment.run_ladder(self)
+        result.status = self._judge()
+
+    def _parse_item(self, item: Any) -> Iterator[tuple[Recall, Any]]:
+        raw = item.data if isinstance(item, Raw) else item
+        try:
+            produced = self.parse(raw)
+            if produced is None:
+                return
+            if isinstance(produced, (dict, Recall)):
+                produced = [produced]
+            records = []
+            for entry in produced:
+                if isinstance(entry, Recall):
+                    records.append(entry)
+                else:
+                    entry = dict(entry)
+                    entry.setdefault("country", self.country)
+                    entry.setdefault("source_lang", self.source_lang)
+                    records.append(Recall.model_validate(entry))
+        except ValidationError as exc:
+            self.counts.unparseable += 1
+            self.dead_letter(item, _short_validation(exc), stage="parse", kind="validation")
+            return
+        except Exception as exc:
+            self.counts.unparseable += 1
+            self.dead_letter(item, exc, stage="parse", kind="parse_error")
+            return
+        for record in records:
+            self.counts.parsed += 1
+            yield record, raw
+
+    def _flush(self, batch: list[tuple[Recall, Any]]) -> None:
+        if not batch:
+            return
+        records = [record for record, _ in batch]
+        outcome = self.store.upsert_recalls(records, source=self.source, raws=[raw for _, raw in batch])
+        self.counts.new += outcome.new
+        self.counts.updated += outcome.updated
+        self.counts.unchanged += outcome.unchanged
+        self.counts.saved += outcome.saved
+        for row, error in outcome.failed:
+            self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error",
+                             recall_number=row.get("recall_number"))
+        if self.has_detail_phase():
+            from . import enrichment
+
+            failed_keys = {(row.get("country"), row.get("recall_number")) for row, _ in outcome.failed}
+            enrichment.enqueue(self, [r for r in records if (r.country, r.recall_number) not in failed_keys])
+
+    def _resolve_window(self) -> None:
+        if self._explicit_since is None and self.mode == "incremental":
+            newest = self.store.newest_recall_date(self.source)
+            if newest:
+                self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=self.settings.overlap_days)
+        elif self._explicit_since is None:
+            self.since = None
+
+    def _in_window(self, record: Recall) -> bool:
+        if record.date_unknown:
+            return True  # never drop a record because its date could not be read
+        if self.since and record.recall_date < self.since:
+            return False
+        if self.until and record.recall_date > self.until:
+            return False
+        return True
+
+    def _judge(self) -> str:
+        c = self.counts
+        if self.mode == "full" and c.fetched == 0:
+            log.error("%s: a full run fetched nothing — the source layout may have changed", self.source)
+            return "suspect"
+        attempted = c.parsed + c.unparseable
+        if attempted and c.unparseable * 2 > attempted:
+            log.error("%s: %d of %d items failed to parse", self.source, c.unparseable, attempted)
+            return "suspect"
+        return "succeeded"
+
+    def _finish(self, result: RunResult) -> None:
+        line = result.summary_line()
+        (log.info if result.status == "succeeded" else log.error)(line)
+        try:
+            self.store.update_run(
+                self.run_id, status=result.status, finished_at=_now(), duration_s=round(result.duration_s, 3),
+                error=result.error, summary=line, http_stats=result.http_stats,
+                enrichment_stats=result.enrichment_stats, **asdict(self.counts),
+            )
+        except Exception:  # the run record itself could not be written: say so loudly
+            log.exception("%s: could not record the run", self.source)
+
+
+def _as_date(value) -> dt.date | None:
+    if value is None or isinstance(value, dt.date):
+        return value
+    return dt.date.fromisoformat(str(value))
+
+
+def _iso(value: dt.date | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _now() -> str:
+    from .dates import utc_now_iso
+
+    return utc_now_iso()
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    url = getattr(exc, "url", None)
+    if url and url not in text:
+        text += f" [{url}]"
+    return text
+
+
+def _short_validation(exc: ValidationError) -> str:
+    parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
+    return "validation failed: " + "; ".join(parts)
+
+
+__all__ = ["BaseCrawler", "Raw", "RunCounts", "RunResult", "MODES", "NotFound", "SourceFailed"]

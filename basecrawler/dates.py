@@ -1,0 +1,104 @@
+"""Date parsing shared by every source: ISO, DD/MM/YYYY, YYYYMMDD, US dates, Japanese eras.
+
+`parse_date()` returns a `datetime.date` or None; it never guesses a date that does not exist
+(31/02/2024 is None, not 2024-03-02). The model turns None into the 1970-01-01 sentinel with
+`date_unknown=True`, so an unreadable date never drops a record.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+import unicodedata
+
+SENTINEL_DATE = dt.date(1970, 1, 1)
+
+# First day of each era; year N of the era is (start year + N - 1).
+JAPANESE_ERAS = {
+    "令和": 2019, "R": 2019,
+    "平成": 1989, "H": 1989,
+    "昭和": 1926, "S": 1926,
+}
+
+_ERA_RE = re.compile(
+    r"(?P<era>令和|平成|昭和|[RHS])\s*(?P<year>元|\d{1,2})\s*[年.]\s*(?P<month>\d{1,2})\s*[月.]\s*(?P<day>\d{1,2})\s*日?"
+)
+_JA_WESTERN_RE = re.compile(r"(?P<year>\d{4})\s*年\s*(?P<month>\d{1,2})\s*月\s*(?P<day>\d{1,2})\s*日")
+_ISO_RE = re.compile(r"^(?P<year>\d{4})-(?P<month>\d{1,2})-(?P<day>\d{1,2})(?:[T ].*)?$")
+_COMPACT_RE = re.compile(r"^(?P<year>\d{4})(?P<month>\d{2})(?P<day>\d{2})$")
+_SLASHED_RE = re.compile(r"^(?P<a>\d{1,2})[/.-](?P<b>\d{1,2})[/.-](?P<year>\d{4})$")
+_YMD_SLASHED_RE = re.compile(r"^(?P<year>\d{4})/(?P<month>\d{1,2})/(?P<day>\d{1,2})$")
+
+# Flat-file sentinels meaning "no date" (NHTSA ODATE 19010101, zero dates).
+_UNKNOWN_DATES = {"19010101", "00000000", "0000-00-00", "1901-01-01"}
+
+
+def normalize_digits(text: str) -> str:
+    """Full-width digits and punctuation (６, ／) to ASCII via NFKC."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def _make(year: int, month: int, day: int) -> dt.date | None:
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        return None
+
+
+def parse_japanese_date(text: str) -> dt.date | None:
+    """令和6年9月6日, 令和６年９月６日, 令和元年7月5日, 平成28年8月5日, 2024年9月6日."""
+    s = normalize_digits(text)
+    m = _ERA_RE.search(s)
+    if m:
+        year_in_era = 1 if m["year"] == "元" else int(m["year"])
+        if year_in_era < 1:
+            return None
+        return _make(JAPANESE_ERAS[m["era"]] + year_in_era - 1, int(m["month"]), int(m["day"]))
+    m = _JA_WESTERN_RE.search(s)
+    if m:
+        return _make(int(m["year"]), int(m["month"]), int(m["day"]))
+    return None
+
+
+def parse_date(value, *, day_first: bool = True) -> dt.date | None:
+    """Parse the date formats the sources publish; None when it is not a real date.
+
+    `day_first` decides ambiguous slashed dates: EU and NHTSA detail use DD/MM/YYYY (the
+    default); pass False for US-style MM/DD/YYYY. A slashed date that only fits one order
+    (13/01/2024 or 01/13/2024) is read in that order whatever the flag says.
+    """
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    s = normalize_digits(str(value)).strip()
+    if not s or s in _UNKNOWN_DATES:
+        return None
+    if any(ch in s for ch in "年令平昭") or re.match(r"^[RHS]\d", s):
+        return parse_japanese_date(s)
+    for regex in (_ISO_RE, _COMPACT_RE, _YMD_SLASHED_RE):
+        m = regex.match(s)
+        if m:
+            return _make(int(m["year"]), int(m["month"]), int(m["day"]))
+    m = _SLASHED_RE.match(s)
+    if m:
+        a, b, year = int(m["a"]), int(m["b"]), int(m["year"])
+        if a > 12 >= b:
+            day, month = a, b
+        elif b > 12 >= a:
+            day, month = b, a
+        elif day_first:
+            day, month = a, b
+        else:
+            day, month = b, a
+        return _make(year, month, day)
+    try:
+        return dt.datetime.fromisoformat(s).date()
+    except ValueError:
+        return None
+
+
+def utc_now_iso() -> str:
+    """Current UTC time as ISO-8601 with an explicit offset (all stored timestamps use it)."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,434 @@
+"""`self.http`: one HTTP client per run with the shared policy of every source.
+
+- per-host politeness shared by all threads: a request rate, a concurrency cap, and pauses
+  (429 Retry-After, 403 block pages) during which nothing at all is sent to that host;
+- failures classified by the pure `classify()` into the kinds of `errors.py`, each handled
+  its own way (see the table in ARCHITECTURE "HTTP");
+- conditional requests (ETag / Last-Modified) with 304 served from the raw archive;
+- every body archived by sha256, and `--record` / `--replay` for offline runs.
+"""
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+
+from .archive import Archive
+from .config import Settings
+from .errors import (Blocked, CredentialsRejected, FetchError, NotFound, RateLimited, ReplayMiss,
+                     Transient, UnexpectedContent)
+
+log = logging.getLogger(__name__)
+
+RETRY_HTTP_CODES = {500, 502, 503, 504, 408, 520, 521, 522, 523, 524}
+RATE_LIMIT_RETRIES = 8          # 429s tolerated per request (each pauses the host)
+BLOCK_MARKERS = (b"access denied", b"request blocked", b"forbidden", b"captcha", b"cloudflare", b"incapsula")
+
+_EXCEPTIONS = {
+    "rate_limited": RateLimited,
+    "blocked": Blocked,
+    "transient": Transient,
+    "not_found": NotFound,
+    "credentials": CredentialsRejected,
+    "unexpected": UnexpectedContent,
+}
+
+
+def classify(status: int | None, *, body: bytes = b"", content_type: str = "", expect: str | None = None,
+             has_credentials: bool = False, network_error: bool = False) -> str | None:
+    """What a response (or a network failure) means; None when it is a usable answer.
+
+    Pure: no I/O, no state. `expect` is what the caller asked for: "json", "xml", "html",
+    "text", "bytes", "pdf" or None (anything).
+    """
+    if network_error:
+        return "transient"
+    if status == 429:
+        return "rate_limited"
+    if status in RETRY_HTTP_CODES or (status is not None and 500 <= status < 600):
+        return "transient"
+    if status in (404, 410):
+        return "not_found"
+    if status == 401:
+        return "credentials" if has_credentials else "blocked"
+    if status == 403:
+        return "blocked"
+    if status == 304:
+        return None
+    if status is None or status >= 400 or status < 200:
+        return "unexpected"
+    if expect in (None, "bytes"):
+        return None
+    stripped = body.lstrip()
+    if not stripped:
+        return "unexpected"
+    ctype = (content_type or "").lower()
+    head = stripped[:512].lower()
+    looks_html = head.startswith(b"<!doctype html") or head.startswith(b"<html") or b"<html" in head[:256]
+    if expect == "json":
+        if looks_html or stripped[:1] not in (b"{", b"[", b'"') and not stripped[:1].isdigit():
+            return "unexpected"
+        return None
+    if expect == "xml":
+        return "unexpected" if looks_html and "xml" not in ctype else None
+    if expect == "pdf":
+        return None if stripped.startswith(b"%PDF") else "unexpected"
+    return None
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a Retry-After header (delta seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+class HostThrottle:
+    """Rate, concurrency and pauses for one host, shared by every thread of the client."""
+
+    def __init__(self, rate_per_s: float, concurrency: int, clock, sleep):
+        self.interval = 1.0 / rate_per_s if rate_per_s and rate_per_s > 0 else 0.0
+        self.slots = threading.BoundedSemaphore(max(1, concurrency))
+        self.lock = threading.Lock()
+        self.next_slot = 0.0
+        self.paused_until = 0.0
+        self.clock = clock
+        self.sleep = sleep
+
+    def pause(self, seconds: float) -> None:
+        with self.lock:
+            self.paused_until = max(self.paused_until, self.clock() + seconds)
+
+    @contextlib.contextmanager
+    def turn(self):
+        """Wait for a concurrency slot, the end of any pause, and the next rate slot."""
+        self.slots.acquire()
+        try:
+            while True:
+                with self.lock:
+                    now = self.clock()
+                    start = max(now, self.next_slot, self.paused_until)
+                    if start <= now:
+                        self.next_slot = now + self.interval
+                        break
+                    # Reserve nothing while waiting: a pause set meanwhile must still apply.
+                    wait = start - now
+                self.sleep(min(wait, 1.0))
+            yield
+        finally:
+            self.slots.release()
+
+
+@dataclass
+class Download:
+    """A streamed body written to a temp file (see `HttpClient.download_to_file`)."""
+    path: Path
+    sha256: str
+    size: int
+    response: httpx.Response
+
+
+class HttpClient:
+    def __init__(self, *, settings: Settings | None = None, store=None, transport: httpx.BaseTransport | None = None,
+                 rate_per_s: float | None = None, concurrency: int | None = None, clock=None, sleep=None,
+                 source: str = "", headers: dict | None = None, archive: Archive | None = None):
+        self.settings = settings or Settings.from_env()
+        self.source = source
+        self.clock = clock or time.time
+        self.sleep = sleep or time.sleep
+        self.rate_per_s = rate_per_s or self.settings.rate_per_s
+        self.concurrency = concurrency or self.settings.concurrency
+        env_rate = self.settings.source_setting(source, "rate") if source else None
+        if env_rate:
+            self.rate_per_s = float(env_rate)
+        self.archive = archive or (Archive(store, enabled=self.settings.archive_enabled) if store is not None else None)
+        if transport is None and self.settings.replay_dir:
+            from .replay import ReplayTransport
+            transport = ReplayTransport(self.settings.replay_dir)
+        if self.settings.record_dir:
+            from .replay import RecordingTransport
+            transport = RecordingTransport(transport or httpx.HTTPTransport(), self.settings.record_dir)
+        self._client = httpx.Client(
+            transport=transport, timeout=self.settings.timeout_s, follow_redirects=True,
+            headers={"User-Agent": self.settings.user_agent, **(headers or {})},
+        )
+        self._throttles: dict[str, HostThrottle] = {}
+        self._throttles_lock = threading.Lock()
+        self._stats: Counter = Counter()
+        self._stats_lock = threading.Lock()
+        self._local = threading.local()
+        self.credentials_configured = False
+
+    # ---- public API -------------------------------------------------------------------
+    def get(self, url: str, *, expect: str | None = None, conditional: bool = True, **kwargs) -> httpx.Response:
+        """GET with the full policy; returns a 2xx response (a 304 comes back as the stored 200)."""
+        return self._request("GET", url, expect=expect, conditional=conditional, **kwargs)
+
+    def get_json(self, url: str, **kwargs):
+        response = self.get(url, expect="json", **kwargs)
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise UnexpectedContent(f"body is not JSON: {exc}", url=url, status=response.status_code,
+                                    body=response.content, response_sha256=self.last_sha256) from None
+
+    def get_text(self, url: str, *, encoding: str | None = None, expect: str | None = "text", **kwargs) -> str:
+        """Body as text in its declared charset (Content-Type), else `encoding`, else UTF-8.
+        A body that is not valid in that charset is `unexpected`, not mojibake."""
+        response = self.get(url, expect=expect, **kwargs)
+        charset = response.charset_encoding or encoding or "utf-8"
+        try:
+            return response.content.decode(charset)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise UnexpectedContent(f"body is not valid {charset}: {exc}", url=url, status=response.status_code,
+                                    body=response.content, response_sha256=self.last_sha256) from None
+
+    def get_bytes(self, url: str, **kwargs) -> bytes:
+        return self.get(url, **kwargs).content
+
+    @contextlib.contextmanager
+    def stream(self, url: str, **kwargs) -> Iterator[httpx.Response]:
+        """Stream a large body: yields a response whose `iter_bytes()` / `iter_lines()` read the
+        body from a temp file on disk (archived by sha256), never holding it in memory."""
+        download = self.download_to_file(url, **kwargs)
+        try:
+            with open(download.path, "rb") as handle:
+                response = httpx.Response(200, headers=download.response.headers, stream=_FileStream(handle),
+                                          request=download.response.request)
+                yield response
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                download.path.unlink()
+
+    def download_to_file(self, url: str, *, headers: dict | None = None, conditional: bool = True,
+                         directory: Path | None = None) -> Download:
+        """Fetch a body straight to a temp file with retries; returns path, sha256 and size."""
+        attempt_headers = dict(headers or {})
+        cached = self._conditional_headers(url, attempt_headers) if conditional else None
+        tmp_dir = directory or (self.archive.root.parent / "tmp" if self.archive else Path(tempfile.gettempdir()))
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+
+        def send():
+            fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
+            digest, size = hashlib.sha256(), 0
+            try:
+                with os.fdopen(fd, "wb") as out, self._client.stream("GET", url, headers=attempt_headers) as response:
+                    if response.status_code == 200:
+                        for chunk in response.iter_bytes(1 << 16):
+                            out.write(chunk)
+                            digest.update(chunk)
+                            size += len(chunk)
+                    else:
+                        response.read()
+            except BaseException:
+                os.unlink(name)
+                raise
+            return response, Path(name), digest.hexdigest(), size
+
+        response, path, sha, size = self._with_policy("GET", url, send, expect=None)
+        if response.status_code == 304 and cached:
+            path.unlink()
+            self._count("not_modified")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
+            with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
+                import shutil
+                shutil.copyfileobj(src, out, 1 << 20)
+            self._local.last_sha256 = cached["sha256"]
+            return Download(Path(name), cached["sha256"], os.path.getsize(name), response)
+        if self.archive:
+            self.archive.put_file(path, sha)
+            self._record(url, response, sha, size)
+        self._local.last_sha256 = sha
+        return Download(path, sha, size, response)
+
+    @property
+    def last_sha256(self) -> str | None:
+        """sha256 of the last body this thread received (for dead letters)."""
+        return getattr(self._local, "last_sha256", None)
+
+    def stats(self) -> dict:
+        with self._stats_lock:
+            return dict(sorted(self._stats.items()))
+
+    def close(self) -> None:
+        self._client.close()
+
+    # ---- internals --------------------------------------------------------------------
+    def _throttle(self, url: str) -> HostThrottle:
+        host = urlsplit(url).netloc.lower()
+        with self._throttles_lock:
+            throttle = self._throttles.get(host)
+            if throttle is None:
+                throttle = HostThrottle(self.rate_per_s, self.concurrency, self.clock, self.sleep)
+                self._throttles[host] = throttle
+            return throttle
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self._stats[key] += n
+
+    def _conditional_headers(self, url: str, headers: dict) -> dict | None:
+        if not self.archive:
+            return None
+        cached = self.archive.validators_for(url)
+        if cached:
+            if cached.get("etag"):
+                headers.setdefault("If-None-Match", cached["etag"])
+            if cached.get("last_modified"):
+                headers.setdefault("If-Modified-Since", cached["last_modified"])
+        return cached
+
+    def _record(self, url: str, response: httpx.Response, sha: str | None, size: int | None) -> None:
+        if self.archive is None:
+            return
+        self.archive.record(
+            url=url, method=response.request.method if response.request else "GET", status=response.status_code,
+            content_type=response.headers.get("content-type"), etag=response.headers.get("etag"),
+            last_modified=response.headers.get("last-modified"), sha256=sha, size=size,
+        )
+
+    def _request(self, method: str, url: str, *, expect: str | None, conditional: bool, **kwargs) -> httpx.Response:
+        headers = dict(kwargs.pop("headers", None) or {})
+        cached = self._conditional_headers(url, headers) if conditional and method == "GET" else None
+
+        def send():
+            response = self._client.request(method, url, headers=headers, **kwargs)
+            response.read()
+            return response
+
+        response = self._with_policy(method, url, send, expect=expect)
+        if response.status_code == 304 and cached:
+            self._count("not_modified")
+            body = self.archive.get_bytes(cached["sha256"])
+            self._local.last_sha256 = cached["sha256"]
+            stored_headers = {"content-type": cached.get("content_type") or "application/octet-stream"}
+            if cached.get("etag"):
+                stored_headers["etag"] = cached["etag"]
+            replayed = httpx.Response(200, headers=stored_headers, content=body, request=response.request)
+            replayed.extensions["from_archive"] = True
+            return replayed
+        sha = None
+        if self.archive and response.content is not None:
+            sha = self.archive.put_bytes(response.content)
+            self._record(url, response, sha, len(response.content))
+        self._local.last_sha256 = sha
+        return response
+
+    def _with_policy(self, method: str, url: str, send, *, expect: str | None):
+        """Send through the host throttle; classify; retry / pause / raise per the table."""
+        throttle = self._throttle(url)
+        transient_attempts = rate_limited_attempts = blocked_attempts = 0
+        while True:
+            error_kind, response, network_exc = None, None, None
+            with throttle.turn():
+                self._count("requests")
+                try:
+                    result = send()
+                except ReplayMiss:
+                    raise
+                except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                    network_exc = exc
+                    error_kind = "transient"
+                    result = None
+            if result is not None:
+                response = result[0] if isinstance(result, tuple) else result
+                body = response.content if not isinstance(result, tuple) else _peek_file(result[1])
+                error_kind = classify(
+                    response.status_code, body=body, content_type=response.headers.get("content-type", ""),
+                    expect=expect, has_credentials=self.credentials_configured,
+                )
+                if error_kind is None:
+                    self._count(f"status/{response.status_code}")
+                    return result
+                if isinstance(result, tuple):  # a streamed body we will not use
+                    with contextlib.suppress(FileNotFoundError):
+                        result[1].unlink()
+            status = response.status_code if response is not None else None
+            body = response.content if response is not None and not isinstance(result, tuple) else b""
+            where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
+            if error_kind == "rate_limited":
+                rate_limited_attempts += 1
+                self._count("retries/rate_limited")
+                wait = parse_retry_after(response.headers.get("retry-after"), self.clock())
+                if wait is None:
+                    wait = self._backoff(rate_limited_attempts)
+                throttle.pause(wait)
+                self._count("pauses")
+                log.warning("%s: 429, pausing host for %.1fs", where, wait)
+                if rate_limited_attempts > RATE_LIMIT_RETRIES:
+                    raise RateLimited(f"still rate limited after {RATE_LIMIT_RETRIES} pauses: {where}", url=url, status=status)
+                continue
+            if error_kind == "transient":
+                transient_attempts += 1
+                if transient_attempts > self.settings.max_retries:
+                    self._count("gave_up/transient")
+                    raise Transient(f"gave up after {self.settings.max_retries} retries: {where}"
+                                    + (f" ({network_exc})" if network_exc else ""), url=url, status=status)
+                self._count("retries/transient")
+                wait = self._backoff(transient_attempts)
+                log.warning("%s: transient failure, retry %d/%d in %.1fs", where, transient_attempts,
+                            self.settings.max_retries, wait)
+                self.sleep(wait)
+                continue
+            if error_kind == "blocked":
+                blocked_attempts += 1
+                self._count("blocked")
+                if blocked_attempts > self.settings.blocked_budget:
+                    raise Blocked(f"blocked by the server ({status}) after {blocked_attempts} tries: {where}; "
+                                  "check the User-Agent / app token or slow the source down", url=url, status=status, body=body)
+                wait = parse_retry_after(response.headers.get("retry-after"), self.clock()) or self._backoff(blocked_attempts + 2)
+                throttle.pause(wait)
+                self._count("pauses")
+                log.warning("%s: blocked, pausing host for %.1fs", where, wait)
+                continue
+            self._count(f"failed/{error_kind}")
+            sha = self.archive.put_bytes(body) if self.archive and body else None
+            if sha:
+                self._record(url, response, sha, len(body))
+            exc_class = _EXCEPTIONS[error_kind]
+            detail = {"unexpected": f"unexpected content (expected {expect or 'a usable body'})"}.get(error_kind, error_kind)
+            raise exc_class(f"{detail}: {where}", url=url, status=status, body=body, response_sha256=sha)
+
+    def _backoff(self, attempt: int) -> float:
+        base = self.settings.backoff_base_s * (2 ** (attempt - 1))
+        return min(self.settings.backoff_cap_s, base) * (0.5 + random.random() / 2)
+
+
+class _FileStream(httpx.SyncByteStream):
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __iter__(self):
+        while chunk := self.handle.read(1 << 16):
+            yield chunk
+
+
+def _peek_file(path: Path, size: int = 1024) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(size)
+
+
+__all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError"]

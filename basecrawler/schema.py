@@ -1,0 +1,227 @@
+"""Database schema and its numbered migrations (tracked in `PRAGMA user_version`).
+
+Each migration is a function taking a sqlite-utils Database, run once in order inside a
+transaction. To change the schema, append a function to MIGRATIONS; never edit an old one.
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+import sqlite_utils
+
+from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS
+
+log = logging.getLogger(__name__)
+
+RECALL_COLUMNS: dict[str, type] = {
+    "source": str,
+    "country": str,
+    "recall_number": str,
+    "recall_date": str,
+    "date_unknown": int,
+    **{name: str for pair in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS) for name in pair},
+    "model_year": str,
+    "affected_units": int,
+    "source_lang": str,
+    "source_url": str,
+    "extra": str,
+    "first_seen_at": str,
+    "updated_at": str,
+    "translated_at": str,
+    "translation_status": str,
+    "translation_note": str,
+}
+
+# Columns of recalls that the full-text index covers (original and Korean text).
+FTS_COLUMNS = [c for pair in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS) for c in pair]
+
+
+def _has_unique_key(db: sqlite_utils.Database) -> bool:
+    for index in db["recalls"].indexes:
+        if index.unique and list(index.columns) == ["country", "recall_number"]:
+            return True
+    return False
+
+
+def merge_duplicate_recalls(db: sqlite_utils.Database) -> int:
+    """Fold rows sharing (country, recall_number) into one: newest non-null value wins.
+
+    Older databases had no UNIQUE index, so re-crawls could insert the same recall twice.
+    Rows are ordered oldest → newest by (updated_at, rowid); each column keeps the newest
+    non-null value (COALESCE, newest wins), `first_seen_at` keeps the oldest. Returns the
+    number of rows removed.
+    """
+    columns = [c for c in db["recalls"].columns_dict if c != "id"]
+    dup_keys = db.execute(
+        "SELECT country, recall_number FROM recalls GROUP BY country, recall_number HAVING COUNT(*) > 1"
+    ).fetchall()
+    removed = 0
+    for country, recall_number in dup_keys:
+        rows = list(
+            db.query(
+                "SELECT rowid AS _rowid, * FROM recalls WHERE country = ? AND recall_number = ? "
+                "ORDER BY COALESCE(updated_at, ''), rowid",
+                [country, recall_number],
+            )
+        )
+        merged: dict = {}
+        for row in rows:
+            for col in columns:
+                value = row.get(col)
+                if value is None or value == "":
+                    continue
+                if col == "first_seen_at" and merged.get(col):
+                    continue
+                if col == "extra" and merged.get("extra"):
+                    try:
+                        value = json.dumps({**json.loads(merged["extra"]), **json.loads(value)}, ensure_ascii=False)
+                    except (ValueError, TypeError):
+                        pass
+                merged[col] = value
+        keep = rows[-1]["_rowid"]
+        assignments = ", ".join(f"[{c}] = ?" for c in merged)
+        db.execute(f"UPDATE recalls SET {assignments} WHERE rowid = ?", [*merged.values(), keep])
+        db.execute(
+            "DELETE FROM recalls WHERE country = ? AND recall_number = ? AND rowid != ?",
+            [country, recall_number, keep],
+        )
+        removed += len(rows) - 1
+    return removed
+
+
+def _m001_core(db: sqlite_utils.Database) -> None:
+    if "recalls" not in db.table_names():
+        db["recalls"].create({"id": int, **RECALL_COLUMNS}, pk="id", not_null={"source", "country", "recall_number", "recall_date"})
+    else:
+        # An older database: add any missing columns, then merge duplicates before the index.
+        existing = db["recalls"].columns_dict
+        for name, kind in RECALL_COLUMNS.items():
+            if name not in existing:
+                db["recalls"].add_column(name, kind)
+        if not _has_unique_key(db):
+            removed = merge_duplicate_recalls(db)
+            if removed:
+                log.warning("migrated an old database: merged %d duplicate recall rows", removed)
+    if not _has_unique_key(db):
+        db["recalls"].create_index(["country", "recall_number"], unique=True, index_name="recalls_key")
+    db["recalls"].create_index(["source", "recall_date"], if_not_exists=True)
+    db["recalls"].create_index(["translated_at"], if_not_exists=True)
+
+    db["crawl_runs"].create(
+        {
+            "id": int, "source": str, "mode": str, "status": str, "pid": int,
+            "started_at": str, "finished_at": str, "duration_s": float,
+            "since": str, "until": str,
+            "fetched": int, "parsed": int, "out_of_range": int, "saved": int,
+            "new": int, "updated": int, "unchanged": int,
+            "unparseable": int, "dead_lettered": int,
+            "http_stats": str, "enrichment_stats": str, "error": str, "summary": str,
+        },
+        pk="id", if_not_exists=True,
+    )
+    db["crawl_runs"].create_index(["source", "id"], if_not_exists=True)
+
+    db["dead_letters"].create(
+        {
+            "id": int, "source": str, "run_id": int, "stage": str, "kind": str, "error": str,
+            "recall_number": str, "url": str, "response_sha256": str,
+            "raw_kind": str, "raw": str, "raw_bytes": bytes,
+            "created_at": str, "retried_at": str, "resolved_at": str, "retry_count": int,
+        },
+        pk="id", if_not_exists=True,
+    )
+    db["dead_letters"].create_index(["source", "resolved_at"], if_not_exists=True)
+
+    db["enrichment"].create(
+        {
+            "id": int, "source": str, "country": str, "recall_number": str,
+            "recall_date": str, "state": str, "level": int, "attempts": int,
+            "transient_failures": int, "next_attempt_at": str, "claimed_at": str,
+            "last_error": str, "created_at": str, "updated_at": str,
+        },
+        pk="id", if_not_exists=True,
+    )
+    db["enrichment"].create_index(["country", "recall_number"], unique=True, if_not_exists=True)
+    db["enrichment"].create_index(["source", "state", "next_attempt_at"], if_not_exists=True)
+
+    db["responses"].create(
+        {
+            "id": int, "url": str, "method": str, "status": int, "content_type": str,
+            "etag": str, "last_modified": str, "sha256": str, "size": int, "fetched_at": str,
+        },
+        pk="id", if_not_exists=True,
+    )
+    db["responses"].create_index(["url", "id"], if_not_exists=True)
+    db["responses"].create_index(["sha256"], if_not_exists=True)
+
+    db["artifacts"].create(
+        {
+            "target_key": str, "source": str, "url": str, "etag": str, "last_modified": str,
+            "content_length": int, "sha256": str, "path": str, "state": str,
+            "attempts": int, "last_attempt_at": str, "error": str, "updated_at": str,
+        },
+        pk="target_key", if_not_exists=True,
+    )
+
+    db["translation_memory"].create(
+        {
+            "source_lang": str, "target_lang": str, "source_hash": str, "source_text": str,
+            "translated_text": str, "backend": str, "created_at": str, "uses": int,
+        },
+        pk=("source_lang", "target_lang", "source_hash"), if_not_exists=True,
+    )
+
+    db["meta"].create({"key": str, "value": str, "updated_at": str}, pk="key", if_not_exists=True)
+
+
+def _m002_fts(db: sqlite_utils.Database) -> None:
+    """FTS5 with the trigram tokenizer so Japanese and Korean substrings match.
+
+    An external-content index over recalls kept in step by triggers (insert / update / delete),
+    so upserts and the translation worker need no extra code to keep search current.
+    """
+    cols = ", ".join(FTS_COLUMNS)
+    db.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS recalls_fts USING fts5({cols}, "
+        "content='recalls', content_rowid='id', tokenize='trigram')"
+    )
+    new_vals = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
+    old_vals = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
+    db.executescript(
+        f"""
+        CREATE TRIGGER IF NOT EXISTS recalls_fts_ai AFTER INSERT ON recalls BEGIN
+          INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
+        END;
+        CREATE TRIGGER IF NOT EXISTS recalls_fts_ad AFTER DELETE ON recalls BEGIN
+          INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
+        END;
+        CREATE TRIGGER IF NOT EXISTS recalls_fts_au AFTER UPDATE ON recalls BEGIN
+          INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
+          INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
+        END;
+        """
+    )
+    db.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')")
+
+
+MIGRATIONS = [_m001_core, _m002_fts]
+
+
+def migrate(db: sqlite_utils.Database) -> int:
+    """Bring the database to the newest schema; returns the version reached."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    for number, migration in enumerate(MIGRATIONS, start=1):
+        if number <= version:
+            continue
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            migration(db)
+            db.conn.execute(f"PRAGMA user_version = {number}")
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.execute("ROLLBACK")
+            raise
+        log.debug("schema migrated to version %d (%s)", number, migration.__name__)
+        version = number
+    return version

@@ -1,0 +1,436 @@
+"""The SQLite store: opening (WAL, busy timeout, migrations), the COALESCE upsert, run
+records, dead letters. The only module that writes recalls.
+
+Upsert rules (see ARCHITECTURE "Storage"):
+- a NULL or blank never erases a stored value (COALESCE, in SQL);
+- a row whose merged values equal the stored ones is not written, so `updated_at` does not
+  move and a re-run over the same data writes nothing;
+- a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
+- a failing batch is bisected down to the rows that break it; only those become dead letters.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import sqlite_utils
+
+from .dates import utc_now_iso
+from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
+from .schema import migrate
+
+log = logging.getLogger(__name__)
+
+LOCK_RETRIES = 5
+LOCK_RETRY_BASE_WAIT_S = 0.2
+BUSY_TIMEOUT_MS = 30_000
+
+# Columns a crawl writes; the `_ko` columns and translation state belong to the translator.
+DATA_COLUMNS = (
+    "source", "country", "recall_number", "recall_date", "date_unknown",
+    *ORIGINAL_COLUMNS,
+    "model_year", "affected_units", "source_lang", "source_url", "extra",
+)
+_COMPARED_COLUMNS = tuple(c for c in DATA_COLUMNS if c not in ("country", "recall_number"))
+
+
+@dataclass
+class UpsertResult:
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    failed: list[tuple[dict, str]] = field(default_factory=list)  # (row, error)
+
+    @property
+    def saved(self) -> int:
+        return self.new + self.updated + self.unchanged
+
+    def add(self, other: "UpsertResult") -> None:
+        self.new += other.new
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.failed.extend(other.failed)
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "database is locked" in str(exc) or "database is busy" in str(exc)
+    )
+
+
+def encode_raw(raw: Any) -> tuple[str, str | None, bytes | None]:
+    """A raw item as (kind, text, bytes) for the dead_letters table."""
+    if raw is None:
+        return "none", None, None
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        return "bytes", None, bytes(raw)
+    if isinstance(raw, str):
+        return "text", raw, None
+    return "json", json.dumps(raw, ensure_ascii=False, default=_json_default), None
+
+
+def decode_raw(kind: str, text: str | None, blob: bytes | None) -> Any:
+    if kind == "bytes":
+        return blob
+    if kind == "json":
+        return json.loads(text) if text is not None else None
+    return text
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return {"__bytes_b64__": base64.b64encode(bytes(value)).decode("ascii")}
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+class Store:
+    """One SQLite database file (or `:memory:`). Thread-safe: writes are serialised."""
+
+    def __init__(self, path: str | Path = "basecrawler.db"):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            self._with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self.db = sqlite_utils.Database(conn)
+        self._write_lock = threading.RLock()
+        self._with_lock_retry(lambda: migrate(self.db))
+
+    # ---- plumbing ---------------------------------------------------------------------
+    @property
+    def directory(self) -> Path:
+        """Folder next to the database where the archive and artifacts live."""
+        if self.path == ":memory:":
+            return Path.cwd()
+        return Path(self.path).resolve().parent
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    @staticmethod
+    def _with_lock_retry(operation):
+        """Run `operation`, retrying up to 5 times with growing waits on `database is locked`."""
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                return operation()
+            except sqlite3.OperationalError as exc:
+                if not is_locked_error(exc) or attempt == LOCK_RETRIES:
+                    raise
+                wait = LOCK_RETRY_BASE_WAIT_S * (2 ** attempt)
+                log.warning("database is locked; retry %d/%d in %.1fs", attempt + 1, LOCK_RETRIES, wait)
+                time.sleep(wait)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """BEGIN IMMEDIATE … COMMIT under the write lock (takes the SQLite write lock up front,
+        so two writers queue on busy_timeout instead of failing half-way)."""
+        with self._write_lock:
+            conn = self.db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def write(self, operation):
+        """Run `operation(db)` in one write transaction, retrying when the database is locked."""
+        def attempt():
+            with self.transaction() as db:
+                return operation(db)
+        return self._with_lock_retry(attempt)
+
+    def query(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
+        return list(self.db.query(sql, params))
+
+    # ---- recalls ----------------------------------------------------------------------
+    def upsert_recalls(self, records: Iterable[Recall], *, source: str, raws: list | None = None) -> UpsertResult:
+        """Store one batch with the COALESCE rule; exact new / updated / unchanged counts.
+
+        `raws` (same order as `records`) is what a failing row's dead letter keeps.
+        """
+        rows = []
+        for index, record in enumerate(records):
+            row = record.to_row()
+            row["source"] = source
+            row["_raw"] = raws[index] if raws is not None else row
+            rows.append(row)
+        rows = _fold_same_key(rows)
+        return self.write(lambda db: self._upsert_batch(db, rows))
+
+    def _upsert_batch(self, db, rows: list[dict]) -> UpsertResult:
+        result = UpsertResult()
+        stored = self._stored_rows(db, rows)
+        now = utc_now_iso()
+        to_write: list[tuple[dict, str]] = []
+        for row in rows:
+            old = stored.get((row["country"], row["recall_number"]))
+            if old is None:
+                to_write.append((row, "new"))
+                continue
+            merged = _merge(old, row)
+            if all(_same(merged[c], old.get(c)) for c in _COMPARED_COLUMNS):
+                result.unchanged += 1
+            else:
+                to_write.append((merged | {"_raw": row["_raw"]}, "updated"))
+        for row, outcome in self._write_bisecting(db, to_write, now):
+            if outcome == "new":
+                result.new += 1
+            elif outcome == "updated":
+                result.updated += 1
+            else:
+                result.failed.append((row, outcome))
+        return result
+
+    def _stored_rows(self, db, rows: list[dict]) -> dict[tuple[str, str], dict]:
+        found: dict[tuple[str, str], dict] = {}
+        by_country: dict[str, list[str]] = {}
+        for row in rows:
+            by_country.setdefault(row["country"], []).append(row["recall_number"])
+        cols = ", ".join(f"[{c}]" for c in DATA_COLUMNS)
+        for country, numbers in by_country.items():
+            for start in range(0, len(numbers), 500):
+                chunk = numbers[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                cursor = db.conn.execute(
+                    f"SELECT {cols} FROM recalls WHERE country = ? AND recall_number IN ({marks})",
+                    [country, *chunk],
+                )
+                names = [d[0] for d in cursor.description]
+                for values in cursor:
+                    row = dict(zip(names, values))
+                    found[(row["country"], row["recall_number"])] = row
+        return found
+
+    def _write_bisecting(self, db, items: list[tuple[dict, str]], now: str):
+        """Write items inside a savepoint; on failure split in halves until the bad rows are
+        alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
+        if not items:
+            return
+        savepoint = "upsert_batch"
+        db.conn.execute(f"SAVEPOINT {savepoint}")
+        try:
+            db.conn.executemany(_UPSERT_SQL, [_sql_params(row, now) for row, _ in items])
+        except sqlite3.Error as exc:
+            db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+            db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+            if is_locked_error(exc):
+                raise
+            if len(items) == 1:
+                yield items[0][0], f"{type(exc).__name__}: {exc}"
+                return
+            middle = len(items) // 2
+            yield from self._write_bisecting(db, items[:middle], now)
+            yield from self._write_bisecting(db, items[middle:], now)
+            return
+        except (TypeError, ValueError, OverflowError) as exc:  # unbindable value in some row
+            db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+            db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+            if len(items) == 1:
+                yield items[0][0], f"{type(exc).__name__}: {exc}"
+                return
+            middle = len(items) // 2
+            yield from self._write_bisecting(db, items[:middle], now)
+            yield from self._write_bisecting(db, items[middle:], now)
+            return
+        db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+        yield from items
+
+    def newest_recall_date(self, source: str) -> str | None:
+        row = self.db.execute(
+            "SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0", [source]
+        ).fetchone()
+        return row[0] if row else None
+
+    def count_recalls(self, source: str | None = None) -> int:
+        if source is None:
+            return self.db.execute("SELECT COUNT(*) FROM recalls").fetchone()[0]
+        return self.db.execute("SELECT COUNT(*) FROM recalls WHERE source = ?", [source]).fetchone()[0]
+
+    def get_recall(self, country: str, recall_number: str) -> dict | None:
+        rows = self.query(
+            "SELECT * FROM recalls WHERE country = ? AND recall_number = ?", [country.upper(), recall_number]
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        row["extra"] = json.loads(row["extra"]) if row.get("extra") else {}
+        return row
+
+    # ---- runs -------------------------------------------------------------------------
+    def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
+        def op(db):
+            cursor = db.conn.execute(
+                "INSERT INTO crawl_runs (source, mode, status, pid, started_at, since, until) VALUES (?,?,?,?,?,?,?)",
+                [source, mode, status, pid, utc_now_iso(), since, until],
+            )
+            return cursor.lastrowid
+        return self.write(op)
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        if not fields:
+            return
+        fields = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
+        assignments = ", ".join(f"[{k}] = ?" for k in fields)
+        self.write(lambda db: db.conn.execute(f"UPDATE crawl_runs SET {assignments} WHERE id = ?", [*fields.values(), run_id]))
+
+    def last_run(self, source: str) -> dict | None:
+        rows = self.query("SELECT * FROM crawl_runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source])
+        return rows[0] if rows else None
+
+    # ---- dead letters -----------------------------------------------------------------
+    def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
+                        raw: Any, recall_number: str | None = None, url: str | None = None,
+                        response_sha256: str | None = None) -> int:
+        raw_kind, raw_text, raw_bytes = encode_raw(raw)
+
+        def op(db):
+            cursor = db.conn.execute(
+                "INSERT INTO dead_letters (source, run_id, stage, kind, error, recall_number, url, "
+                "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0)",
+                [source, run_id, stage, kind, error[:4000], recall_number, url, response_sha256,
+                 raw_kind, raw_text, raw_bytes, utc_now_iso()],
+            )
+            return cursor.lastrowid
+        return self.write(op)
+
+    def open_dead_letters(self, source: str | None = None) -> list[dict]:
+        sql = "SELECT * FROM dead_letters WHERE resolved_at IS NULL"
+        params: list = []
+        if source:
+            sql += " AND source = ?"
+            params.append(source)
+        return self.query(sql + " ORDER BY id", params)
+
+    # ---- meta -------------------------------------------------------------------------
+    def set_meta(self, key: str, value: str) -> None:
+        self.write(lambda db: db.conn.execute(
+            "INSERT INTO meta (key, value, updated_at) VALUES (?,?,?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            [key, value, utc_now_iso()],
+        ))
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+
+# ---- upsert helpers (pure) ------------------------------------------------------------
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, bool) or isinstance(b, bool):
+        return int(a) == int(b)
+    return a == b or str(a) == str(b)
+
+
+def _extra_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if not value:
+        return None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=_json_default)
+
+
+def _merge(old: dict, new: dict) -> dict:
+    """The row the COALESCE rule produces from a stored row and an incoming one."""
+    merged = dict(old)
+    for col in DATA_COLUMNS:
+        value = new.get(col)
+        if col == "extra":
+            old_extra = json.loads(old["extra"]) if old.get("extra") else {}
+            combined = {**old_extra, **(new.get("extra") or {})}
+            merged["extra"] = _extra_json(combined)
+        elif col in ("recall_date", "date_unknown"):
+            # A sentinel date never replaces a real stored date.
+            if new.get("date_unknown") and not old.get("date_unknown"):
+                continue
+            merged[col] = int(value) if col == "date_unknown" else value
+        elif value is not None:
+            merged[col] = value
+    return merged
+
+
+def _fold_same_key(rows: list[dict]) -> list[dict]:
+    """Two rows with one key in a batch (an addendum repeating an alert) fold into one."""
+    by_key: dict[tuple, dict] = {}
+    for row in rows:
+        key = (row["country"], row["recall_number"])
+        if key in by_key:
+            first = by_key[key]
+            merged = _merge({**first, "extra": _extra_json(first.get("extra"))}, row)
+            merged["extra"] = json.loads(merged["extra"]) if merged.get("extra") else {}
+            merged["_raw"] = row["_raw"]
+            by_key[key] = merged
+        else:
+            by_key[key] = row
+    return list(by_key.values())
+
+
+def _sql_params(row: dict, now: str) -> list:
+    params = []
+    for col in DATA_COLUMNS:
+        value = row.get(col)
+        if col == "extra":
+            value = _extra_json(value)
+        elif col == "date_unknown":
+            value = int(bool(value))
+        params.append(value)
+    params.extend([now, now])
+    return params
+
+
+def _build_upsert_sql() -> str:
+    cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
+    marks = ", ".join("?" * len(cols))
+    sets = []
+    for col in DATA_COLUMNS:
+        if col in ("country", "recall_number"):
+            continue
+        if col in ("recall_date", "date_unknown"):
+            sets.append(
+                f"[{col}] = CASE WHEN excluded.date_unknown = 1 AND recalls.date_unknown = 0 "
+                f"THEN recalls.[{col}] ELSE excluded.[{col}] END"
+            )
+        else:
+            sets.append(f"[{col}] = COALESCE(excluded.[{col}], recalls.[{col}])")
+    changed_any = []
+    for original, korean in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS):
+        changed = f"(excluded.[{original}] IS NOT NULL AND excluded.[{original}] IS NOT recalls.[{original}])"
+        changed_any.append(changed)
+        sets.append(f"[{korean}] = CASE WHEN {changed} THEN NULL ELSE recalls.[{korean}] END")
+    any_changed = " OR ".join(changed_any)
+    sets.append(f"translated_at = CASE WHEN {any_changed} THEN NULL ELSE recalls.translated_at END")
+    sets.append(f"translation_status = CASE WHEN {any_changed} THEN NULL ELSE recalls.translation_status END")
+    sets.append(f"translation_note = CASE WHEN {any_changed} THEN NULL ELSE recalls.translation_note END")
+    sets.append("updated_at = excluded.updated_at")
+    return (
+        f"INSERT INTO recalls ({', '.join(f'[{c}]' for c in cols)}) VALUES ({marks}) "
+        f"ON CONFLICT(country, recall_number) DO UPDATE SET {', '.join(sets)}"
+    )
+
+
+_UPSERT_SQL = _build_upsert_sql()
+
+__all__ = ["Store", "UpsertResult", "DATA_COLUMNS", "TEXT_FIELDS", "encode_raw", "decode_raw", "is_locked_error"]

@@ -1,0 +1,1 @@
+"""Source crawlers: one module per source, each with one BaseCrawler subclass (found automatically)."""

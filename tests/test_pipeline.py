@@ -1,0 +1,177 @@
+"""BaseCrawler.run(): the fixed pipeline end to end with a demo source defined here."""
+import datetime as dt
+import json
+
+import pytest
+
+from basecrawler import BaseCrawler, Recall, Store
+
+
+class DemoCrawler(BaseCrawler):
+    source = "demo"
+    country = "XX"
+    source_lang = "en"
+    endpoints = {"site": "https://demo.example"}
+
+    def __init__(self, *args, items=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.items = list(items)
+
+    def fetch(self):
+        yield from self.items
+
+    def parse(self, raw):
+        if raw.get("explode"):
+            raise KeyError("title")
+        return {
+            "recall_number": raw["id"],
+            "recall_date": raw.get("date"),
+            "manufacturer_original": raw.get("maker"),
+            "model_original": raw.get("model"),
+            "summary_original": raw.get("summary"),
+            "affected_units": raw.get("units"),
+        }
+
+
+def item(n, **kw):
+    base = {"id": f"R{n}", "date": "2024-05-01", "maker": "Acme", "model": f"M{n}", "summary": f"Summary {n}", "units": "1,200"}
+    base.update(kw)
+    return base
+
+
+def run(store, items, settings, **kw):
+    return DemoCrawler(store, items=items, settings=settings, **kw).run()
+
+
+def test_demo_source_runs_end_to_end(store, settings):
+    result = run(store, [item(1), item(2), item(3)], settings, mode="full")
+    assert result.status == "succeeded"
+    c = result.counts
+    assert (c.fetched, c.parsed, c.saved, c.new) == (3, 3, 3, 3)
+    row = store.get_recall("XX", "R2")
+    assert row["manufacturer_original"] == "Acme" and row["affected_units"] == 1200
+    assert row["source"] == "demo" and row["source_lang"] == "en"
+    runs = store.query("SELECT * FROM crawl_runs")
+    assert runs[-1]["status"] == "succeeded" and runs[-1]["new"] == 3
+    assert "demo: fetched 3 → parsed 3 → out of range 0 → saved 3 (new 3, updated 0, unchanged 0)" in runs[-1]["summary"]
+
+
+def test_missing_field_in_second_crawl_keeps_stored_value(store, settings):
+    run(store, [item(1)], settings)
+    result = run(store, [item(1, maker=None, summary="")], settings)
+    row = store.get_recall("XX", "R1")
+    assert row["manufacturer_original"] == "Acme"
+    assert row["summary_original"] == "Summary 1"
+    assert result.counts.unchanged == 1 and result.counts.updated == 0
+
+
+def test_changed_value_updates_and_clears_its_translation(store, settings):
+    run(store, [item(1)], settings)
+    store.write(lambda db: db.conn.execute(
+        "UPDATE recalls SET summary_ko='요약', model_ko='모델', translated_at='2024-01-01T00:00:00+00:00', "
+        "translation_status='translated'"))
+    result = run(store, [item(1, summary="Summary 1, revised")], settings)
+    row = store.get_recall("XX", "R1")
+    assert result.counts.updated == 1
+    assert row["summary_original"] == "Summary 1, revised"
+    assert row["summary_ko"] is None
+    assert row["model_ko"] == "모델"            # unchanged original keeps its translation
+    assert row["translated_at"] is None        # the row is queued for translation again
+
+
+def test_rerun_of_identical_data_writes_nothing(store, settings):
+    run(store, [item(1), item(2)], settings)
+    before = store.query("SELECT recall_number, updated_at FROM recalls ORDER BY id")
+    changes_before = store.db.conn.total_changes
+    result = run(store, [item(1), item(2)], settings)
+    assert (result.counts.new, result.counts.updated, result.counts.unchanged) == (0, 0, 2)
+    assert store.query("SELECT recall_number, updated_at FROM recalls ORDER BY id") == before
+    # Only the crawl_runs bookkeeping was written, no recall row.
+    writes = store.db.conn.total_changes - changes_before
+    assert writes <= 4
+
+
+def test_parse_and_validation_failures_become_dead_letters(store, settings):
+    items = [item(1), {"id": "R2", "explode": True}, item(3, units="many"), item(4)]
+    result = run(store, items, settings)
+    assert result.status == "succeeded"
+    assert result.counts.unparseable == 2 and result.counts.dead_lettered == 2 and result.counts.saved == 2
+    letters = store.open_dead_letters("demo")
+    kinds = sorted(l["kind"] for l in letters)
+    assert kinds == ["parse_error", "validation"]
+    raws = [json.loads(l["raw"]) for l in letters]
+    assert {"id": "R2", "explode": True} in raws
+    assert any(r.get("units") == "many" for r in raws)
+    assert "affected_units" in next(l["error"] for l in letters if l["kind"] == "validation")
+
+
+def test_unparseable_date_is_kept_with_sentinel_and_never_filtered(store, settings):
+    result = run(store, [item(1, date="31/02/2024"), item(2, date="2020-01-01")], settings,
+                 since=dt.date(2024, 1, 1))
+    assert result.counts.out_of_range == 1
+    row = store.get_recall("XX", "R1")
+    assert row["date_unknown"] == 1 and row["recall_date"] == "1970-01-01"
+    assert store.get_recall("XX", "R2") is None
+
+
+def test_incremental_window_is_newest_minus_overlap(store, settings):
+    run(store, [item(1, date="2024-05-30")], settings)
+    crawler = DemoCrawler(store, items=[item(2, date="2024-05-10"), item(3, date="2024-05-20")], settings=settings)
+    result = crawler.run()
+    assert crawler.since == dt.date(2024, 5, 16)
+    assert result.counts.out_of_range == 1 and result.counts.new == 1
+
+
+def test_batch_with_one_breaking_row_stores_all_others(store, settings):
+    # A trigger that refuses one specific row stands in for any row the database rejects.
+    store.db.execute("CREATE TRIGGER refuse_r13 BEFORE INSERT ON recalls WHEN new.recall_number = 'R13' "
+                     "BEGIN SELECT RAISE(ABORT, 'refused row'); END")
+    items = [item(n) for n in range(1, 41)]
+    result = run(store, items, settings.with_(batch_size=40))
+    assert result.counts.saved == 39 and result.counts.dead_lettered == 1
+    assert store.count_recalls("demo") == 39
+    letter = store.open_dead_letters("demo")[0]
+    assert letter["stage"] == "store" and "refused row" in letter["error"] and letter["recall_number"] == "R13"
+    assert json.loads(letter["raw"])["id"] == "R13"
+
+
+def test_full_run_with_nothing_is_suspect(store, settings):
+    result = run(store, [], settings, mode="full")
+    assert result.status == "suspect"
+
+
+def test_mostly_unparseable_run_is_suspect(store, settings):
+    result = run(store, [item(1), {"id": "x", "explode": True}, {"id": "y", "explode": True}], settings, mode="full")
+    assert result.status == "suspect"
+
+
+def test_fetch_failure_keeps_records_fetched_before_it(store, settings):
+    class Breaking(DemoCrawler):
+        source = "demo"
+
+        def fetch(self):
+            yield item(1)
+            raise RuntimeError("listing page 2 vanished")
+
+    result = Breaking(store, settings=settings).run()
+    assert result.status == "failed" and "listing page 2 vanished" in result.error
+    assert store.get_recall("XX", "R1") is not None
+    assert store.last_run("demo")["status"] == "failed"
+
+
+def test_parse_may_return_many_records_or_none(store, settings):
+    class Many(DemoCrawler):
+        def parse(self, raw):
+            if raw == "skip":
+                return None
+            return [{"recall_number": f"{raw}-{i}", "recall_date": "2024-01-01"} for i in range(3)]
+
+    result = Many(store, items=["a", "skip", "b"], settings=settings).run()
+    assert result.counts.fetched == 3 and result.counts.parsed == 6 and result.counts.new == 6
+
+
+def test_endpoint_override_changes_scheme_and_host_only(store, settings, monkeypatch):
+    crawler = DemoCrawler(store, settings=settings)
+    assert crawler.url("site", "/recalls?page=2") == "https://demo.example/recalls?page=2"
+    monkeypatch.setenv("BASECRAWLER_DEMO_SITE_URL", "http://127.0.0.1:8123/ignored/path")
+    assert crawler.url("site", "/recalls?page=2") == "http://127.0.0.1:8123/recalls?page=2"
