@@ -19,7 +19,8 @@ from .config import Settings, endpoint_override
 from .errors import CrawlerError, FetchError, NotFound, SourceFailed
 from .model import Recall
 from .runlock import RunLock
-from .store import Store
+from .archive import Archive
+from .store import Store, decode_raw
 
 log = logging.getLogger("basecrawler")
 
@@ -169,6 +170,9 @@ class BaseCrawler(abc.ABC):
         if isinstance(error, FetchError):
             url = url or error.url
             response_sha = response_sha or error.response_sha256
+        if response_sha is None and self._http is not None and stage in ("parse", "store"):
+            # The body the item came from, so the letter can be traced back to the archive.
+            response_sha = self._http.last_sha256
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         self.store.add_dead_letter(
             source=self.source, run_id=self.run_id, stage=stage, kind=kind, error=message, raw=raw,
@@ -211,6 +215,59 @@ class BaseCrawler(abc.ABC):
             lock.release()
         return result
 
+    @final
+    def retry_dead_letters(self) -> dict:
+        """Re-parse this source's open parse/store dead letters with the current parser, from
+        the kept raw input (no re-fetch), and store what now parses. Under the run lock."""
+        outcome = {"retried": 0, "resolved": 0, "still_failing": 0}
+        with RunLock(self.store.path, self.settings.lock_timeout_s):
+            letters = [l for l in self.store.open_dead_letters(self.source) if l["stage"] in ("parse", "store")]
+            for letter in letters:
+                outcome["retried"] += 1
+                raw = decode_raw(letter["raw_kind"], letter["raw"], letter["raw_bytes"])
+                if raw is None and letter.get("response_sha256"):
+                    raw = Archive(self.store).get_bytes(letter["response_sha256"])
+                error = None
+                try:
+                    records = list(self._records_from(raw))
+                    stored = self.store.upsert_recalls(records, source=self.source, raws=[raw] * len(records))
+                    if stored.failed:
+                        error = stored.failed[0][1]
+                except ValidationError as exc:
+                    error = _short_validation(exc)
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"
+                now = _now()
+                if error is None:
+                    outcome["resolved"] += 1
+                    self.store.write(lambda db: db.conn.execute(
+                        "UPDATE dead_letters SET resolved_at = ?, retried_at = ?, retry_count = retry_count + 1 WHERE id = ?",
+                        [now, now, letter["id"]]))
+                else:
+                    outcome["still_failing"] += 1
+                    self.store.write(lambda db: db.conn.execute(
+                        "UPDATE dead_letters SET error = ?, retried_at = ?, retry_count = retry_count + 1 WHERE id = ?",
+                        [error[:4000], now, letter["id"]]))
+        log.info("%s: dead letters retried %d → resolved %d, still failing %d", self.source,
+                 outcome["retried"], outcome["resolved"], outcome["still_failing"])
+        return outcome
+
+    def _records_from(self, raw: Any) -> Iterator[Recall]:
+        """parse() output normalised to validated Recall objects (raises on any failure)."""
+        produced = self.parse(raw)
+        if produced is None:
+            return
+        if isinstance(produced, (dict, Recall)):
+            produced = [produced]
+        for entry in produced:
+            if isinstance(entry, Recall):
+                yield entry
+            else:
+                entry = dict(entry)
+                entry.setdefault("country", self.country)
+                entry.setdefault("source_lang", self.source_lang)
+                yield Recall.model_validate(entry)
+
     def _pipeline(self, result: RunResult) -> None:
         batch: list[tuple[Recall, Any]] = []
         fetch_error: Exception | None = None
@@ -229,6 +286,9 @@ class BaseCrawler(abc.ABC):
             fetch_error = exc  # keep what was fetched so far, then report the failure
         self._flush(batch)
         if fetch_error is not None:
+            if isinstance(fetch_error, FetchError) and fetch_error.kind == "unexpected":
+                # The wrong kind of body (an HTML error page for JSON…): keep it as a dead letter.
+                self.dead_letter(fetch_error.body, fetch_error, stage="fetch")
             raise fetch_error
         if self.has_detail_phase():
             from . import enrichment
@@ -239,20 +299,7 @@ class BaseCrawler(abc.ABC):
     def _parse_item(self, item: Any) -> Iterator[tuple[Recall, Any]]:
         raw = item.data if isinstance(item, Raw) else item
         try:
-            produced = self.parse(raw)
-            if produced is None:
-                return
-            if isinstance(produced, (dict, Recall)):
-                produced = [produced]
-            records = []
-            for entry in produced:
-                if isinstance(entry, Recall):
-                    records.append(entry)
-                else:
-                    entry = dict(entry)
-                    entry.setdefault("country", self.country)
-                    entry.setdefault("source_lang", self.source_lang)
-                    records.append(Recall.model_validate(entry))
+            records = list(self._records_from(raw))
         except ValidationError as exc:
             self.counts.unparseable += 1
             self.dead_letter(item, _short_validation(exc), stage="parse", kind="validation")

@@ -6,7 +6,7 @@ import json
 import logging
 
 from ..errors import ConfigError
-from ..registry import discover, get_source
+from ..registry import discover
 from ..store import Store
 
 log = logging.getLogger("basecrawler")
@@ -37,14 +37,17 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def run_sources(source_ids, *, settings, mode="incremental", since=None, until=None, transport=None) -> list:
+def run_sources(source_ids, *, settings, mode="incremental", since=None, until=None, transport=None,
+                registry: dict | None = None) -> list:
     """Run each source in isolation; one failing never stops the others. Returns RunResults."""
+    registry = discover() if registry is None else registry
     store = Store(settings.db_path)
     results = []
     try:
         for source_id in source_ids:
-            crawler_class = get_source(source_id)
-            crawler = crawler_class(store, mode=mode, since=since, until=until, settings=settings, transport=transport)
+            if source_id not in registry:
+                raise ConfigError(f"unknown source {source_id!r}; known sources: {', '.join(registry) or '(none)'}")
+            crawler = registry[source_id](store, mode=mode, since=since, until=until, settings=settings, transport=transport)
             results.append(crawler.run())
     finally:
         store.close()
@@ -61,7 +64,8 @@ def cmd_run(args) -> int:
             raise ConfigError(f"unknown source {unknown[0]!r}; known sources: {', '.join(registry) or '(none)'}")
         ids = list(dict.fromkeys(args.source))
     settings = args.settings.with_(record_dir=args.record, replay_dir=args.replay)
-    results = run_sources(ids, settings=settings, mode=args.mode, since=args.since, until=args.until)
+    results = run_sources(ids, settings=settings, mode=args.mode, since=args.since, until=args.until,
+                          registry=registry)
     failed = [r for r in results if not r.ok]
     if len(results) > 1:
         log.info("all: %d sources, %d succeeded, %d failed or suspect (%s)", len(results),

@@ -1,0 +1,71 @@
+"""`dead-letters [list|retry]`: what could not be stored, and re-parsing it from the kept raw
+input with the current parser (after a parser fix) without fetching again."""
+from __future__ import annotations
+
+import json
+
+from ..registry import discover, get_source
+from ..store import Store
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("dead-letters", help="list or retry records that could not be stored")
+    parser.add_argument("action", nargs="?", choices=["list", "retry"], default="list")
+    parser.add_argument("--source", metavar="ID", help="only this source")
+    parser.add_argument("--all", action="store_true", help="list resolved ones too")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--limit", type=int, default=100, help="rows to list (default 100)")
+    parser.set_defaults(func=cmd_dead_letters)
+
+
+def cmd_dead_letters(args) -> int:
+    store = Store(args.settings.db_path)
+    try:
+        if args.action == "retry":
+            return _retry(args, store)
+        return _list(args, store)
+    finally:
+        store.close()
+
+
+def _list(args, store: Store) -> int:
+    sql = ("SELECT id, source, run_id, stage, kind, error, recall_number, url, response_sha256, raw_kind, "
+           "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
+           "resolved_at, retry_count FROM dead_letters WHERE 1=1")
+    params: list = []
+    if not args.all:
+        sql += " AND resolved_at IS NULL"
+    if args.source:
+        sql += " AND source = ?"
+        params.append(args.source)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(args.limit)
+    rows = store.query(sql, params)
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print("no dead letters")
+        return 0
+    for row in rows:
+        state = "resolved" if row["resolved_at"] else "open"
+        where = row["recall_number"] or row["url"] or ""
+        print(f"#{row['id']:<5} {row['source']:<4} {row['stage']:<6} {row['kind']:<12} {state:<8} {where}")
+        print(f"       {row['error'][:200]}")
+    return 0
+
+
+def _retry(args, store: Store) -> int:
+    sources = [args.source] if args.source else sorted(
+        {r["source"] for r in store.query("SELECT DISTINCT source FROM dead_letters WHERE resolved_at IS NULL")})
+    registry = discover()
+    totals = {"retried": 0, "resolved": 0, "still_failing": 0}
+    for source_id in sources:
+        if source_id not in registry:
+            get_source(source_id)  # raises UnknownSource with the list of known ids
+        crawler = registry[source_id](store, settings=args.settings)
+        outcome = crawler.retry_dead_letters()
+        for key in totals:
+            totals[key] += outcome[key]
+    print(f"dead letters: retried {totals['retried']}, resolved {totals['resolved']}, still failing {totals['still_failing']}")
+    return 0

@@ -1,0 +1,64 @@
+"""Dead letters keep the raw input; after a parser fix they are re-parsed without re-fetching."""
+import json
+
+from basecrawler import BaseCrawler
+from basecrawler.cli import main
+from basecrawler.testing import LoopbackServer, Reply
+
+FEED = [
+    {"id": "D1", "date": "2024-02-01", "units": "10"},
+    {"id": "D2", "date": "2024-02-02", "units": "about 40"},   # the old parser chokes on this
+    {"id": "D3", "date": "2024-02-03", "units": "12"},
+]
+
+
+class StrictCrawler(BaseCrawler):
+    source = "dl"
+    country = "XX"
+    endpoints = {"api": "https://api.example"}
+
+    def fetch(self):
+        yield from self.http.get_json(self.url("api", "/feed.json"))
+
+    def parse(self, raw):
+        return {"recall_number": raw["id"], "recall_date": raw["date"], "affected_units": int(raw["units"])}
+
+
+class FixedCrawler(StrictCrawler):
+    def parse(self, raw):
+        units = "".join(ch for ch in raw["units"] if ch.isdigit())
+        return {"recall_number": raw["id"], "recall_date": raw["date"], "affected_units": int(units)}
+
+
+def test_parser_fixed_after_the_fact_stores_dead_letters_from_the_archive(store, settings, monkeypatch):
+    with LoopbackServer(lambda req: Reply(200, body=json.dumps(FEED), headers={"Content-Type": "application/json"})) as server:
+        monkeypatch.setenv("BASECRAWLER_DL_API_URL", server.url)
+        result = StrictCrawler(store, settings=settings).run()
+        requests_after_crawl = len(server.requests)
+        assert result.counts.unparseable == 1 and store.get_recall("XX", "D2") is None
+        letter = store.open_dead_letters("dl")[0]
+        assert json.loads(letter["raw"]) == FEED[1]
+        assert letter["response_sha256"]  # points at the archived feed body
+
+        outcome = FixedCrawler(store, settings=settings).retry_dead_letters()
+        assert len(server.requests) == requests_after_crawl  # nothing fetched again
+    assert outcome == {"retried": 1, "resolved": 1, "still_failing": 0}
+    assert store.get_recall("XX", "D2")["affected_units"] == 40
+    assert store.open_dead_letters("dl") == []
+
+
+def test_retry_with_the_old_parser_keeps_the_letter_open(store, settings, monkeypatch):
+    with LoopbackServer(lambda req: Reply(200, body=json.dumps(FEED), headers={"Content-Type": "application/json"})) as server:
+        monkeypatch.setenv("BASECRAWLER_DL_API_URL", server.url)
+        StrictCrawler(store, settings=settings).run()
+    outcome = StrictCrawler(store, settings=settings).retry_dead_letters()
+    assert outcome["still_failing"] == 1
+    letter = store.open_dead_letters("dl")[0]
+    assert letter["retry_count"] == 1 and "about 40" in letter["error"]
+
+
+def test_dead_letters_cli_lists_as_json(store, settings, db_path, capsys):
+    StrictCrawler(store, settings=settings).dead_letter({"id": "X"}, ValueError("broken row"), stage="parse")
+    assert main(["--db", db_path, "dead-letters", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["source"] == "dl" and "broken row" in rows[0]["error"]

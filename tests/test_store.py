@@ -1,0 +1,121 @@
+"""The store beyond the pipeline: migrations of old databases, concurrent processes."""
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+from basecrawler import Recall, Store
+
+OLD_SCHEMA = """
+CREATE TABLE recalls (
+    id INTEGER PRIMARY KEY, source TEXT, country TEXT, recall_number TEXT, recall_date TEXT,
+    manufacturer_original TEXT, model_original TEXT, summary_original TEXT, affected_units INTEGER,
+    updated_at TEXT
+);
+"""
+
+
+def test_old_database_with_duplicates_is_merged_then_indexed(tmp_path):
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(OLD_SCHEMA)
+    conn.executemany(
+        "INSERT INTO recalls (source, country, recall_number, recall_date, manufacturer_original, model_original, "
+        "summary_original, affected_units, updated_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        [
+            ("us", "US", "24V001", "2024-01-01", "Ford", None, "old summary", 10, "2024-01-01T00:00:00+00:00"),
+            ("us", "US", "24V001", "2024-01-01", None, "F-150", "new summary", None, "2024-02-01T00:00:00+00:00"),
+            ("us", "US", "24V002", "2024-01-03", "GM", "Bolt", None, 5, "2024-01-03T00:00:00+00:00"),
+        ],
+    )
+    conn.commit()
+    conn.close()
+
+    store = Store(path)
+    rows = store.query("SELECT * FROM recalls ORDER BY recall_number")
+    assert len(rows) == 2
+    merged = rows[0]
+    assert (merged["manufacturer_original"], merged["model_original"], merged["summary_original"],
+            merged["affected_units"]) == ("Ford", "F-150", "new summary", 10)
+    assert rows[1]["model_original"] == "Bolt"
+    # The unique key now holds, so upserts work on the migrated database.
+    result = store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+                                          remedy_original="Replace")], source="us")
+    assert (result.new, result.updated) == (0, 1)
+    assert store.count_recalls() == 2
+
+
+def test_schema_is_versioned(store):
+    from basecrawler.schema import MIGRATIONS
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+CRAWLER_SCRIPT = textwrap.dedent("""
+    import logging, sys, time
+    from basecrawler import BaseCrawler
+    logging.basicConfig(level=logging.INFO)
+    from basecrawler.testing import fast_settings
+
+    class SlowCrawler(BaseCrawler):
+        source = "slow"
+        country = "SL"
+        endpoints = {}
+
+        def fetch(self):
+            for n in range(300):
+                if n % 100 == 0:
+                    time.sleep(0.3)
+                yield n
+
+        def parse(self, raw):
+            return {"recall_number": f"S{raw}", "recall_date": "2024-01-01", "summary_original": sys.argv[2]}
+
+    result = SlowCrawler(sys.argv[1], settings=fast_settings(sys.argv[1], batch_size=50), mode="full").run()
+    print(result.status)
+""")
+
+
+def test_two_processes_at_once_second_waits_no_lock_errors_no_duplicates(tmp_path):
+    db = str(tmp_path / "shared.db")
+    script = tmp_path / "crawl.py"
+    script.write_text(CRAWLER_SCRIPT)
+    first = subprocess.Popen([sys.executable, str(script), db, "first"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    second = subprocess.Popen([sys.executable, str(script), db, "second"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen_waiting = False
+    deadline = time.monotonic() + 30
+    while first.poll() is None and time.monotonic() < deadline:
+        conn = sqlite3.connect(db, timeout=30)
+        seen_waiting |= bool(conn.execute("SELECT 1 FROM crawl_runs WHERE status = 'waiting'").fetchall())
+        conn.close()
+        time.sleep(0.05)
+    out1, err1 = first.communicate(60)
+    out2, err2 = second.communicate(60)
+    assert out1.strip() == "succeeded" and out2.strip() == "succeeded", (err1, err2)
+    assert "database is locked" not in err1 + err2
+    store = Store(db)
+    assert store.count_recalls() == 300
+    assert store.db.execute("SELECT COUNT(DISTINCT recall_number) FROM recalls").fetchone()[0] == 300
+    runs = store.query("SELECT status, started_at FROM crawl_runs ORDER BY id")
+    assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
+    assert seen_waiting and "waiting for the run lock" in err2
+    assert store.query("SELECT summary_original FROM recalls LIMIT 1")[0]["summary_original"] == "second"
+
+
+def test_lock_of_a_killed_process_is_taken_over(tmp_path):
+    db = str(tmp_path / "k.db")
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from basecrawler.runlock import RunLock
+        lock = RunLock({db!r}); lock.acquire(); print("held", flush=True); time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    from basecrawler.runlock import RunLock
+    lock = RunLock(db)
+    assert not lock.try_acquire()
+    holder.kill()
+    holder.wait()
+    assert lock.try_acquire()
+    lock.release()
