@@ -18,6 +18,14 @@ JAPANESE_ERAS = {
     "平成": 1989, "H": 1989,
     "昭和": 1926, "S": 1926,
 }
+# The day each era began: 令和元年4月30日 never existed (it was 平成31年), so such a date is
+# rejected rather than guessed. Dates after an era ended are kept: forms printed before an era
+# change were still filled in with the old era for a while.
+_ERA_FIRST_DAY = {
+    2019: dt.date(2019, 5, 1),
+    1989: dt.date(1989, 1, 8),
+    1926: dt.date(1926, 12, 25),
+}
 
 _ERA_RE = re.compile(
     r"(?P<era>令和|平成|昭和|[RHS])\s*(?P<year>元|\d{1,2})\s*[年.]\s*(?P<month>\d{1,2})\s*[月.]\s*(?P<day>\d{1,2})\s*日?"
@@ -52,7 +60,11 @@ def parse_japanese_date(text: str) -> dt.date | None:
         year_in_era = 1 if m["year"] == "元" else int(m["year"])
         if year_in_era < 1:
             return None
-        return _make(JAPANESE_ERAS[m["era"]] + year_in_era - 1, int(m["month"]), int(m["day"]))
+        start_year = JAPANESE_ERAS[m["era"]]
+        date = _make(start_year + year_in_era - 1, int(m["month"]), int(m["day"]))
+        if date is None or date < _ERA_FIRST_DAY[start_year]:
+            return None
+        return date
     m = _JA_WESTERN_RE.search(s)
     if m:
         return _make(int(m["year"]), int(m["month"]), int(m["day"]))
