@@ -4,13 +4,361 @@
     enqueue(crawler, records)   after each stored batch: queue the records needing detail
     run_ladder(crawler) -> dict after the list is stored: claim due items, call fetch_detail,
                                 apply results with COALESCE; returns counts for the run log
+
+One row per record in the `enrichment` table:
+
+    pending ──► processing ──► done      fetch_detail returned fields (stored with COALESCE)
+       ▲            │      ├─► empty     fetch_detail returned None: exists, nothing to add
+       │            │      ├─► retry     NotFound ("not yet"): level 1..N, backoff per level
+       │            │      └─► gone      NotFound again at the last level (full mode re-queues)
+       └────────────┘  transient / rate limited / crashed worker: same level, short delay
+
+Only NotFound climbs the ladder; a transient failure never brings an item closer to `gone`.
+Workers only talk HTTP; every database write happens on the calling thread, so the SQLite
+connection is never shared between threads mid-transaction.
 """
 from __future__ import annotations
 
+import datetime as dt
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Iterable
 
+from pydantic import ValidationError
+
+from .errors import Blocked, CredentialsRejected, NotFound, RateLimited, Transient
+from .model import Recall
+from .store import DATA_COLUMNS
+
+log = logging.getLogger(__name__)
+
+PENDING, PROCESSING, DONE, EMPTY, RETRY, GONE = "pending", "processing", "done", "empty", "retry", "gone"
+STATES = (PENDING, PROCESSING, DONE, EMPTY, RETRY, GONE)
+DUE_STATES = (PENDING, RETRY)
+
+# A blocked host or rejected credentials is the source's problem, not the item's: stop asking.
+_STOP_ERRORS = (Blocked, CredentialsRejected)
+_TRANSIENT_ERRORS = (Transient, RateLimited)
+
+
+def timestamp(seconds: float) -> str:
+    """Clock seconds as fixed-width UTC ISO text, so stored times compare as strings."""
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def recall_from_row(row: dict) -> Recall:
+    """The stored recall as a Recall (the `_ko` columns and store bookkeeping left out)."""
+    values = {col: row.get(col) for col in DATA_COLUMNS if col != "source"}
+    extra = values.get("extra")
+    values["extra"] = json.loads(extra) if isinstance(extra, str) and extra else (extra or {})
+    values["date_unknown"] = bool(values.get("date_unknown"))
+    return Recall.model_validate(values)
+
+
+def _stored_rows(store, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+    by_country: dict[str, list[str]] = {}
+    for country, number in keys:
+        by_country.setdefault(country, []).append(number)
+    found = {}
+    for country, numbers in by_country.items():
+        for start in range(0, len(numbers), 500):
+            chunk = numbers[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in store.query(
+                f"SELECT * FROM recalls WHERE country = ? AND recall_number IN ({marks})", [country, *chunk]
+            ):
+                found[(row["country"], row["recall_number"])] = row
+    return found
+
+
+# ---- enqueue ---------------------------------------------------------------------------
 def enqueue(crawler, records) -> int:
-    raise NotImplementedError("enrichment ladder: being built (issue 4)")
+    """Queue every stored record that still needs detail; returns how many were new to the
+    queue. Items already queued keep their state (a `done` item is not asked again, a `gone`
+    one waits for a full run); only their recall_date follows the list, for claim order."""
+    records = list(records)
+    if not records:
+        return 0
+    stored = _stored_rows(crawler.store, {(r.country, r.recall_number) for r in records})
+    wanted = []
+    for row in stored.values():
+        try:
+            if crawler.needs_detail(recall_from_row(row)):
+                wanted.append(row)
+        except ValidationError as exc:  # a stored row the model rejects cannot be enriched either
+            log.warning("%s: %s not queued for detail: %s", crawler.source, row["recall_number"], exc)
+    if not wanted:
+        return 0
+    now = timestamp(crawler._clock())
+
+    def op(db):
+        inserted = 0
+        for row in wanted:
+            cursor = db.conn.execute(
+                "INSERT INTO enrichment (source, country, recall_number, recall_date, state, level, attempts, "
+                "transient_failures, next_attempt_at, created_at, updated_at) VALUES (?,?,?,?,?,0,0,0,?,?,?) "
+                "ON CONFLICT(country, recall_number) DO NOTHING",
+                [crawler.source, row["country"], row["recall_number"], row["recall_date"], PENDING, now, now, now],
+            )
+            inserted += cursor.rowcount
+            db.conn.execute(
+                "UPDATE enrichment SET recall_date = ? WHERE country = ? AND recall_number = ? "
+                "AND recall_date IS NOT ?",
+                [row["recall_date"], row["country"], row["recall_number"], row["recall_date"]],
+            )
+        return inserted
+    return crawler.store.write(op)
+
+
+# ---- queue maintenance -----------------------------------------------------------------
+def requeue_gone(crawler) -> int:
+    """Put every `gone` item of the source back at the bottom of the ladder (full runs)."""
+    now = timestamp(crawler._clock())
+    count = crawler.store.write(lambda db: db.conn.execute(
+        "UPDATE enrichment SET state = ?, level = 0, next_attempt_at = ?, claimed_at = NULL, updated_at = ? "
+        "WHERE source = ? AND state = ?", [PENDING, now, now, crawler.source, GONE]).rowcount)
+    if count:
+        log.info("%s: full run re-queued %d enrichment item(s) marked gone", crawler.source, count)
+    return count
+
+
+def reclaim_stale(crawler) -> int:
+    """Items left `processing` longer than the timeout belong to a worker that died: put them
+    back at their level, due now. A crash is not the item's fault, so no level is added."""
+    now = crawler._clock()
+    cutoff = timestamp(now - crawler.settings.processing_timeout_s)
+    stamp = timestamp(now)
+    rows = crawler.store.write(lambda db: [
+        r[0] for r in db.conn.execute(
+            "UPDATE enrichment SET state = CASE WHEN level > 0 THEN ? ELSE ? END, claimed_at = NULL, "
+            "next_attempt_at = ?, updated_at = ? WHERE source = ? AND state = ? AND claimed_at < ? "
+            "RETURNING recall_number", [RETRY, PENDING, stamp, stamp, crawler.source, PROCESSING, cutoff]).fetchall()
+    ])
+    if rows:
+        log.warning("%s: reclaimed %d enrichment item(s) stuck in processing (worker died?): %s",
+                    crawler.source, len(rows), ", ".join(rows[:10]) + (" …" if len(rows) > 10 else ""))
+    return len(rows)
+
+
+def claim_due(crawler, limit: int | None = None) -> list[dict]:
+    """Mark up to `limit` due items `processing` (newest recall first) and return them.
+    One write transaction, so two claimers can never take the same item."""
+    limit = crawler.settings.enrich_limit if limit is None else limit
+    now = timestamp(crawler._clock())
+
+    def op(db):
+        marks = ",".join("?" * len(DUE_STATES))
+        cursor = db.conn.execute(
+            f"SELECT * FROM enrichment WHERE source = ? AND state IN ({marks}) AND next_attempt_at <= ? "
+            "ORDER BY recall_date DESC, id LIMIT ?", [crawler.source, *DUE_STATES, now, limit])
+        names = [d[0] for d in cursor.description]
+        items = [dict(zip(names, values)) for values in cursor.fetchall()]
+        db.conn.executemany(
+            "UPDATE enrichment SET state = ?, claimed_at = ?, updated_at = ? WHERE id = ?",
+            [[PROCESSING, now, now, item["id"]] for item in items],
+        )
+        return items
+    return crawler.store.write(op) if limit > 0 else []
+
+
+# ---- the ladder ------------------------------------------------------------------------
+@dataclass
+class _Outcome:
+    item: dict
+    kind: str                 # fields / empty / not_found / transient / stop / error / released
+    fields: dict | None = None
+    error: BaseException | None = None
+
+
+def _ask(crawler, item: dict, recall: dict, stop: threading.Event) -> _Outcome:
+    """Worker: one fetch_detail call, classified. No database access here."""
+    if stop.is_set():
+        return _Outcome(item, "released")
+    try:
+        fields = crawler.fetch_detail(recall)
+    except NotFound as exc:
+        return _Outcome(item, "not_found", error=exc)
+    except _TRANSIENT_ERRORS as exc:
+        return _Outcome(item, "transient", error=exc)
+    except _STOP_ERRORS as exc:
+        stop.set()
+        return _Outcome(item, "stop", error=exc)
+    except Exception as exc:  # a bug or odd payload in one detail must not stop the others
+        return _Outcome(item, "error", error=exc)
+    return _Outcome(item, "fields" if fields else "empty", fields=fields or None)
 
 
 def run_ladder(crawler) -> dict:
-    raise NotImplementedError("enrichment ladder: being built (issue 4)")
+    """Requeue (full mode), reclaim, claim, fetch in parallel, apply. Returns the run's counts."""
+    stats = {key: 0 for key in ("claimed", "done", "empty", "not_yet", "gone", "transient", "errors",
+                                "reclaimed", "requeued_gone", "released")}
+    if crawler.mode == "full":
+        stats["requeued_gone"] = requeue_gone(crawler)
+    stats["reclaimed"] = reclaim_stale(crawler)
+    items = claim_due(crawler)
+    stats["claimed"] = len(items)
+    if not items:
+        _log_summary(crawler, stats)
+        return stats
+
+    stored = _stored_rows(crawler.store, [(i["country"], i["recall_number"]) for i in items])
+    work: list[tuple[dict, dict]] = []
+    for item in items:
+        row = stored.get((item["country"], item["recall_number"]))
+        if row is None:
+            _settle(crawler, item, EMPTY, error="the recall row no longer exists")
+            stats["empty"] += 1
+            continue
+        if not crawler.needs_detail(recall_from_row(row)):
+            _settle(crawler, item, DONE)  # the list itself filled what detail would have
+            stats["done"] += 1
+            continue
+        row = dict(row)
+        row["extra"] = json.loads(row["extra"]) if row.get("extra") else {}
+        work.append((item, row))
+
+    crawler.http  # create the shared client before threads race to create it
+    stop = threading.Event()
+    stop_error: BaseException | None = None
+    workers = max(1, min(crawler.settings.enrich_workers, len(work) or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"enrich-{crawler.source}") as pool:
+        futures = [pool.submit(_ask, crawler, item, row, stop) for item, row in work]
+        rows_by_id = {item["id"]: row for item, row in work}
+        for future in as_completed(futures):
+            outcome = future.result()
+            if outcome.kind == "stop":
+                stop_error = stop_error or outcome.error
+            _apply(crawler, outcome, rows_by_id[outcome.item["id"]], stats)
+    _log_summary(crawler, stats)
+    if stop_error is not None:
+        from .errors import SourceFailed
+
+        raise SourceFailed(f"detail lookups stopped: {stop_error} (enrichment so far: "
+                           + ", ".join(f"{k} {v}" for k, v in stats.items() if v) + ")") from stop_error
+    return stats
+
+
+def _apply(crawler, outcome: _Outcome, row: dict, stats: dict) -> None:
+    item = outcome.item
+    number = item["recall_number"]
+    if outcome.kind == "fields":
+        try:
+            record = _merged_record(row, outcome.fields)
+        except (ValidationError, TypeError, ValueError) as exc:
+            _failed_once(crawler, item, exc, raw=outcome.fields, kind="validation")
+            stats["errors"] += 1
+            return
+        result = crawler.store.upsert_recalls([record], source=crawler.source, raws=[outcome.fields])
+        if result.failed:
+            _failed_once(crawler, item, result.failed[0][1], raw=outcome.fields, kind="store_error")
+            stats["errors"] += 1
+            return
+        _settle(crawler, item, DONE, attempted=True)
+        stats["done"] += 1
+    elif outcome.kind == "empty":
+        _settle(crawler, item, EMPTY, attempted=True)
+        stats["empty"] += 1
+    elif outcome.kind == "not_found":
+        _climb(crawler, item, outcome.error, stats)
+    elif outcome.kind in ("transient", "stop"):
+        _stay(crawler, item, outcome.error, attempted=True)
+        stats["transient"] += 1
+        log.warning("%s: detail %s failed for now (%s); stays at level %d, retried later",
+                    crawler.source, number, outcome.error, item["level"])
+    elif outcome.kind == "released":
+        _stay(crawler, item, None, attempted=False, delay=0.0)
+        stats["released"] += 1
+    else:
+        _failed_once(crawler, item, outcome.error, raw=row, kind="detail_error")
+        stats["errors"] += 1
+
+
+def _merged_record(row: dict, fields: dict) -> Recall:
+    """Stored row + detail fields → a Recall for the COALESCE upsert (a None never erases)."""
+    base = recall_from_row({**row, "extra": row.get("extra") or {}}).model_dump()
+    for key, value in fields.items():
+        if key in ("country", "recall_number") or value is None:
+            continue
+        if key == "extra":
+            base["extra"] = {**base["extra"], **value}
+        else:
+            base[key] = value
+    return Recall.model_validate(base)
+
+
+def _climb(crawler, item: dict, error: BaseException | None, stats: dict) -> None:
+    """NotFound: one rung up with that rung's backoff; past the last rung the item is gone."""
+    backoffs = tuple(crawler.settings.ladder_backoffs_s)
+    level = item["level"] + 1
+    number = item["recall_number"]
+    if level > len(backoffs):
+        _settle(crawler, item, GONE, attempted=True, error=str(error), level=item["level"])
+        stats["gone"] += 1
+        log.error("%s: detail for %s never appeared after %d attempts; marked gone (a full run re-queues it)",
+                  crawler.source, number, item["attempts"] + 1)
+        return
+    delay = backoffs[level - 1]
+    _settle(crawler, item, RETRY, attempted=True, error=str(error), level=level,
+            next_attempt=crawler._clock() + delay)
+    stats["not_yet"] += 1
+    log.info("%s: detail for %s not there yet; retry level %d in %.0fs", crawler.source, number, level, delay)
+
+
+def _stay(crawler, item: dict, error, *, attempted: bool, delay: float | None = None) -> None:
+    """Back to the item's own level, due after a short delay; nothing counts towards gone."""
+    delay = crawler.settings.transient_retry_delay_s if delay is None else delay
+    state = RETRY if item["level"] > 0 else PENDING
+    now = crawler._clock()
+    stamp = timestamp(now)
+    crawler.store.write(lambda db: db.conn.execute(
+        "UPDATE enrichment SET state = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
+        "attempts = attempts + ?, transient_failures = transient_failures + ?, "
+        "last_error = COALESCE(?, last_error) WHERE id = ?",
+        [state, timestamp(now + delay), stamp, int(attempted), int(attempted and error is not None),
+         str(error) if error is not None else None, item["id"]]))
+
+
+def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
+    """A detail that cannot be used: keep it as a dead letter (once per distinct error, not
+    on every run), leave the item retryable at its level."""
+    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    if message != item.get("last_error"):
+        crawler.dead_letter(raw, message, stage="detail", kind=kind, recall_number=item["recall_number"],
+                            url=getattr(error, "url", None))
+    else:
+        log.warning("%s: detail for %s failed again the same way: %s", crawler.source, item["recall_number"], message)
+    _stay(crawler, item, message, attempted=True)
+
+
+def _settle(crawler, item: dict, state: str, *, attempted: bool = False, error: str | None = None,
+            level: int | None = None, next_attempt: float | None = None) -> None:
+    now = crawler._clock()
+    crawler.store.write(lambda db: db.conn.execute(
+        "UPDATE enrichment SET state = ?, level = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
+        "attempts = attempts + ?, last_error = ? WHERE id = ?",
+        [state, item["level"] if level is None else level,
+         timestamp(next_attempt) if next_attempt is not None else None, timestamp(now),
+         int(attempted), error, item["id"]]))
+
+
+def _log_summary(crawler, stats: dict) -> None:
+    if not any(stats.values()):
+        return
+    text = (f"{crawler.source}: enrichment claimed {stats['claimed']} → done {stats['done']}, empty {stats['empty']}, "
+            f"not yet {stats['not_yet']}, gone {stats['gone']}, transient {stats['transient']}, "
+            f"errors {stats['errors']} (reclaimed {stats['reclaimed']}, re-queued gone {stats['requeued_gone']}"
+            f", released {stats['released']})")
+    (log.warning if stats["gone"] or stats["errors"] else log.info)(text)
+
+
+def queue_counts(store, source: str) -> dict[str, int]:
+    """Items per state for one source (what `status` shows)."""
+    return {r["state"]: r["n"] for r in store.query(
+        "SELECT state, COUNT(*) AS n FROM enrichment WHERE source = ? GROUP BY state ORDER BY state", [source])}
+
+
+__all__ = ["enqueue", "run_ladder", "claim_due", "reclaim_stale", "requeue_gone", "queue_counts", "STATES",
+           "recall_from_row", "timestamp"]
