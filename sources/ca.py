@@ -1,0 +1,271 @@
+"""Transport Canada Motor Vehicle Safety Recalls Database: the open-data CSV, one recall per
+group of rows.
+
+Where the data comes from: `/vrdb_60days_daily.csv` (incremental, ~1.4 MB) and
+`/vrdb_full_monthly.csv` (full, ~207 MB) on opendatatc.tc.canada.ca. The body is streamed
+to a temp file by the HTTP client and read through a text wrapper with `csv.reader`, so quoted
+fields that span lines are parsed correctly and the body is never held in memory.
+
+Rules decided from the published data (see also fixtures/ca/README.md):
+
+- Grouping. The file has one row per make / model / model year; a recall is all rows with one
+  RECALL_NUMBER_NUM. Those rows are normally adjacent, but nothing in the publication promises
+  it, so the file is read twice: pass one counts the rows of every recall number (a dict of
+  recall numbers, a few MB for the full file), pass two collects rows and yields a recall as
+  soon as its last row has been read. For an adjacent file at most one recall is open at a
+  time; a recall whose rows are scattered stays open until its last row (and is logged), so it
+  is never emitted twice with half of its models each. Rows after the first keep only the
+  cells that differ from the first row, so a recall with thousands of rows repeating the same
+  long comment costs little memory.
+- Affected units. UNIT_AFFECTED_NBR is the recall's count repeated on every row (the published
+  rows of a recall carry the same "2,700.00"), not a per-model count: it is taken once, never
+  summed over rows. When rows disagree (a revised count), the largest value is used and every
+  distinct value is kept in `extra["units_reported"]`.
+- Text. English originals come from the *_ETXT columns, French from *_FTXT into `extra["fr"]`.
+  "Translation not available" (old rows) is treated as absent. COMMENT_ETXT is kept whole as
+  the summary and split into defect_cause / consequence / remedy on its "Issue:",
+  "Safety Risk:" and "Corrective Action(s):" headings when they are present.
+- Encoding. The file is UTF-8, but a few rows carry mojibake ("SiÃ¨ges"). ftfy's
+  `fix_encoding` repairs the reliably detectable cases; a cell that still looks wrong is kept
+  as it is with a warning. Bytes that are not UTF-8 at all are read as Windows-1252 (the only
+  other encoding Canadian French text plausibly comes in), also with a warning.
+- Dates. RECALL_DATE_DTE is ISO (`1997-06-16`); a row whose date cannot be read still makes a
+  record, with the date_unknown sentinel (the model does that).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+import ftfy
+import ftfy.badness
+
+from basecrawler import BaseCrawler, Raw
+from basecrawler.dates import parse_date
+from basecrawler.model import parse_units, year_range
+
+log = logging.getLogger(__name__)
+
+INCREMENTAL_PATH = "/vrdb_60days_daily.csv"
+FULL_PATH = "/vrdb_full_monthly.csv"
+DETAIL_PAGE = "https://wwwapps.tc.gc.ca/Saf-Sec-Sur/7/VRDB-BDRV/search-recherche/detail.aspx?lang=eng&rn={}"
+
+COLUMNS = (
+    "RECALL_NUMBER_NUM", "YEAR", "MANUFACTURER_RECALL_NO_TXT", "CATEGORY_ETXT", "CATEGORY_FTXT",
+    "MAKE_NAME_NM", "MODEL_NAME_NM", "UNIT_AFFECTED_NBR", "SYSTEM_TYPE_ETXT", "SYSTEM_TYPE_FTXT",
+    "NOTIFICATION_TYPE_ETXT", "NOTIFICATION_TYPE_FTXT", "COMMENT_ETXT", "COMMENT_FTXT", "RECALL_DATE_DTE",
+)
+NUMBER = "RECALL_NUMBER_NUM"
+NOT_TRANSLATED = "translation not available"
+FRENCH_COLUMNS = {"category": "CATEGORY_FTXT", "system_type": "SYSTEM_TYPE_FTXT",
+                  "notification_type": "NOTIFICATION_TYPE_FTXT", "comment": "COMMENT_FTXT"}
+
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+_SECTION = re.compile(r"(?:^|(?<=\s))(Issue|Safety\s+Risk|Corrective\s+Actions?)\s*:\s*", re.IGNORECASE)
+_SECTION_FIELD = {"issue": "defect_cause_original", "safety risk": "consequence_original",
+                  "corrective action": "remedy_original", "corrective actions": "remedy_original"}
+
+
+class CanadaCrawler(BaseCrawler):
+    """Transport Canada vehicle recalls (open-data CSV, grouped by recall number)."""
+
+    source = "ca"
+    country = "CA"
+    source_lang = "en"
+    endpoints = {"data": "https://opendatatc.tc.canada.ca"}
+
+    def fetch(self) -> Iterator[Raw]:
+        url = self.url("data", FULL_PATH if self.mode == "full" else INCREMENTAL_PATH)
+        download = self.http.download_to_file(url)
+        try:
+            rows_per_recall = count_rows(download.path)
+            for group in group_rows(download.path, rows_per_recall):
+                yield Raw(group, url=url, response_sha256=download.sha256)
+        finally:
+            download.path.unlink(missing_ok=True)
+
+    def parse(self, raw: dict) -> dict:
+        number = raw["recall_number"]
+        first = raw["rows"][0]
+        rows = [first] + [{**first, **sparse} for sparse in raw["rows"][1:]]
+
+        def text(column: str) -> str | None:
+            for row in rows:
+                value = clean_text(row.get(column), number, column)
+                if value:
+                    return value
+            return None
+
+        comment = text("COMMENT_ETXT")
+        record = {
+            "recall_number": number,
+            "recall_date": _first_date(rows),
+            "manufacturer_original": _joined(rows, "MAKE_NAME_NM", number),
+            "model_original": _joined(rows, "MODEL_NAME_NM", number),
+            "model_year": year_range(row.get("YEAR") for row in rows),
+            "component_original": text("SYSTEM_TYPE_ETXT"),
+            "summary_original": comment,
+            "source_url": DETAIL_PAGE.format(number),
+            **split_comment(comment),
+        }
+        units, reported = affected_units(rows)
+        record["affected_units"] = units
+        french = {key: text(column) for key, column in FRENCH_COLUMNS.items()}
+        extra = {
+            "manufacturer_recall_number": text("MANUFACTURER_RECALL_NO_TXT"),
+            "category": text("CATEGORY_ETXT"),
+            "notification_type": text("NOTIFICATION_TYPE_ETXT"),
+            "fr": {key: value for key, value in french.items() if value},
+            "vehicles": [
+                {"make": clean_text(row.get("MAKE_NAME_NM"), number, "MAKE_NAME_NM"),
+                 "model": clean_text(row.get("MODEL_NAME_NM"), number, "MODEL_NAME_NM"),
+                 "year": (row.get("YEAR") or "").strip() or None}
+                for row in rows
+            ],
+        }
+        if len(reported) > 1:
+            extra["units_reported"] = reported
+        record["extra"] = {key: value for key, value in extra.items() if value}
+        return record
+
+
+# ---- reading the file ----------------------------------------------------------------
+def open_csv(path: Path):
+    """A csv reader over the file as text. `newline=""` lets csv see the line breaks inside
+    quoted fields; surrogateescape keeps undecodable bytes for `clean_text` to repair."""
+    handle = io.open(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return handle, csv.reader(handle)
+
+
+def _header_index(header: list[str], path: Path) -> dict[str, int]:
+    index = {name.strip(): position for position, name in enumerate(header)}
+    missing = [name for name in (NUMBER, "MODEL_NAME_NM", "RECALL_DATE_DTE") if name not in index]
+    if missing:
+        from basecrawler import UnexpectedContent
+
+        raise UnexpectedContent(f"CSV header lacks {', '.join(missing)}: {header[:15]!r} ({path.name})")
+    return index
+
+
+def count_rows(path: Path) -> Counter:
+    """Pass one: rows per recall number (tells pass two when a recall is complete)."""
+    handle, reader = open_csv(path)
+    with handle:
+        header = next(reader, None)
+        if header is None:
+            return Counter()
+        column = _header_index(header, path)[NUMBER]
+        counts: Counter = Counter()
+        previous, runs = None, Counter()
+        for cells in reader:
+            if len(cells) <= column:
+                continue
+            number = cells[column].strip()
+            counts[number] += 1
+            if number != previous:
+                runs[number] += 1
+                previous = number
+    scattered = sum(1 for n in runs.values() if n > 1)
+    if scattered:
+        log.warning("ca: %d recall numbers have non-adjacent rows; they are held until their last row", scattered)
+    return counts
+
+
+def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
+    """Pass two: yield {"recall_number", "rows"} when the last row of a recall has been read.
+    The first row is kept whole, later rows only with the cells that differ from it."""
+    handle, reader = open_csv(path)
+    with handle:
+        header = next(reader, None)
+        if header is None:
+            return
+        index = _header_index(header, path)
+        names = [name.strip() for name in header]
+        open_groups: dict[str, dict] = {}
+        for line_number, cells in enumerate(reader, start=2):
+            if len(cells) <= index[NUMBER] or not cells[index[NUMBER]].strip():
+                if any(cell.strip() for cell in cells):
+                    log.warning("ca: row %d has no recall number; skipped: %r", line_number, cells[:3])
+                continue
+            if len(cells) != len(names):
+                log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), len(names))
+            row = dict(zip(names, cells))
+            number = row[NUMBER].strip()
+            group = open_groups.get(number)
+            if group is None:
+                group = open_groups[number] = {"recall_number": number, "rows": [row], "seen": 1}
+            else:
+                first = group["rows"][0]
+                group["rows"].append({k: v for k, v in row.items() if first.get(k) != v})
+                group["seen"] += 1
+            if group["seen"] >= rows_per_recall.get(number, 0):
+                del open_groups[number]
+                del group["seen"]
+                yield group
+        for group in open_groups.values():  # only if the file changed between the passes
+            group.pop("seen", None)
+            yield group
+
+
+# ---- turning rows into fields ----------------------------------------------------------
+def clean_text(value: str | None, recall_number: str = "", column: str = "") -> str | None:
+    """Strip, drop "Translation not available", repair encoding damage where it is reliable."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not value or value.lower() == NOT_TRANSLATED:
+        return None
+    if value.isascii():
+        return value
+    if _NOT_UTF8.search(value):
+        value = value.encode("utf-8", "surrogateescape").decode("cp1252", errors="replace")
+        log.warning("ca: recall %s %s is not UTF-8; read as Windows-1252", recall_number, column)
+    fixed = ftfy.fix_encoding(value)
+    if fixed != value:
+        log.info("ca: recall %s %s: repaired mojibake", recall_number, column)
+        return fixed
+    if ftfy.badness.is_bad(value):
+        log.warning("ca: recall %s %s looks garbled but cannot be repaired reliably; stored as is: %.60r",
+                    recall_number, column, value)
+    return value
+
+
+def _joined(rows: list[dict], column: str, recall_number: str) -> str | None:
+    values = dict.fromkeys(v for v in (clean_text(row.get(column), recall_number, column) for row in rows) if v)
+    return ", ".join(values) or None
+
+
+def _first_date(rows: list[dict]) -> str | None:
+    raw_values = [(row.get("RECALL_DATE_DTE") or "").strip() for row in rows]
+    for value in raw_values:
+        if value and parse_date(value) is not None:
+            return value
+    # Nothing readable: hand the model the raw text so it keeps it and marks date_unknown.
+    return next((value for value in raw_values if value), None)
+
+
+def affected_units(rows: list[dict]) -> tuple[int | None, list[int]]:
+    """The recall's count (repeated on every row, so taken once) and the distinct values seen."""
+    reported = sorted({units for units in (parse_units(row.get("UNIT_AFFECTED_NBR")) for row in rows)
+                       if units is not None})
+    return (reported[-1] if reported else None), reported
+
+
+def split_comment(comment: str | None) -> dict[str, str]:
+    """Issue → defect_cause, Safety Risk → consequence, Corrective Action(s) → remedy."""
+    if not comment:
+        return {}
+    matches = list(_SECTION.finditer(comment))
+    fields: dict[str, str] = {}
+    for position, match in enumerate(matches):
+        end = matches[position + 1].start() if position + 1 < len(matches) else len(comment)
+        body = comment[match.end():end].strip()
+        name = _SECTION_FIELD[re.sub(r"\s+", " ", match.group(1).lower())]
+        if body and name not in fields:
+            fields[name] = body
+    return fields
