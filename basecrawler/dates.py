@@ -84,6 +84,11 @@ def parse_date(value, *, day_first: bool = True) -> dt.date | None:
         return value.date()
     if isinstance(value, dt.date):
         return value
+    if isinstance(value, str) and len(value) == 10 and value[4] == "-" and value.isascii():
+        try:  # the common case first: a plain ISO date
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            pass
     s = normalize_digits(str(value)).strip()
     if not s or s in _UNKNOWN_DATES:
         return None

@@ -187,7 +187,7 @@ class Store:
                 to_write.append((row, "new"))
                 continue
             merged = _merge(old, row)
-            if all(_same(merged[c], old.get(c)) for c in _COMPARED_COLUMNS):
+            if _column_values(merged) == _column_values(old):
                 result.unchanged += 1
             else:
                 to_write.append((merged | {"_raw": row["_raw"]}, "updated"))
@@ -335,12 +335,17 @@ class Store:
 
 
 # ---- upsert helpers (pure) ------------------------------------------------------------
-def _same(a: Any, b: Any) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if isinstance(a, bool) or isinstance(b, bool):
-        return int(a) == int(b)
-    return a == b or str(a) == str(b)
+def _column_values(row: dict) -> tuple:
+    """The compared columns in their stored types (what SQLite would hold after a write)."""
+    values = []
+    for col in _COMPARED_COLUMNS:
+        value = row.get(col)
+        if col == "date_unknown":
+            value = int(bool(value))
+        elif col == "extra" and value is not None and not isinstance(value, str):
+            value = _extra_json(value)
+        values.append(value)
+    return tuple(values)
 
 
 def _extra_json(value: Any) -> str | None:
@@ -359,9 +364,14 @@ def _merge(old: dict, new: dict) -> dict:
     for col in DATA_COLUMNS:
         value = new.get(col)
         if col == "extra":
+            incoming = new.get("extra") or {}
+            if isinstance(incoming, str):
+                incoming = json.loads(incoming)
+            if not incoming:
+                continue  # nothing new: keep the stored JSON text as it is
             old_extra = json.loads(old["extra"]) if old.get("extra") else {}
-            combined = {**old_extra, **(new.get("extra") or {})}
-            merged["extra"] = _extra_json(combined)
+            combined = {**old_extra, **incoming}
+            merged["extra"] = old.get("extra") if combined == old_extra else _extra_json(combined)
         elif col in ("recall_date", "date_unknown"):
             # A sentinel date never replaces a real stored date.
             if new.get("date_unknown") and not old.get("date_unknown"):
