@@ -210,6 +210,7 @@ class BaseCrawler(abc.ABC):
                 result.http_stats = self._http.stats()
                 self._http.close()
                 self._http = None
+            self._prune_archive()
             result.duration_s = time.monotonic() - started
             self._finish(result)
             lock.release()
@@ -346,6 +347,15 @@ class BaseCrawler(abc.ABC):
         if self.until and record.recall_date > self.until:
             return False
         return True
+
+    def _prune_archive(self) -> None:
+        """Apply the archive retention (BASECRAWLER_ARCHIVE_RETENTION_DAYS) once per run."""
+        if self.settings.archive_retention_days <= 0 or not self.settings.archive_enabled:
+            return
+        try:
+            Archive(self.store).prune(self.settings.archive_retention_days)
+        except OSError as exc:  # housekeeping must never fail a crawl
+            log.warning("%s: archive pruning skipped: %s", self.source, exc)
 
     def _judge(self) -> str:
         c = self.counts

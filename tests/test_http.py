@@ -236,3 +236,18 @@ def test_html_instead_of_json_fails_the_fetch_with_raw_kept(store, settings, mon
     assert letter["response_sha256"] == sha
     from basecrawler.archive import Archive
     assert Archive(store).get_bytes(sha) == page
+
+
+def test_archive_retention_prunes_old_bodies_but_keeps_those_of_open_dead_letters(store):
+    from basecrawler.archive import Archive
+    archive = Archive(store)
+    old_sha, kept_sha, fresh_sha = (archive.put_bytes(b) for b in (b"old body", b"dead letter body", b"fresh body"))
+    for sha, when in ((old_sha, "2020-01-01T00:00:00+00:00"), (kept_sha, "2020-01-01T00:00:00+00:00")):
+        store.write(lambda db: db.conn.execute(
+            "INSERT INTO responses (url, status, sha256, fetched_at) VALUES ('u', 200, ?, ?)", [sha, when]))
+    archive.record(url="u2", method="GET", status=200, content_type=None, etag=None, last_modified=None,
+                   sha256=fresh_sha, size=10)
+    store.add_dead_letter(source="x", run_id=None, stage="fetch", kind="unexpected", error="e", raw=None,
+                          response_sha256=kept_sha)
+    assert archive.prune(retention_days=30) == 1
+    assert not archive.has(old_sha) and archive.has(kept_sha) and archive.has(fresh_sha)
