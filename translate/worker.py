@@ -1,0 +1,344 @@
+"""The translation worker: fills the `_ko` columns of rows `WHERE translated_at IS NULL`.
+
+Newest recall_date first, in batches. Resumable at any moment: a batch is written in one
+transaction that stamps `translated_at` together with the `_ko` fields, and a row is written
+only if its `translated_at` is still NULL and its originals are the ones that were translated.
+A killed worker therefore loses at most the batch in flight and never writes a row twice; a
+crawl that changes an original while the batch is in flight leaves that row pending.
+
+Outcomes per row (`translation_status`):
+- translated  every text translated (or reused from memory) and accepted by the guards;
+- blocked     a guard rejected a text: its `_ko` stays empty, the reason is in translation_note;
+- failed      the backend failed on this record's text alone;
+- (pending)   the backend is down / rate-limited / out of quota: the run stops, nothing stamped.
+`translate_pending(..., retry="failed"|"blocked")` puts such rows back in the queue first.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from basecrawler.dates import utc_now_iso
+from basecrawler.model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS
+
+from . import guards
+from .backends import CONFIGURE_HELP, Backend
+from .errors import BackendItemError, BackendUnavailable, NoBackendConfigured
+from .glossary import Glossary
+from .memory import TranslationMemory, normalize_text
+from .protect import Masked, mask, unmask
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_ROWS = 50
+RETRYABLE_STATUSES = ("failed", "blocked")
+
+
+@dataclass
+class TranslationReport:
+    """Row counts of one worker run (translated and from_memory are disjoint)."""
+
+    translated: int = 0      # rows that needed at least one new backend translation
+    from_memory: int = 0     # rows served entirely by memory, glossary or protected terms
+    blocked: int = 0
+    failed: int = 0
+    pending: int = 0         # rows still waiting when the run ended
+    backend_down: bool = False
+    skipped: int = 0         # changed by a crawl (or done by another worker) while in flight
+    requeued: int = 0
+    backend_calls: int = 0
+    texts_sent: int = 0
+    backend: str = ""
+    error: str | None = None
+    duration_s: float = 0.0
+
+    @property
+    def processed(self) -> int:
+        return self.translated + self.from_memory + self.blocked + self.failed
+
+    def summary_line(self) -> str:
+        line = (f"translate: translated {self.translated}, from memory {self.from_memory}, blocked {self.blocked}, "
+                f"failed {self.failed}, pending {self.pending}")
+        if self.skipped:
+            line += f", changed in flight {self.skipped}"
+        line += f" [{self.backend or 'no backend'}: {self.backend_calls} calls, {self.texts_sent} texts, {self.duration_s:.1f}s]"
+        if self.backend_down:
+            line += f" stopped: {self.error}"
+        return line
+
+
+@dataclass
+class _Text:
+    """The outcome for one distinct (language, normalised text)."""
+
+    translation: str | None = None
+    # backend (new this batch) | memory (seen earlier this run) | memory-db (the memory table)
+    # | local (nothing to send: codes, names, glossary terms) | blocked | failed
+    origin: str = "backend"
+    note: str | None = None
+
+
+@dataclass
+class _RowOutcome:
+    row: dict
+    values: dict = field(default_factory=dict)   # korean column → text or None
+    status: str = "translated"
+    note: str | None = None
+    used_backend: bool = False
+
+
+def requeue(store, statuses) -> int:
+    """Put rows with these translation statuses back in the queue; returns how many."""
+    statuses = [statuses] if isinstance(statuses, str) else list(statuses)
+    unknown = [s for s in statuses if s not in RETRYABLE_STATUSES]
+    if unknown:
+        raise ValueError(f"can only retry {' or '.join(RETRYABLE_STATUSES)}, not {unknown[0]!r}")
+    marks = ",".join("?" * len(statuses))
+    return store.write(lambda db: db.conn.execute(
+        f"UPDATE recalls SET translated_at = NULL, translation_status = NULL, translation_note = NULL "
+        f"WHERE translated_at IS NOT NULL AND translation_status IN ({marks})", statuses).rowcount)
+
+
+def count_pending(store) -> int:
+    return store.db.execute("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL").fetchone()[0]
+
+
+def translate_pending(store, backend: Backend | None, *, limit: int | None = None, retry=None, progress=None,
+                      glossary: Glossary | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
+                      target_lang: str = "ko") -> TranslationReport:
+    """Translate pending rows until none are left or `limit` rows were processed.
+
+    `retry` ("failed", "blocked" or both) re-queues those rows first. `progress(done, total)`
+    is called after each batch. Raises NoBackendConfigured when `backend` is None.
+    """
+    if backend is None:
+        raise NoBackendConfigured(CONFIGURE_HELP)
+    return _Worker(store, backend, glossary=glossary, target_lang=target_lang).run(
+        limit=limit, retry=retry, progress=progress, batch_rows=batch_rows)
+
+
+class _Worker:
+    def __init__(self, store, backend: Backend, *, glossary: Glossary | None, target_lang: str):
+        self.store = store
+        self.backend = backend
+        self.glossary = glossary
+        self.target_lang = target_lang
+        self.memory = TranslationMemory(store, target_lang)
+        self.seen: dict[tuple[str, str], _Text] = {}   # this run's outcomes, so nothing is sent twice
+        self.report = TranslationReport(backend=backend.name)
+
+    # ---- the loop ---------------------------------------------------------------------
+    def run(self, *, limit, retry, progress, batch_rows) -> TranslationReport:
+        started = time.monotonic()
+        calls_before = self.backend.calls
+        report = self.report
+        if retry:
+            report.requeued = requeue(self.store, retry)
+            log.info("re-queued %d %s rows", report.requeued, "/".join([retry] if isinstance(retry, str) else retry))
+        total = count_pending(self.store)
+        if limit is not None:
+            total = min(total, limit)
+        done = 0
+        position = None
+        try:
+            while limit is None or done < limit:
+                size = batch_rows if limit is None else min(batch_rows, limit - done)
+                rows = self._next_batch(position, size)
+                if not rows:
+                    break
+                position = (rows[-1]["recall_date"], rows[-1]["id"])
+                outcomes, new_memory, memory_uses = self._translate_rows(rows)
+                self._write(outcomes, new_memory, memory_uses)
+                done += len(rows)
+                if progress:
+                    progress(done, total)
+        except BackendUnavailable as exc:
+            report.backend_down = True
+            report.error = str(exc)
+            log.error("translation stopped, rows stay pending: %s", exc)
+        finally:
+            report.backend_calls = self.backend.calls - calls_before
+            report.pending = count_pending(self.store)
+            report.duration_s = time.monotonic() - started
+        return report
+
+    def _next_batch(self, position, size: int) -> list[dict]:
+        columns = ", ".join(ORIGINAL_COLUMNS)
+        sql = f"SELECT id, recall_date, source_lang, {columns} FROM recalls WHERE translated_at IS NULL"
+        params: list = []
+        if position is not None:
+            sql += " AND (recall_date < ? OR (recall_date = ? AND id < ?))"
+            params += [position[0], position[0], position[1]]
+        sql += " ORDER BY recall_date DESC, id DESC LIMIT ?"
+        return self.store.query(sql, [*params, size])
+
+    # ---- translating one batch ----------------------------------------------------------
+    def _translate_rows(self, rows: list[dict]):
+        """(row outcomes, new memory entries, memory use counts) for one batch."""
+        wanted: dict[tuple[str, str], None] = {}
+        for row in rows:
+            lang = _lang(row)
+            for column in ORIGINAL_COLUMNS:
+                if row[column]:
+                    wanted[(lang, normalize_text(row[column]))] = None
+        results = {key: self.seen[key] for key in wanted if key in self.seen}
+        todo = [key for key in wanted if key not in results]
+        results.update(self._from_memory(todo))
+        new_memory: dict[str, dict[str, str]] = {}
+        try:
+            results.update(self._from_backend([k for k in todo if k not in results], new_memory))
+        except BackendUnavailable:
+            if new_memory:   # keep what this batch already paid for
+                self.store.write(lambda db: self._remember(db, new_memory, {}))
+            raise
+        memory_uses: dict[str, dict[str, int]] = {}
+
+        outcomes = []
+        for row in rows:
+            lang = _lang(row)
+            outcome = _RowOutcome(row)
+            notes, statuses = [], set()
+            for name, original, korean in zip(TEXT_FIELDS, ORIGINAL_COLUMNS, KOREAN_COLUMNS):
+                if not row[original]:
+                    outcome.values[korean] = None
+                    continue
+                key = (lang, normalize_text(row[original]))
+                result = results[key]
+                outcome.values[korean] = result.translation
+                if result.origin in ("blocked", "failed"):
+                    statuses.add(result.origin)
+                    notes.append(f"{name}: {result.note}")
+                elif result.origin == "backend":
+                    outcome.used_backend = True
+                    results[key] = self.seen[key] = _Text(result.translation, "memory")   # later rows reuse it
+                elif result.origin == "memory-db":
+                    uses = memory_uses.setdefault(lang, {})
+                    uses[key[1]] = uses.get(key[1], 0) + 1
+            outcome.status = "failed" if "failed" in statuses else "blocked" if "blocked" in statuses else "translated"
+            outcome.note = "; ".join(notes) or None
+            outcomes.append(outcome)
+        return outcomes, new_memory, memory_uses
+
+    def _from_memory(self, keys) -> dict[tuple[str, str], _Text]:
+        found: dict[tuple[str, str], _Text] = {}
+        by_lang: dict[str, list[str]] = {}
+        for lang, text in keys:
+            if lang == self.target_lang:
+                found[(lang, text)] = _Text(text, "local")
+            else:
+                by_lang.setdefault(lang, []).append(text)
+        for lang, texts in by_lang.items():
+            for text, translation in self.memory.lookup(lang, texts).items():
+                # A glossary edited after this was remembered wins over the memory.
+                if self.glossary and self.glossary.contradicted_by(text, translation, _glossary_lang(lang)):
+                    continue
+                found[(lang, text)] = _Text(translation, "memory-db")
+        return found
+
+    def _from_backend(self, keys, new_memory) -> dict[tuple[str, str], _Text]:
+        results: dict[tuple[str, str], _Text] = {}
+        to_send: dict[str, list[tuple[str, Masked]]] = {}
+        for lang, text in keys:
+            masked = mask(text, self.glossary, _glossary_lang(lang))
+            if not masked.needs_backend:   # only codes, names, glossary terms and numbers
+                results[(lang, text)] = _Text(unmask(masked.text, masked)[0], "local")
+            else:
+                to_send.setdefault(lang, []).append((text, masked))
+        for lang, items in to_send.items():
+            for chunk in _chunks(items, self.backend.max_texts, self.backend.max_chars):
+                for (text, masked), output in zip(chunk, self._send(chunk, lang)):
+                    result = self._judge(text, masked, output, lang)
+                    results[(lang, text)] = result
+                    if result.origin == "backend":
+                        new_memory.setdefault(lang, {})[text] = result.translation
+                    else:
+                        self.seen[(lang, text)] = result
+        return results
+
+    def _send(self, chunk, lang: str) -> list[str | BackendItemError]:
+        """Backend outputs for the chunk; a refused chunk is retried text by text so one bad
+        text fails alone."""
+        texts = [masked.text for _, masked in chunk]
+        self.report.texts_sent += len(texts)
+        try:
+            return self.backend.translate(texts, lang, self.target_lang)
+        except BackendItemError as exc:
+            if len(texts) == 1:
+                return [exc]
+            log.warning("%s; retrying its %d texts one by one", exc, len(texts))
+        outputs: list[str | BackendItemError] = []
+        for text in texts:
+            self.report.texts_sent += 1
+            try:
+                outputs.extend(self.backend.translate([text], lang, self.target_lang))
+            except BackendItemError as exc:
+                outputs.append(exc)
+        return outputs
+
+    def _judge(self, text: str, masked: Masked, output, lang: str) -> _Text:
+        if isinstance(output, BackendItemError):
+            return _Text(None, "failed", f"backend error: {output}")
+        restored, lost = unmask(output, masked)
+        restored = normalize_text(restored)
+        reason = guards.check(text, restored, lang, protected=masked.slots, lost=lost)
+        if reason:
+            log.warning("blocked a %s translation: %s", lang, reason)
+            return _Text(None, "blocked", reason)
+        return _Text(restored, "backend")
+
+    # ---- writing --------------------------------------------------------------------------
+    def _remember(self, db, new_memory, uses) -> None:
+        for lang, entries in new_memory.items():
+            self.memory.remember(db, lang, entries, self.backend.name)
+        for lang, counts in uses.items():
+            self.memory.count_uses(db, lang, counts)
+
+    def _write(self, outcomes: list[_RowOutcome], new_memory, memory_uses) -> None:
+        now = utc_now_iso()
+        assignments = ", ".join(f"{c} = ?" for c in KOREAN_COLUMNS)
+        unchanged = " AND ".join(f"{c} IS ?" for c in ORIGINAL_COLUMNS)
+        sql = (f"UPDATE recalls SET {assignments}, translated_at = ?, translation_status = ?, translation_note = ? "
+               f"WHERE id = ? AND translated_at IS NULL AND {unchanged}")
+
+        def op(db):
+            self._remember(db, new_memory, memory_uses)
+            written = []
+            for outcome in outcomes:
+                params = [outcome.values[c] for c in KOREAN_COLUMNS]
+                params += [now, outcome.status, outcome.note, outcome.row["id"]]
+                params += [outcome.row[c] for c in ORIGINAL_COLUMNS]
+                written.append(db.conn.execute(sql, params).rowcount == 1)
+            return written
+
+        written = self.store.write(op)
+        for outcome, ok in zip(outcomes, written):
+            if not ok:
+                self.report.skipped += 1
+            elif outcome.status != "translated":
+                setattr(self.report, outcome.status, getattr(self.report, outcome.status) + 1)
+            elif outcome.used_backend:
+                self.report.translated += 1
+            else:
+                self.report.from_memory += 1
+
+
+def _lang(row: dict) -> str:
+    return (row.get("source_lang") or "auto").lower()
+
+
+def _glossary_lang(lang: str) -> str | None:
+    return None if lang == "auto" else lang
+
+
+def _chunks(items, max_texts: int, max_chars: int):
+    chunk, size = [], 0
+    for item in items:
+        length = len(item[1].text)
+        if chunk and (len(chunk) >= max_texts or size + length > max_chars):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += length
+    if chunk:
+        yield chunk
