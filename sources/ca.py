@@ -228,11 +228,10 @@ def clean_text(value: str | None, recall_number: str = "", column: str = "") -> 
     fixed = ftfy.fix_encoding(value)
     if fixed != value:
         log.info("ca: recall %s %s: repaired mojibake", recall_number, column)
-        return fixed
-    if ftfy.badness.is_bad(value):
-        log.warning("ca: recall %s %s looks garbled but cannot be repaired reliably; stored as is: %.60r",
-                    recall_number, column, value)
-    return value
+    if ftfy.badness.is_bad(fixed):
+        log.warning("ca: recall %s %s looks garbled and cannot be repaired reliably; stored as read: %.60r",
+                    recall_number, column, fixed)
+    return fixed
 
 
 def _joined(rows: list[dict], column: str, recall_number: str) -> str | None:
