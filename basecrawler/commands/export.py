@@ -1,0 +1,46 @@
+"""`export`: write matching recalls (all fields) to CSV, JSON Lines or XLSX, streamed."""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..export import FORMATS, export_recalls
+from ..store import Store
+from .search import add_filter_arguments, filter_from_args
+
+log = logging.getLogger("basecrawler")
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("export", help="export recalls to csv, jsonl or xlsx")
+    parser.add_argument("--format", choices=FORMATS, default=None,
+                        help="file format (default: from the -o file extension, else csv)")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' = stdout for csv/jsonl)")
+    parser.add_argument("--text", metavar="WORDS", help="only recalls containing these words (as search)")
+    add_filter_arguments(parser)
+    parser.set_defaults(func=cmd_export)
+
+
+def _format(args) -> str:
+    if args.format:
+        return args.format
+    suffix = Path(args.output).suffix.lower().lstrip(".")
+    return suffix if suffix in FORMATS else "csv"
+
+
+def cmd_export(args) -> int:
+    fmt = _format(args)
+    if fmt == "xlsx" and args.output == "-":
+        raise ConfigError("xlsx cannot be written to stdout; give a file name with -o")
+    filters = filter_from_args(args, args.text)
+    store = Store(args.settings.db_path)
+    started = time.monotonic()
+    try:
+        written = export_recalls(store.db.conn, filters, fmt, args.output,
+                                 progress=lambda n: log.info("export: %d records so far", n))
+    finally:
+        store.close()
+    log.info("export: %d records → %s (%s, %.1fs)", written, args.output, fmt, time.monotonic() - started)
+    return 0

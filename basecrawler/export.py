@@ -1,0 +1,156 @@
+"""Exporting recalls to CSV, JSON Lines or XLSX, streamed row by row from a cursor.
+
+Every column of `recalls` is written, `_original` and `_ko` text included. Rows come straight
+from an SQLite cursor and go straight to the file, so memory stays flat however many records
+there are (see bench/bench_export.py). The file is written under a temporary name and renamed
+when complete, so a failed export never leaves a half file that looks finished.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import os
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .search import RecallFilter, iter_recalls
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("csv", "jsonl", "xlsx")
+
+# Excel refuses longer cell text and more rows per sheet.
+XLSX_MAX_CELL_CHARS = 32_767
+XLSX_MAX_ROWS = 1_048_576
+
+
+def export_recalls(conn: sqlite3.Connection, filters: RecallFilter, fmt: str, output: str | Path,
+                   *, progress: Callable[[int], None] | None = None) -> int:
+    """Write every recall matching `filters` to `output` ("-" = stdout for csv/jsonl).
+    Returns the number of records written."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
+    columns, rows = iter_recalls(conn, filters)
+    writer = {"csv": write_csv, "jsonl": write_jsonl, "xlsx": write_xlsx}[fmt]
+    if str(output) == "-":
+        if fmt == "xlsx":
+            raise ValueError("xlsx cannot be written to stdout; give a file name with -o")
+        return writer(columns, _counting(rows, progress), sys.stdout.buffer)
+    with _atomic_file(Path(output)) as handle:
+        return writer(columns, _counting(rows, progress), handle)
+
+
+def _counting(rows: Iterable[tuple], progress) -> Iterator[tuple]:
+    if progress is None:
+        yield from rows
+        return
+    for n, row in enumerate(rows, start=1):
+        yield row
+        if n % 10_000 == 0:
+            progress(n)
+
+
+@contextlib.contextmanager
+def _atomic_file(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+
+
+def write_csv(columns: list[str], rows: Iterable[tuple], binary) -> int:
+    # utf-8-sig writes the BOM: without it Excel reads the file as the local code page and
+    # shows Korean and Japanese as mojibake.
+    text = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="", write_through=False)
+    try:
+        writer = csv.writer(text)
+        writer.writerow(columns)
+        n = 0
+        for row in rows:
+            writer.writerow(row)
+            n += 1
+        text.flush()
+    finally:
+        text.detach()
+    return n
+
+
+def write_jsonl(columns: list[str], rows: Iterable[tuple], binary) -> int:
+    extra_at = columns.index("extra") if "extra" in columns else None
+    n = 0
+    for values in rows:
+        record = dict(zip(columns, values))
+        if extra_at is not None and record["extra"]:
+            try:  # stored as JSON text; export it as an object, not a string inside a string
+                record["extra"] = json.loads(record["extra"])
+            except ValueError:
+                pass
+        binary.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        n += 1
+    binary.flush()
+    return n
+
+
+def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
+    from openpyxl import Workbook
+    from openpyxl.cell import WriteOnlyCell
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+    from openpyxl.styles import Font
+
+    # write_only streams rows to a temporary file (inline strings, no shared-string table),
+    # so memory does not grow with the row count.
+    workbook = Workbook(write_only=True)
+    bold = Font(bold=True)
+    sheet = None
+    sheet_rows = 0
+    n = 0
+    truncated = 0
+
+    def new_sheet():
+        nonlocal sheet, sheet_rows
+        sheet = workbook.create_sheet("recalls" if sheet is None else f"recalls {len(workbook.worksheets) + 1}")
+        sheet.freeze_panes = "A2"          # must be set before the first row in write_only mode
+        header = []
+        for name in columns:
+            cell = WriteOnlyCell(sheet, value=name)
+            cell.font = bold
+            header.append(cell)
+        sheet.append(header)
+        sheet_rows = 1
+
+    def clean(value):
+        nonlocal truncated
+        if isinstance(value, str):
+            value = ILLEGAL_CHARACTERS_RE.sub("", value)   # control characters make Excel reject the file
+            if len(value) > XLSX_MAX_CELL_CHARS:
+                truncated += 1
+                value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
+        return value
+
+    new_sheet()
+    for values in rows:
+        if sheet_rows >= XLSX_MAX_ROWS:
+            new_sheet()
+        sheet.append([clean(v) for v in values])
+        sheet_rows += 1
+        n += 1
+    if truncated:
+        log.warning("xlsx: %d cells longer than Excel's %d characters were cut (csv/jsonl keep them whole)",
+                    truncated, XLSX_MAX_CELL_CHARS)
+    workbook.save(binary)
+    return n
+
+
+__all__ = ["export_recalls", "write_csv", "write_jsonl", "write_xlsx", "FORMATS"]

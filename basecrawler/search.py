@@ -1,0 +1,146 @@
+"""Finding recalls: free text over original and Korean fields plus combinable filters.
+
+Text terms of three or more characters go through the FTS5 index `recalls_fts` (trigram
+tokenizer, so any Japanese, Korean or English substring of 3+ characters matches); shorter terms
+(`制動`, `브레`, `AC`) cannot form a trigram and fall back to LIKE over the same columns. Several
+whitespace-separated terms must all match. Everything user-supplied is bound as a parameter;
+a term is quoted as one FTS5 phrase, so query syntax characters in it are plain text.
+
+`build_query()` is shared by search (a page of results) and export (a cursor over everything).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Iterator
+
+from .schema import FTS_COLUMNS
+
+TRIGRAM = 3
+
+# Newest first; id breaks ties so the order is stable between pages and exports.
+ORDER_BY = "r.recall_date DESC, r.id DESC"
+
+_YEAR_RANGE = re.compile(r"^\d{4}-\d{4}$")
+
+
+@dataclass(frozen=True)
+class RecallFilter:
+    """What to look for. Every field is optional and they combine with AND."""
+
+    text: str | None = None
+    countries: tuple[str, ...] = ()
+    manufacturer: str | None = None
+    model: str | None = None
+    year: int | None = None
+    since: dt.date | None = None
+    until: dt.date | None = None
+    source: str | None = None
+
+    def terms(self) -> list[str]:
+        return (self.text or "").split()
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def fts_phrase(term: str) -> str:
+    """One FTS5 phrase holding `term` literally (quotes doubled), so `"`, `*`, `-`, `:`,
+    `AND`/`OR`/`NEAR` and parentheses in user input are text, not syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _text_condition(term: str, params: list) -> str:
+    if len(term) >= TRIGRAM:
+        params.append(fts_phrase(term))
+        return "r.id IN (SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH ?)"
+    pattern = _like_pattern(term)
+    params.extend([pattern] * len(FTS_COLUMNS))
+    return "(" + " OR ".join(f"r.[{col}] LIKE ? ESCAPE '\\'" for col in FTS_COLUMNS) + ")"
+
+
+def _either_language(column: str, value: str, params: list) -> str:
+    pattern = _like_pattern(value)
+    params.extend([pattern, pattern])
+    return f"(r.[{column}_original] LIKE ? ESCAPE '\\' OR r.[{column}_ko] LIKE ? ESCAPE '\\')"
+
+
+def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
+                offset: int = 0, ordered: bool = True) -> tuple[str, list]:
+    """SQL and parameters selecting the recalls that match `filters`, newest first."""
+    where: list[str] = []
+    params: list = []
+    for term in filters.terms():
+        where.append(_text_condition(term, params))
+    if filters.countries:
+        where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
+        params.extend(c.upper() for c in filters.countries)
+    if filters.manufacturer:
+        where.append(_either_language("manufacturer", filters.manufacturer, params))
+    if filters.model:
+        where.append(_either_language("model", filters.model, params))
+    if filters.year is not None:
+        # model_year is "2021" or a range "2019-2021" (see model.year_range); a year inside
+        # the range matches. Four-digit years compare correctly as text.
+        year = f"{int(filters.year):04d}"
+        where.append("(r.model_year = ? OR (r.model_year GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9]' "
+                     "AND substr(r.model_year, 1, 4) <= ? AND substr(r.model_year, 6, 4) >= ?))")
+        params.extend([year, year, year])
+    if filters.since:
+        where.append("r.recall_date >= ?")
+        params.append(filters.since.isoformat())
+    if filters.until:
+        where.append("r.recall_date <= ?")
+        params.append(filters.until.isoformat())
+    if filters.source:
+        where.append("r.source = ?")
+        params.append(filters.source)
+    sql = f"SELECT {columns} FROM recalls AS r"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    if ordered:
+        sql += f" ORDER BY {ORDER_BY}"
+    if limit is not None:
+        sql += " LIMIT ? OFFSET ?"
+        params.extend([int(limit), int(offset)])
+    return sql, params
+
+
+def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int | None = None
+                 ) -> Iterator[tuple[list[str], Iterator[tuple]]]:
+    """(column names, row tuples) straight from a cursor: rows are read one at a time, never
+    collected, so callers can stream any number of them."""
+    sql, params = build_query(filters, limit=limit)
+    cursor = conn.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return names, iter(cursor)
+
+
+def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, offset: int = 0) -> list[dict]:
+    """One page of matching recalls as dicts (`extra` decoded), newest first."""
+    sql, params = build_query(filters, limit=limit, offset=offset)
+    cursor = conn.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    rows = []
+    for values in cursor:
+        row = dict(zip(names, values))
+        if row.get("extra"):
+            try:
+                row["extra"] = json.loads(row["extra"])
+            except ValueError:
+                pass
+        rows.append(row)
+    return rows
+
+
+def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
+    sql, params = build_query(filters, columns="COUNT(*)", ordered=False)
+    return conn.execute(sql, params).fetchone()[0]
+
+
+__all__ = ["RecallFilter", "build_query", "iter_recalls", "search", "count", "fts_phrase", "TRIGRAM"]
