@@ -69,6 +69,7 @@ VEHICLE_CATEGORY_EXAMPLES: dict[str, bool] = {
     "Lighting chains": False,
     "Decorative articles": False,
     "Carpets": False,
+    "Other - Scar treatment products": False,
     "": False,
 }
 
@@ -462,7 +463,7 @@ class EuSafetyGateCrawler(BaseCrawler):
         brand, name, model_type = raw.get("brand"), raw.get("name"), raw.get("type_numberOfModel")
         names_guessed = False
         if not brand and not name and not model_type:
-            brand, name = names_from_description(raw.get("description"))
+            pass
             names_guessed = bool(brand or name)
         model = name
         if model_type and model_type != name:

@@ -147,6 +147,13 @@ def test_unknown_nil_and_empty_values_are_absent(store, settings):
     assert "barcode" not in legacy and "batchNumber" not in legacy and "type_numberOfModel" not in legacy
 
 
+def test_element_marked_xsi_nil_is_absent_whatever_it_holds():
+    from sources.eu import _element_value
+    element = etree.fromstring('<brand xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" '
+                               'xsi:nil="true">placeholder</brand>')
+    assert _element_value(element) is None
+
+
 def test_legacy_alert_takes_brand_and_model_from_its_description(store, settings):
     crawl(store, settings, fixture_site())
     row = store.get_recall("EU", "0061/05")
