@@ -463,7 +463,7 @@ class EuSafetyGateCrawler(BaseCrawler):
         brand, name, model_type = raw.get("brand"), raw.get("name"), raw.get("type_numberOfModel")
         names_guessed = False
         if not brand and not name and not model_type:
-            pass
+            brand, name = names_from_description(raw.get("description"))
             names_guessed = bool(brand or name)
         model = name
         if model_type and model_type != name:
