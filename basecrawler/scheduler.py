@@ -1,0 +1,372 @@
+"""The daily schedule: every source incrementally each day at a set time, a weekly full run,
+then the translation worker; job errors and the next fire time recorded in the store.
+
+APScheduler 3.x drops a late job after one second by default and swallows job exceptions, so
+every job here is added with `coalesce=True`, `max_instances=1` and a misfire grace of hours
+(a machine asleep at 06:00 runs the job once when it wakes, never twice), and a listener on
+EVENT_JOB_ERROR | EVENT_JOB_MISSED logs at ERROR and stores what happened. One worker thread
+runs jobs one after the other, and a lock file next to the database (`<db>.schedule.lock`)
+keeps a second scheduler process (or a `schedule --once`) from running a job at the same time.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import threading
+import time
+import zoneinfo
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .config import Settings, _env
+from .dates import utc_now_iso
+from .errors import ConfigError
+from .runlock import RunLock
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DAILY_JOB, WEEKLY_FULL_JOB = "daily-incremental", "weekly-full"
+MAX_STORED_ERRORS = 20
+
+META_NEXT_RUN = "scheduler.next_run"
+META_LAST_JOB = "scheduler.last_job"
+META_ERRORS = "scheduler.errors"
+
+
+# ---- configuration ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SchedulePlan:
+    """When jobs fire: daily `at` (HH:MM) in `tz`, a full run instead on `full_day`."""
+
+    at: str = "06:00"
+    tz: str = "UTC"
+    full_day: str | None = "sun"        # None: no weekly full run
+    misfire_grace_s: int = 12 * 3600
+
+    def __post_init__(self):
+        hour_minute = self.at.split(":")
+        if len(hour_minute) != 2 or not all(p.isdigit() for p in hour_minute) \
+                or not (0 <= int(hour_minute[0]) < 24 and 0 <= int(hour_minute[1]) < 60):
+            raise ConfigError(f"schedule time must be HH:MM (24 h), not {self.at!r}")
+        try:
+            zoneinfo.ZoneInfo(self.tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"unknown time zone {self.tz!r} (use an IANA name such as Asia/Seoul)") from None
+        if self.full_day is not None and self.full_day not in DAYS:
+            raise ConfigError(f"full-run day must be one of {', '.join(DAYS)}, not {self.full_day!r}")
+        if self.misfire_grace_s <= 0:
+            raise ConfigError("misfire grace must be positive")
+
+    @property
+    def hour(self) -> int:
+        return int(self.at.split(":")[0])
+
+    @property
+    def minute(self) -> int:
+        return int(self.at.split(":")[1])
+
+    @classmethod
+    def from_env(cls, **overrides) -> "SchedulePlan":
+        """Defaults → BASECRAWLER_SCHEDULE_AT / _TZ / _FULL_DAY / _GRACE_HOURS → overrides."""
+        values: dict = {"tz": _local_zone_name()}
+        for attr, name in (("at", "BASECRAWLER_SCHEDULE_AT"), ("tz", "BASECRAWLER_SCHEDULE_TZ"),
+                           ("full_day", "BASECRAWLER_SCHEDULE_FULL_DAY")):
+            if _env(name) is not None:
+                values[attr] = _env(name)
+        if _env("BASECRAWLER_SCHEDULE_GRACE_HOURS") is not None:
+            values["misfire_grace_s"] = int(float(_env("BASECRAWLER_SCHEDULE_GRACE_HOURS")) * 3600)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if isinstance(values.get("full_day"), str):
+            values["full_day"] = None if values["full_day"].lower() in ("none", "off", "never") \
+                else values["full_day"].lower()[:3]
+        return cls(**values)
+
+    def triggers(self) -> dict:
+        """Job id → (mode, CronTrigger). On the full day the full run replaces the incremental
+        one, so the two never fire together."""
+        from apscheduler.triggers.cron import CronTrigger
+
+        tz = zoneinfo.ZoneInfo(self.tz)
+        daily_days = ",".join(d for d in DAYS if d != self.full_day)
+        plan = {DAILY_JOB: ("incremental", CronTrigger(day_of_week=daily_days, hour=self.hour, minute=self.minute,
+                                                        timezone=tz))}
+        if self.full_day:
+            plan[WEEKLY_FULL_JOB] = ("full", CronTrigger(day_of_week=self.full_day, hour=self.hour,
+                                                         minute=self.minute, timezone=tz))
+        return plan
+
+    def upcoming(self, count: int = 8, now: dt.datetime | None = None) -> list[tuple[dt.datetime, str, str]]:
+        """The next `count` fire times as (time, job id, mode), soonest first."""
+        now = now or dt.datetime.now(zoneinfo.ZoneInfo(self.tz))
+        found = []
+        for job_id, (mode, trigger) in self.triggers().items():
+            previous, moment = None, now
+            for _ in range(count):
+                fire = trigger.get_next_fire_time(previous, moment)
+                if fire is None:
+                    break
+                found.append((fire, job_id, mode))
+                previous, moment = fire, fire + dt.timedelta(seconds=1)
+        return sorted(found)[:count]
+
+
+def _local_zone_name() -> str:
+    try:
+        import tzlocal  # an APScheduler 3 dependency
+
+        name = str(tzlocal.get_localzone())
+        zoneinfo.ZoneInfo(name)
+        return name
+    except Exception:  # no usable local zone (containers): UTC is a safe, explicit default
+        return "UTC"
+
+
+# ---- the job ---------------------------------------------------------------------------------
+@dataclass
+class JobReport:
+    mode: str
+    started_at: str
+    finished_at: str | None = None
+    results: list = field(default_factory=list)          # RunResult per source
+    crashed: dict = field(default_factory=dict)          # source id → error (could not even start)
+    translation: str | None = None                       # summary line, or why it was skipped
+    translation_failed: bool = False
+    skipped: str | None = None                           # why the whole job did not run
+
+    @property
+    def failed_sources(self) -> list[str]:
+        return [r.source for r in self.results if not r.ok] + list(self.crashed)
+
+    @property
+    def ok(self) -> bool:
+        return self.skipped is None and not self.failed_sources
+
+    def as_dict(self) -> dict:
+        return {
+            "mode": self.mode, "started_at": self.started_at, "finished_at": self.finished_at,
+            "ok": self.ok, "skipped": self.skipped,
+            "sources": {**{r.source: r.status for r in self.results}, **{s: "crashed" for s in self.crashed}},
+            "translation": self.translation,
+        }
+
+
+def job_lock(db_path: str) -> RunLock:
+    """`<db>.schedule.lock`: held while a scheduled job runs, in whichever process runs it."""
+    lock = RunLock(db_path)
+    if lock.path is not None:
+        lock.path = lock.path.with_name(Path(db_path).name + ".schedule.lock")
+    return lock
+
+
+def daemon_lock(db_path: str) -> RunLock:
+    """`<db>.scheduler.lock`: held for the lifetime of a `schedule` process."""
+    lock = RunLock(db_path)
+    if lock.path is not None:
+        lock.path = lock.path.with_name(Path(db_path).name + ".scheduler.lock")
+    return lock
+
+
+def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
+                      crawlers: Mapping[str, type] | None = None, translate: bool = True) -> JobReport:
+    """Every source in `mode`, each isolated (one that raises never stops the others; each
+    takes the cross-process run lock inside BaseCrawler.run), then the translation worker.
+
+    `crawlers` maps source id → crawler class (default: the registry)."""
+    report = JobReport(mode=mode, started_at=utc_now_iso())
+    lock = job_lock(settings.db_path)
+    if not lock.try_acquire():
+        report.skipped = f"another scheduled job is running (pid {lock.holder_pid()})"
+        report.finished_at = utc_now_iso()
+        log.warning("schedule: %s; this one is skipped", report.skipped)
+        return report
+    try:
+        if crawlers is None:
+            from .registry import discover
+
+            crawlers = discover()
+        log.info("schedule: %s run of %d sources: %s", mode, len(crawlers), ", ".join(crawlers) or "(none)")
+        store = Store(settings.db_path)
+        try:
+            for source_id, crawler_class in crawlers.items():
+                try:
+                    crawler = crawler_class(store, mode=mode, settings=settings)
+                    report.results.append(crawler.run())
+                except Exception as exc:  # run() never raises, but a constructor or the lock can
+                    report.crashed[source_id] = f"{type(exc).__name__}: {exc}"
+                    log.error("schedule: source %s could not run: %s", source_id, report.crashed[source_id],
+                              exc_info=True)
+            if translate:
+                _translate(store, report)
+            report.finished_at = utc_now_iso()
+            _record_job(store, report)
+        finally:
+            store.close()
+    finally:
+        lock.release()
+    level = logging.INFO if report.ok else logging.ERROR
+    log.log(level, "schedule: %s run done: %d sources, %d failed%s%s", mode, len(report.results) + len(report.crashed),
+            len(report.failed_sources),
+            f" ({', '.join(report.failed_sources)})" if report.failed_sources else "",
+            f"; translation: {report.translation}" if report.translation else "")
+    return report
+
+
+def _translate(store: Store, report: JobReport) -> None:
+    # Imported here: the translation package is optional for crawling, and tests swap it out.
+    try:
+        from translate.backends import backend_from_env
+        from translate.worker import translate_pending
+    except ImportError as exc:
+        report.translation = f"skipped: translation worker not installed ({exc})"
+        log.warning("schedule: %s", report.translation)
+        return
+    try:
+        backend = backend_from_env()
+        if backend is None:
+            report.translation = "skipped: no translation backend configured"
+            log.info("schedule: %s", report.translation)
+            return
+        outcome = translate_pending(store, backend)
+    except Exception as exc:
+        report.translation_failed = True
+        report.translation = f"failed: {type(exc).__name__}: {exc}"
+        log.error("schedule: translation %s", report.translation, exc_info=True)
+        return
+    report.translation = outcome.summary_line()
+    if getattr(outcome, "backend_down", False):
+        log.warning("schedule: translation backend is down; untranslated rows stay pending for the next run")
+
+
+def _record_job(store: Store, report: JobReport) -> None:
+    try:
+        store.set_meta(META_LAST_JOB, json.dumps(report.as_dict(), ensure_ascii=False))
+    except Exception:
+        log.exception("schedule: could not record the job report")
+
+
+def record_scheduler_error(db_path: str, entry: dict) -> None:
+    """Append one job error / missed run to `scheduler.errors` in meta (newest last, bounded)."""
+    store = Store(db_path)
+    try:
+        current = store.get_meta(META_ERRORS)
+        errors = json.loads(current) if current else []
+        errors = (errors + [entry])[-MAX_STORED_ERRORS:]
+        store.set_meta(META_ERRORS, json.dumps(errors, ensure_ascii=False))
+    finally:
+        store.close()
+
+
+def stored_errors(store: Store) -> list[dict]:
+    current = store.get_meta(META_ERRORS)
+    return json.loads(current) if current else []
+
+
+# ---- the scheduler ---------------------------------------------------------------------------
+def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[..., JobReport] | None = None,
+                    scheduler_class=None, first_run_times: Mapping[str, dt.datetime] | None = None):
+    """An APScheduler (BlockingScheduler unless told) with the daily and weekly jobs and the
+    listeners that record errors, misses and the next fire time. `job(settings, mode=...)`
+    defaults to run_scheduled_job; `first_run_times` overrides a job's first fire time."""
+    from apscheduler.events import (EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES,
+                                    EVENT_JOB_MISSED, EVENT_JOB_SUBMITTED, EVENT_SCHEDULER_STARTED)
+    from apscheduler.executors.pool import ThreadPoolExecutor
+    from apscheduler.schedulers.blocking import BlockingScheduler
+
+    scheduler_class = scheduler_class or BlockingScheduler
+    job = job or run_scheduled_job
+    scheduler = scheduler_class(
+        timezone=zoneinfo.ZoneInfo(plan.tz),
+        # One worker: the weekly full run waits for a daily run still going instead of racing it.
+        executors={"default": ThreadPoolExecutor(max_workers=1)},
+        job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": plan.misfire_grace_s},
+    )
+    for job_id, (mode, trigger) in plan.triggers().items():
+        options = {}
+        if first_run_times and job_id in first_run_times:
+            options["next_run_time"] = first_run_times[job_id]
+        scheduler.add_job(job, trigger, args=[settings], kwargs={"mode": mode}, id=job_id,
+                          name=f"{mode} run of every source", coalesce=True, max_instances=1,
+                          misfire_grace_time=plan.misfire_grace_s, replace_existing=True, **options)
+
+    def record_next_run(_event=None) -> None:
+        times = [j.next_run_time for j in scheduler.get_jobs() if j.next_run_time is not None]
+        if not times:
+            return
+        next_run = min(times).isoformat()
+        try:
+            store = Store(settings.db_path)
+            try:
+                store.set_meta(META_NEXT_RUN, next_run)
+            finally:
+                store.close()
+        except Exception:
+            log.exception("schedule: could not record the next run time")
+        log.info("schedule: next run %s", next_run)
+
+    def record_problem(event) -> None:
+        scheduled = getattr(event, "scheduled_run_time", None)
+        if event.code == EVENT_JOB_ERROR:
+            kind, detail = "error", f"{type(event.exception).__name__}: {event.exception}"
+            log.error("schedule: job %s (due %s) failed: %s", event.job_id, scheduled, detail,
+                      exc_info=(type(event.exception), event.exception, event.exception.__traceback__))
+        elif event.code == EVENT_JOB_MISSED:
+            kind, detail = "missed", f"not run: more than {plan.misfire_grace_s}s late"
+            log.error("schedule: job %s due %s was missed (%s)", event.job_id, scheduled, detail)
+        else:
+            kind, detail = "max_instances", "skipped: the previous run is still going"
+            log.error("schedule: job %s skipped: still running from before", event.job_id)
+        entry = {"at": utc_now_iso(), "job": event.job_id, "kind": kind, "detail": detail,
+                 "scheduled_run_time": scheduled.isoformat() if hasattr(scheduled, "isoformat") else None}
+        try:
+            record_scheduler_error(settings.db_path, entry)
+        except Exception:
+            log.exception("schedule: could not record the job problem")
+
+    scheduler.add_listener(record_next_run, EVENT_SCHEDULER_STARTED | EVENT_JOB_SUBMITTED | EVENT_JOB_EXECUTED)
+    scheduler.add_listener(record_problem, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+    return scheduler
+
+
+def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., JobReport] | None = None) -> None:
+    """Foreground scheduler until SIGINT / SIGTERM. The first signal stops scheduling and lets a
+    running job finish (its crawl is under the run lock and its writes are transactional); a
+    second one ends the process at once."""
+    lock = daemon_lock(settings.db_path)
+    if not lock.try_acquire():
+        raise SchedulerAlreadyRunning(f"a scheduler for {settings.db_path} is already running (pid {lock.holder_pid()})")
+    scheduler = build_scheduler(settings, plan, job=job)
+    previous = {}
+
+    def stop(signum, _frame):
+        log.info("schedule: %s received; stopping after the running job (signal again to abort)",
+                 signal.Signals(signum).name)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        threading.Thread(target=scheduler.shutdown, kwargs={"wait": False}, daemon=True).start()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, stop)
+    try:
+        log.info("schedule: every day at %s %s (incremental)%s; grace %.1f h; pid %d", plan.at, plan.tz,
+                 f", {plan.full_day} full" if plan.full_day else "", plan.misfire_grace_s / 3600, os.getpid())
+        scheduler.start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        lock.release()
+
+
+class SchedulerAlreadyRunning(RuntimeError):
+    pass
+
+
+__all__ = ["SchedulePlan", "JobReport", "run_scheduled_job", "build_scheduler", "run_forever",
+           "record_scheduler_error", "stored_errors", "job_lock", "daemon_lock", "SchedulerAlreadyRunning",
+           "DAILY_JOB", "WEEKLY_FULL_JOB"]
