@@ -1,0 +1,186 @@
+"""A browsable, read-only web view of the store: Datasette on 127.0.0.1 with titles, column
+descriptions, facets and full-text search configured (optional extra `basecrawler[web]`).
+
+Datasette runs as a subprocess (`python -m datasette serve`), so the crawler never imports it
+and a crash of the web view cannot touch a crawl. The database is opened the way Datasette opens
+mutable files, read-only (`mode=ro`), and not with `-i`: immutable mode tells SQLite to ignore
+the write-ahead log, so rows a crawl committed but not yet checkpointed would be invisible (or
+the file could look corrupt while the scheduler writes).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "the web view needs Datasette: pip install 'basecrawler[web]'"
+
+RECALL_COLUMN_DESCRIPTIONS = {
+    "id": "row id (stable within this database)",
+    "source": "basecrawler source id that collected the record",
+    "country": "country or region of the publishing authority (US, CA, JP, AU, EU)",
+    "recall_number": "the authority's own recall id; unique together with country",
+    "recall_date": "recall date (1970-01-01 when the source's date could not be read, see date_unknown)",
+    "date_unknown": "1 when the published date could not be parsed",
+    "manufacturer_original": "manufacturer, as published", "manufacturer_ko": "manufacturer, Korean translation",
+    "model_original": "model(s), as published", "model_ko": "model(s), Korean translation",
+    "component_original": "affected component or system, as published", "component_ko": "component, Korean translation",
+    "summary_original": "summary of the defect, as published", "summary_ko": "summary, Korean translation",
+    "defect_cause_original": "cause of the defect, as published", "defect_cause_ko": "cause, Korean translation",
+    "consequence_original": "possible consequence, as published", "consequence_ko": "consequence, Korean translation",
+    "remedy_original": "remedy offered, as published", "remedy_ko": "remedy, Korean translation",
+    "model_year": "model year or range, e.g. 2021 or 2019-2021",
+    "affected_units": "number of vehicles affected",
+    "source_lang": "language of the *_original fields (en, ja, fr …)",
+    "source_url": "page or document a person can open",
+    "extra": "source-specific fields (JSON)",
+    "first_seen_at": "when basecrawler first stored the record (UTC)",
+    "updated_at": "when a crawl last changed the record (UTC)",
+    "translated_at": "when the Korean fields were written (UTC); empty = waiting for translation",
+    "translation_status": "translated, failed, … (empty while pending)",
+    "translation_note": "why a translation was held back or failed",
+}
+
+
+def datasette_available() -> bool:
+    return importlib.util.find_spec("datasette") is not None
+
+
+def database_name(db_path: str | Path) -> str:
+    """The name Datasette gives a database file: its stem (`recalls.db` → `recalls`)."""
+    return Path(db_path).stem
+
+
+def build_metadata(db_path: str | Path) -> dict:
+    """Datasette metadata: titles, descriptions, facets and full-text search per table."""
+    return {
+        "title": "basecrawler — vehicle recalls",
+        "description": "Public vehicle recall data from government sources, with Korean translations. Read-only.",
+        "databases": {
+            database_name(db_path): {
+                "tables": {
+                    "recalls": {
+                        "title": "Vehicle recalls",
+                        "description": "One row per recall (country + recall_number). Search covers original "
+                                       "and Korean text; terms of three or more characters match anywhere.",
+                        "columns": RECALL_COLUMN_DESCRIPTIONS,
+                        "facets": ["country", "manufacturer_original", "model_year", "translation_status"],
+                        "fts_table": "recalls_fts",
+                        "fts_pk": "id",
+                        "sort_desc": "recall_date",
+                        "label_column": "recall_number",
+                    },
+                    "crawl_runs": {"title": "Crawl runs", "sort_desc": "id",
+                                   "description": "One row per run of a source with its counts and status.",
+                                   "facets": ["source", "status", "mode"]},
+                    "dead_letters": {"title": "Dead letters", "sort_desc": "id",
+                                     "description": "Items that could not be fetched, parsed or stored, with the raw input kept.",
+                                     "facets": ["source", "stage", "kind"]},
+                    "enrichment": {"title": "Enrichment queue", "facets": ["source", "state"],
+                                   "description": "Detail-fetch state per recall of two-phase sources."},
+                    "artifacts": {"title": "Downloaded documents", "facets": ["source", "state"]},
+                    "responses": {"title": "Archived HTTP responses", "sort_desc": "id"},
+                    "translation_memory": {"title": "Translation memory"},
+                    "meta": {"title": "Store metadata (scheduler state and more)"},
+                },
+            }
+        },
+    }
+
+
+def datasette_command(db_path: str | Path, metadata_path: str | Path, *, host: str = "127.0.0.1",
+                      port: int = 8001) -> list[str]:
+    return [sys.executable, "-m", "datasette", "serve", str(db_path), "--host", host, "--port", str(port),
+            "--metadata", str(metadata_path), "--setting", "default_page_size", "50",
+            "--setting", "sql_time_limit_ms", "3000"]
+
+
+class BrowseServer:
+    """Datasette for one database in a subprocess.
+
+        with BrowseServer(db_path, port=8123) as server:
+            server.url  # http://127.0.0.1:8123
+    """
+
+    def __init__(self, db_path: str | Path, *, host: str = "127.0.0.1", port: int = 8001):
+        if not datasette_available():
+            raise ConfigError(INSTALL_HINT)
+        if not Path(db_path).exists():
+            raise ConfigError(f"no database at {db_path}")
+        self.db_path = Path(db_path)
+        self.host, self.port = host, port
+        self.process: subprocess.Popen | None = None
+        self._metadata_dir: tempfile.TemporaryDirectory | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def table_url(self) -> str:
+        return f"{self.url}/{database_name(self.db_path)}/recalls"
+
+    def start(self, *, quiet: bool = False) -> "BrowseServer":
+        self._metadata_dir = tempfile.TemporaryDirectory(prefix="basecrawler-browse-")
+        metadata_path = Path(self._metadata_dir.name) / "metadata.json"
+        metadata_path.write_text(json.dumps(build_metadata(self.db_path), ensure_ascii=False, indent=2), "utf-8")
+        output = subprocess.DEVNULL if quiet else None
+        self.process = subprocess.Popen(datasette_command(self.db_path, metadata_path, host=self.host, port=self.port),
+                                        stdout=output, stderr=output)
+        return self
+
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
+        """Block until Datasette answers (or raise RuntimeError if it exited or timed out)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"datasette exited with code {self.process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/versions.json", timeout=2):
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        raise RuntimeError(f"datasette did not answer on {self.url} within {timeout_s:.0f}s")
+
+    def wait(self) -> int:
+        return self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._metadata_dir is not None:
+            self._metadata_dir.cleanup()
+            self._metadata_dir = None
+
+    def __enter__(self) -> "BrowseServer":
+        self.start(quiet=True)
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+__all__ = ["BrowseServer", "build_metadata", "datasette_command", "datasette_available", "database_name",
+           "INSTALL_HINT"]

@@ -1,0 +1,42 @@
+"""`browse`: serve the database read-only in a web browser (Datasette on 127.0.0.1)."""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import webbrowser
+
+from ..browse import INSTALL_HINT, BrowseServer, datasette_available
+
+log = logging.getLogger("basecrawler")
+
+EXIT_NO_EXTRA = 2
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("browse", help="browse and search the database in a web browser (read-only)")
+    parser.add_argument("--port", type=int, default=8001, help="port on 127.0.0.1 (default 8001)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--open", action="store_true", help="open the recalls table in the default browser")
+    parser.set_defaults(func=cmd_browse)
+
+
+def cmd_browse(args) -> int:
+    if not datasette_available():
+        print(f"basecrawler: {INSTALL_HINT}", file=sys.stderr)
+        return EXIT_NO_EXTRA
+    server = BrowseServer(args.settings.db_path, host=args.host, port=args.port)
+    # SIGTERM (service managers, `timeout`) must stop Datasette too, not orphan it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    server.start()
+    try:
+        server.wait_ready()
+        log.info("browse: %s (read-only); Ctrl-C to stop", server.table_url)
+        if args.open:
+            webbrowser.open(server.table_url)
+        return server.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
