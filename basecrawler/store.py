@@ -159,7 +159,10 @@ class Store:
         return self._with_lock_retry(attempt)
 
     def query(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
-        return list(self.db.query(sql, params))
+        # Threads share this one connection (enrichment workers archive responses through it):
+        # a read stepping while another thread's transaction is open can break its COMMIT.
+        with self._write_lock:
+            return list(self.db.query(sql, params))
 
     # ---- recalls ----------------------------------------------------------------------
     def upsert_recalls(self, records: Iterable[Recall], *, source: str, raws: list | None = None) -> UpsertResult:

@@ -315,3 +315,12 @@ def test_detail_lookups_run_in_parallel(store, settings, monkeypatch):
         elapsed = time.monotonic() - started
     assert result.enrichment_stats["done"] == 8
     assert elapsed < 8 * 0.3 / 2          # serial lookups would take 2.4 s
+
+
+def test_parallel_lookups_share_one_store_without_breaking_transactions(store, settings):
+    # Workers archive every response through the shared connection while the main thread
+    # applies results; 60 lookups over 8 threads used to break a COMMIT now and then.
+    server = DetailServer({f"R{n}": [200] for n in range(60)})
+    result = crawl(store, settings.with_(enrich_workers=8), server, [item(n) for n in range(60)])
+    assert result.status == "succeeded", result.error
+    assert result.enrichment_stats["done"] == 60 and store.open_dead_letters("ladder") == []
