@@ -68,12 +68,12 @@ class HttpBackend(Backend):
     status → outcome table. `secrets` are redacted from anything that reaches a message."""
 
     def __init__(self, base_url: str, *, secrets=(), transport: httpx.BaseTransport | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, retry_waits_s=RETRY_WAITS_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, retry_waits_s=None):
         super().__init__()
         self.base_url = base_url.rstrip("/")
         self.host = urlsplit(self.base_url).netloc or self.base_url
         self._secrets = tuple(s for s in secrets if s)
-        self.retry_waits_s = tuple(retry_waits_s)
+        self.retry_waits_s = tuple(RETRY_WAITS_S if retry_waits_s is None else retry_waits_s)
         self.client = httpx.Client(transport=transport, timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
                                    headers={"User-Agent": DEFAULT_USER_AGENT})
 
@@ -224,7 +224,7 @@ def _checked(name: str, texts: list[str], translated) -> list[str]:
 
 
 def backend_from_env(environ: Mapping[str, str] = os.environ, *, transport: httpx.BaseTransport | None = None,
-                     retry_waits_s=RETRY_WAITS_S) -> Backend | None:
+                     retry_waits_s=None) -> Backend | None:
     """The backend the environment configures, or None when none is; ConfigError when the
     choice is incomplete (a key or URL missing)."""
     def get(name: str) -> str | None:

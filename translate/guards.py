@@ -24,7 +24,7 @@ DEFAULT_LENGTH_BOUNDS = (0.25, 2.5)
 MIN_LENGTH_FOR_RATIO = 20
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_REPEAT = re.compile(r"(.{2,80}?)(?:\s*\1){3,}", re.DOTALL)
+_REPEAT = re.compile(r"(.{2,80}?)(?:\s*\1){3,}", re.DOTALL | re.IGNORECASE)
 _LATIN_WORD = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'’-]*")
 _LOWER_WORD = re.compile(r"(?<![A-Za-zÀ-ÿ])[a-zà-ÿ]{2,}")
 
@@ -106,7 +106,8 @@ def _mostly_hangul(source, output, lang, protected):
 
 def _no_runaway_repetition(source, output, lang, protected):
     match = _REPEAT.search(output)
-    if match and match.group(1) not in source:
+    # A source that itself repeats ("beep beep beep beep") may be translated with repetition.
+    if match and not _REPEAT.search(source):
         return f"runaway repetition of {match.group(1).strip()[:30]!r}"
     return None
 
