@@ -281,9 +281,8 @@ def report_id_from_url(url: str | None) -> str | None:
     m = _REPORT_ID_RE.search(url)
     if m:
         return m.group(1)
-    for match in _ANY_ID_RE.finditer(url.replace("%7C", "|").replace("%7c", "|")):
-        return match.group(1)
-    return None
+    m = _ANY_ID_RE.search(url.replace("%7C", "|").replace("%7c", "|"))
+    return m.group(1) if m else None
 
 
 def parse_index(source: str | IO[bytes]) -> list[WeeklyReport]:

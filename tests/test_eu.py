@@ -11,8 +11,8 @@ import pytest
 from lxml import etree
 
 from basecrawler.testing import LoopbackServer, Reply
-from sources.eu import (VEHICLE_CATEGORY_EXAMPLES, EuSafetyGateCrawler, clean_text, is_vehicle_category,
-                        split_danger, split_measures)
+from sources.eu import (VEHICLE_CATEGORY_EXAMPLES, EuSafetyGateCrawler, WeeklyReport, clean_text,
+                        is_vehicle_category, report_id_from_url, report_request_path, split_danger, split_measures)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "eu"
@@ -238,6 +238,20 @@ def test_stray_comma_in_index_url_is_not_requested(store, settings):
     crawl(store, settings, site)
     report_requests = [r for r in site.requests if r.url.path.startswith(REPORT_PATH)]
     assert [str(r.url) for r in report_requests] == [f"https://ec.europa.eu{REPORT_PATH}10000201?language=en"]
+    assert store.get_recall("EU", "SR/01901/26") is not None
+
+
+def test_index_url_without_detail_path_gets_the_canonical_report_url():
+    url = "https://ec.europa.eu/safety-gate-alerts/screen/webReport/weeklyReports/report/10000320"
+    report = WeeklyReport("Report-2026-35", None, 2026, 35, url, report_id_from_url(url))
+    assert report_request_path(report) == f"{REPORT_PATH}10000320?language=en"
+
+
+def test_index_cannot_send_requests_to_another_host(store, settings):
+    index = index_xml(("10000201", "24/07/2026", "")).replace(b"https://ec.europa.eu", b"http://attacker.example")
+    site = Site(index, {"10000201": (FIXTURES / "report_10000201.xml").read_bytes()})
+    crawl(store, settings, site)
+    assert {r.url.host for r in site.requests} == {"ec.europa.eu"}
     assert store.get_recall("EU", "SR/01901/26") is not None
 
 
