@@ -101,13 +101,24 @@ class CanadaCrawler(BaseCrawler):
                     return value
             return None
 
+        # Cells repeat across a recall's rows: clean each distinct make / model once.
+        cleaned: dict[tuple[str, str | None], str | None] = {}
+
+        def cell(row: dict, column: str) -> str | None:
+            key = (column, row.get(column))
+            if key not in cleaned:
+                cleaned[key] = clean_text(key[1], number, column)
+            return cleaned[key]
+
+        vehicles = [{"make": cell(row, "MAKE_NAME_NM"), "model": cell(row, "MODEL_NAME_NM"),
+                     "year": (row.get("YEAR") or "").strip() or None} for row in rows]
         comment = text("COMMENT_ETXT")
         record = {
             "recall_number": number,
             "recall_date": _first_date(rows),
-            "manufacturer_original": _joined(rows, "MAKE_NAME_NM", number),
-            "model_original": _joined(rows, "MODEL_NAME_NM", number),
-            "model_year": year_range(row.get("YEAR") for row in rows),
+            "manufacturer_original": _joined(v["make"] for v in vehicles),
+            "model_original": _joined(v["model"] for v in vehicles),
+            "model_year": year_range({v["year"] for v in vehicles}),
             "component_original": text("SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
             "source_url": DETAIL_PAGE.format(number),
@@ -121,12 +132,7 @@ class CanadaCrawler(BaseCrawler):
             "category": text("CATEGORY_ETXT"),
             "notification_type": text("NOTIFICATION_TYPE_ETXT"),
             "fr": {key: value for key, value in french.items() if value},
-            "vehicles": [
-                {"make": clean_text(row.get("MAKE_NAME_NM"), number, "MAKE_NAME_NM"),
-                 "model": clean_text(row.get("MODEL_NAME_NM"), number, "MODEL_NAME_NM"),
-                 "year": (row.get("YEAR") or "").strip() or None}
-                for row in rows
-            ],
+            "vehicles": vehicles,
         }
         if len(reported) > 1:
             extra["units_reported"] = reported
@@ -194,21 +200,22 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
                 continue
             if len(cells) != len(names):
                 log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), len(names))
-            row = dict(zip(names, cells))
-            number = row[NUMBER].strip()
+            number = cells[index[NUMBER]].strip()
             group = open_groups.get(number)
             if group is None:
-                group = open_groups[number] = {"recall_number": number, "rows": [row], "seen": 1}
+                group = open_groups[number] = {"recall_number": number, "rows": [dict(zip(names, cells))],
+                                               "cells": cells, "seen": 1}
             else:
-                first = group["rows"][0]
-                group["rows"].append({k: v for k, v in row.items() if first.get(k) != v})
+                first = group["cells"]
+                group["rows"].append({names[i]: value for i, value in enumerate(cells[:len(names)])
+                                      if i >= len(first) or first[i] != value})
                 group["seen"] += 1
             if group["seen"] >= rows_per_recall.get(number, 0):
                 del open_groups[number]
-                del group["seen"]
+                del group["seen"], group["cells"]
                 yield group
         for group in open_groups.values():  # only if the file changed between the passes
-            group.pop("seen", None)
+            del group["seen"], group["cells"]
             yield group
 
 
@@ -234,13 +241,13 @@ def clean_text(value: str | None, recall_number: str = "", column: str = "") -> 
     return fixed
 
 
-def _joined(rows: list[dict], column: str, recall_number: str) -> str | None:
-    values = dict.fromkeys(v for v in (clean_text(row.get(column), recall_number, column) for row in rows) if v)
-    return ", ".join(values) or None
+def _joined(values) -> str | None:
+    """Distinct non-empty values in order of appearance, comma-separated."""
+    return ", ".join(dict.fromkeys(v for v in values if v)) or None
 
 
 def _first_date(rows: list[dict]) -> str | None:
-    raw_values = [(row.get("RECALL_DATE_DTE") or "").strip() for row in rows]
+    raw_values = list(dict.fromkeys((row.get("RECALL_DATE_DTE") or "").strip() for row in rows))
     for value in raw_values:
         if value and parse_date(value) is not None:
             return value
@@ -250,8 +257,8 @@ def _first_date(rows: list[dict]) -> str | None:
 
 def affected_units(rows: list[dict]) -> tuple[int | None, list[int]]:
     """The recall's count (repeated on every row, so taken once) and the distinct values seen."""
-    reported = sorted({units for units in (parse_units(row.get("UNIT_AFFECTED_NBR")) for row in rows)
-                       if units is not None})
+    distinct = {row.get("UNIT_AFFECTED_NBR") for row in rows}
+    reported = sorted({units for units in map(parse_units, distinct) if units is not None})
     return (reported[-1] if reported else None), reported
 
 

@@ -1,0 +1,169 @@
+"""Benchmark of the `ca` source on a full-size CSV: rows/s and peak memory of a full run.
+
+    python bench/bench_ca_csv.py [--rows 800000] [--keep DIR]
+
+Generates a ~200 MB CSV in the real Transport Canada column layout (quoted cells, multi-line
+comments, French accents, recalls of 1–60 rows, a few recalls with non-adjacent rows), serves it
+from disk in 64 KB chunks on 127.0.0.1, and runs a full `ca` crawl in a fresh child process
+pointed at it (BASECRAWLER_CA_DATA_URL). The child reports its own peak RSS (VmHWM), so the
+number is the crawl's alone, not the generator's. Prints one table. Target: peak RSS < 300 MB.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+HEADER = ["RECALL_NUMBER_NUM", "YEAR", "MANUFACTURER_RECALL_NO_TXT", "CATEGORY_ETXT", "CATEGORY_FTXT",
+          "MAKE_NAME_NM", "MODEL_NAME_NM", "UNIT_AFFECTED_NBR", "SYSTEM_TYPE_ETXT", "SYSTEM_TYPE_FTXT",
+          "NOTIFICATION_TYPE_ETXT", "NOTIFICATION_TYPE_FTXT", "COMMENT_ETXT", "COMMENT_FTXT", "RECALL_DATE_DTE"]
+MAKES = {"FORD": ["F-150", "ESCAPE", "EXPLORER", "MUSTANG", "RANGER"], "CHEVROLET": ["SILVERADO 1500", "EQUINOX", "MALIBU"],
+         "TOYOTA": ["COROLLA", "RAV4", "CAMRY", "TACOMA"], "HONDA": ["CIVIC", "CR-V", "ACCORD"],
+         "HYUNDAI": ["ELANTRA", "TUCSON", "SANTA FE"], "KIA": ["FORTE", "SORENTO"], "RAM": ["1500", "2500", "3500"]}
+CATEGORIES = [("Passenger Car", "Voiture de tourisme"), ("Light Truck & Van", "Camionnette et fourgonnette"),
+              ("Heavy Truck", "Camion lourd"), ("Motorcycle", "Motocyclette")]
+SYSTEMS = [("Air Bags", "Sacs gonflables"), ("Brakes", "Freins"), ("Seats And Restraints", "Sièges et dispositifs de retenue"),
+           ("Electrical", "Système électrique"), ("Steering", "Direction"), ("Fuel System", "Système d'alimentation")]
+WORDS = ("vehicle bolt bracket could loosen fracture inflator module harness connector software camera display "
+         "pressure sensor weld seam corrosion").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def generate(path: Path, rows: int, seed: int = 5) -> int:
+    """Write the CSV; returns the number of recalls."""
+    rng = random.Random(seed)
+    recalls = 0
+    held: list[list[str]] = []      # rows written later, away from their recall (non-adjacent)
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        writer.writerow(HEADER)
+        written = 0
+        number = 1990000
+        while written < rows:
+            number += 1
+            recalls += 1
+            make = rng.choice(list(MAKES))
+            category, system = rng.choice(CATEGORIES), rng.choice(SYSTEMS)
+            units = f"{rng.randint(1, 90000):,}.00"
+            year = rng.randint(1990, 2024)
+            date = f"{min(year + 1, 2024)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            comment_e = (f"Issue: {sentence(rng, rng.randint(2, 4))}\n"
+                         f"Safety Risk: {sentence(rng, rng.randint(1, 4))}\n"
+                         f"Corrective Actions: {sentence(rng, rng.randint(1, 4))}")
+            comment_f = "Problème : " + sentence(rng, rng.randint(2, 4))
+            fixed = [str(number), "", f"{rng.randint(10, 99)}V-{rng.randint(100, 999)}", category[0], category[1], make, "",
+                     units, system[0], system[1], "Safety Mfr", "Sécurité - fabricant", comment_e, comment_f, date]
+            for _ in range(min(rng.randint(1, 45), rows - written)):
+                row = list(fixed)
+                row[1] = str(year + rng.randint(0, 4))
+                row[6] = rng.choice(MAKES[make])
+                if rng.random() < 0.0005:
+                    held.append(row)
+                else:
+                    writer.writerow(row)
+                written += 1
+            if held and rng.random() < 0.01:
+                writer.writerows(held)
+                held.clear()
+        writer.writerows(held)
+    return recalls
+
+
+class FileHandler(BaseHTTPRequestHandler):
+    """Serves one file from disk in chunks (never whole in memory)."""
+    protocol_version = "HTTP/1.1"
+    file_path: Path
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        size = self.file_path.stat().st_size
+        self.send_response(200)
+        self.send_header("Content-Type", "text/csv")
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        with open(self.file_path, "rb") as src:
+            shutil.copyfileobj(src, self.wfile, 1 << 16)
+
+
+def crawl(url: str, db: str) -> None:
+    """Child process: one full `ca` run; prints a JSON line with counts, time and peak RSS."""
+    os.environ["BASECRAWLER_CA_DATA_URL"] = url
+    from basecrawler import Store
+    from basecrawler.config import Settings
+    from sources.ca import CanadaCrawler
+
+    store = Store(db)
+    started = time.monotonic()
+    result = CanadaCrawler(store, settings=Settings(db_path=db), mode="full").run()
+    elapsed = time.monotonic() - started
+    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+    c = result.counts
+    print(json.dumps({"status": result.status, "recalls": c.saved, "fetched": c.fetched, "dead": c.dead_lettered,
+                      "seconds": elapsed, "peak_rss_mb": peak_kb / 1024}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=800_000)
+    parser.add_argument("--keep", help="work in this directory and keep it")
+    parser.add_argument("--crawl", nargs=2, metavar=("URL", "DB"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.crawl:
+        crawl(*args.crawl)
+        return
+    work = Path(args.keep or tempfile.mkdtemp(prefix="bench_ca_"))
+    work.mkdir(parents=True, exist_ok=True)
+    csv_path = work / "vrdb_full_monthly.csv"
+    t0 = time.monotonic()
+    recalls = generate(csv_path, args.rows)
+    gen_s = time.monotonic() - t0
+    FileHandler.file_path = csv_path
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FileHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    db = work / "bench.db"
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--crawl", url, str(db)], capture_output=True, text=True, cwd=REPO)
+    finally:
+        server.shutdown()
+    if proc.returncode != 0:
+        sys.exit(f"crawl failed:\n{proc.stderr[-3000:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    size_mb = csv_path.stat().st_size / 1e6
+    table = [
+        ("CSV size", f"{size_mb:.1f} MB ({args.rows:,} rows, {recalls:,} recalls, generated in {gen_s:.1f}s)"),
+        ("run status", f"{result['status']} ({result['recalls']:,} recalls saved, {result['dead']} dead letters)"),
+        ("full run wall time", f"{result['seconds']:.1f} s (download + archive + 2 CSV passes + store)"),
+        ("rows/s", f"{args.rows / result['seconds']:,.0f}"),
+        ("MB/s", f"{size_mb / result['seconds']:.1f}"),
+        ("peak RSS of the crawl", f"{result['peak_rss_mb']:.0f} MB (target < 300 MB)"),
+        ("database size", f"{db.stat().st_size / 1e6:.0f} MB"),
+    ]
+    width = max(len(k) for k, _ in table)
+    print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
+    for key, value in table:
+        print(f"{key:<{width}} | {value}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
