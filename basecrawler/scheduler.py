@@ -115,6 +115,17 @@ class SchedulePlan:
                 previous, moment = fire, fire + dt.timedelta(seconds=1)
         return sorted(found)[:count]
 
+    def previous_fire_times(self, now: dt.datetime) -> dict[str, tuple[str, dt.datetime]]:
+        """Job id → (mode, latest fire time at or before `now`)."""
+        found = {}
+        for job_id, (mode, trigger) in self.triggers().items():
+            latest, fire = None, trigger.get_next_fire_time(None, now - dt.timedelta(days=8))
+            while fire is not None and fire <= now:
+                latest, fire = fire, trigger.get_next_fire_time(fire, fire + dt.timedelta(seconds=1))
+            if latest is not None:
+                found[job_id] = (mode, latest)
+        return found
+
 
 def _local_zone_name() -> str:
     try:
@@ -246,6 +257,7 @@ def _translate(store: Store, report: JobReport) -> None:
 def _record_job(store: Store, report: JobReport) -> None:
     try:
         store.set_meta(META_LAST_JOB, json.dumps(report.as_dict(), ensure_ascii=False))
+        store.set_meta(f"{META_LAST_JOB}.{report.mode}", report.started_at)
     except Exception:
         log.exception("schedule: could not record the job report")
 
@@ -265,6 +277,24 @@ def record_scheduler_error(db_path: str, entry: dict) -> None:
 def stored_errors(store: Store) -> list[dict]:
     current = store.get_meta(META_ERRORS)
     return json.loads(current) if current else []
+
+
+def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None = None) -> dict[str, dt.datetime]:
+    """Fire times a scheduler that was not running (machine off, process restarted) missed.
+
+    APScheduler's memory job store forgets a fire time that passed while no scheduler ran, so
+    the grace window only covers a sleeping process. Here a job whose latest fire time is within
+    the grace window and later than the last job of its mode is given that time as its first
+    run time: it then runs once at start, through the same misfire rules."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    due = {}
+    for job_id, (mode, fired) in plan.previous_fire_times(now).items():
+        if (now - fired).total_seconds() > plan.misfire_grace_s:
+            continue
+        last = store.get_meta(f"{META_LAST_JOB}.{mode}")
+        if last is None or dt.datetime.fromisoformat(last) < fired:
+            due[job_id] = fired
+    return due
 
 
 # ---- the scheduler ---------------------------------------------------------------------------
@@ -340,7 +370,14 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
     lock = daemon_lock(settings.db_path)
     if not lock.try_acquire():
         raise SchedulerAlreadyRunning(f"a scheduler for {settings.db_path} is already running (pid {lock.holder_pid()})")
-    scheduler = build_scheduler(settings, plan, job=job)
+    store = Store(settings.db_path)
+    try:
+        catch_up = catch_up_run_times(plan, store)
+    finally:
+        store.close()
+    for job_id, fired in catch_up.items():
+        log.info("schedule: %s was due at %s while no scheduler ran; running it now", job_id, fired.isoformat())
+    scheduler = build_scheduler(settings, plan, job=job, first_run_times=catch_up)
     previous = {}
 
     def stop(signum, _frame):

@@ -20,7 +20,8 @@ from basecrawler import BaseCrawler, Store
 from basecrawler.cli import main
 from basecrawler.errors import ConfigError
 from basecrawler.scheduler import (DAILY_JOB, META_LAST_JOB, META_NEXT_RUN, WEEKLY_FULL_JOB, SchedulePlan,
-                                   build_scheduler, run_scheduled_job, stored_errors)
+                                   build_scheduler, catch_up_run_times, run_forever, run_scheduled_job,
+                                   stored_errors)
 
 REPO = Path(__file__).resolve().parents[1]
 UTC = dt.timezone.utc
@@ -288,6 +289,54 @@ def test_next_fire_time_is_recorded_for_status(settings):
         store.close()
     assert recorded == expected.isoformat()
     assert dt.datetime.fromisoformat(recorded) > dt.datetime.now(UTC)
+
+
+# ---- catching up on a fire time that passed while no scheduler ran --------------------------
+MONDAY_0700 = dt.datetime(2024, 6, 3, 7, 0, tzinfo=UTC)
+DAILY_0600 = SchedulePlan(at="06:00", tz="UTC", full_day="sun", misfire_grace_s=3 * 3600)
+
+
+def test_fire_time_missed_while_not_running_is_caught_up_once(store):
+    store.set_meta(f"{META_LAST_JOB}.incremental", "2024-06-02T06:00:05+00:00")
+    due = catch_up_run_times(DAILY_0600, store, now=MONDAY_0700)
+    assert due == {DAILY_JOB: dt.datetime(2024, 6, 3, 6, 0, tzinfo=UTC)}
+
+
+def test_no_catch_up_when_the_job_already_ran_after_its_fire_time(store):
+    store.set_meta(f"{META_LAST_JOB}.incremental", "2024-06-03T06:00:02+00:00")
+    assert catch_up_run_times(DAILY_0600, store, now=MONDAY_0700) == {}
+
+
+def test_no_catch_up_beyond_the_grace_window(store):
+    store.set_meta(f"{META_LAST_JOB}.incremental", "2024-06-01T06:00:05+00:00")
+    assert catch_up_run_times(DAILY_0600, store, now=MONDAY_0700 + dt.timedelta(hours=3)) == {}
+
+
+def test_scheduler_started_after_a_missed_fire_time_runs_the_job_at_once(settings, store):
+    plan, fire = _plan_firing(dt.timedelta(minutes=20))
+    store.set_meta(f"{META_LAST_JOB}.incremental", (fire - dt.timedelta(days=1)).isoformat())
+    calls = []
+
+    def job(settings, mode):
+        calls.append(mode)
+        os.kill(os.getpid(), signal.SIGTERM)        # stops run_forever through its own handler
+
+    watchdog = threading.Timer(15, os.kill, args=(os.getpid(), signal.SIGTERM))
+    watchdog.start()
+    try:
+        run_forever(settings, plan, job=job)
+    finally:
+        watchdog.cancel()
+    assert calls == ["incremental"]
+
+
+def test_job_records_when_each_mode_last_ran(settings, translation):
+    run_scheduled_job(settings, mode="full", crawlers={"aa": make_source("aa", [])})
+    store = Store(settings.db_path)
+    try:
+        assert store.get_meta(f"{META_LAST_JOB}.full") and store.get_meta(f"{META_LAST_JOB}.incremental") is None
+    finally:
+        store.close()
 
 
 # ---- the command -----------------------------------------------------------------------------
