@@ -31,12 +31,12 @@ XLSX_MAX_ROWS = 1_048_576
 
 
 def export_recalls(conn: sqlite3.Connection, filters: RecallFilter, fmt: str, output: str | Path,
-                   *, progress: Callable[[int], None] | None = None) -> int:
-    """Write every recall matching `filters` to `output` ("-" = stdout for csv/jsonl).
-    Returns the number of records written."""
+                   *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+    """Write every recall matching `filters` (newest first, at most `limit`) to `output`
+    ("-" = stdout for csv/jsonl). Returns the number of records written."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
-    columns, rows = iter_recalls(conn, filters)
+    columns, rows = iter_recalls(conn, filters, limit=limit)
     writer = {"csv": write_csv, "jsonl": write_jsonl, "xlsx": write_xlsx}[fmt]
     if str(output) == "-":
         if fmt == "xlsx":

@@ -147,3 +147,9 @@ def test_export_command_to_stdout_as_jsonl(filled, db_path, capsysbinary):
     assert main(["--db", db_path, "export", "--format", "jsonl", "-o", "-", "--manufacturer", "ford"]) == 0
     out = capsysbinary.readouterr().out.decode("utf-8")
     assert sorted(json.loads(line)["recall_number"] for line in out.splitlines()) == ["2024-150", "24V-101"]
+
+
+def test_export_limit_keeps_the_newest_records(filled, tmp_path):
+    out = tmp_path / "newest.jsonl"
+    assert export_recalls(filled.db.conn, RecallFilter(), "jsonl", out, limit=2) == 2
+    assert [json.loads(line)["recall_number"] for line in out.read_text("utf-8").splitlines()] == ["JP-4980", "24V-101"]

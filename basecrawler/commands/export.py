@@ -20,6 +20,7 @@ def register(sub) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' = stdout for csv/jsonl)")
     parser.add_argument("--text", metavar="WORDS", help="only recalls containing these words (as search)")
     add_filter_arguments(parser)
+    parser.add_argument("--limit", type=int, metavar="N", help="only the newest N matching recalls")
     parser.set_defaults(func=cmd_export)
 
 
@@ -38,7 +39,7 @@ def cmd_export(args) -> int:
     store = Store(args.settings.db_path)
     started = time.monotonic()
     try:
-        written = export_recalls(store.db.conn, filters, fmt, args.output,
+        written = export_recalls(store.db.conn, filters, fmt, args.output, limit=args.limit,
                                  progress=lambda n: log.info("export: %d records so far", n))
     finally:
         store.close()
