@@ -370,3 +370,12 @@ def test_report_that_is_not_xml_is_a_dead_letter_and_the_next_report_runs(store,
     letters = store.open_dead_letters("eu")
     assert [l["kind"] for l in letters] == ["unexpected"]
     assert store.get_recall("EU", "SR/02101/26") is not None and result.status == "succeeded"
+
+
+def test_index_declaring_a_dtd_fails_the_source_and_no_report_is_fetched(store, settings):
+    hostile_index = index_xml(("10000204", "14/08/2026", "")).replace(
+        b"<Safety-Gate>", b'<!DOCTYPE Safety-Gate [<!ENTITY x "y">]><Safety-Gate>', 1)
+    site = Site(hostile_index, {"10000204": GOOD_REPORT})
+    result = crawl(store, settings, site)
+    assert result.status == "failed" and "UnsafeXml" in result.error
+    assert site.report_ids_requested() == []
