@@ -215,6 +215,12 @@ def migrate(db: sqlite_utils.Database) -> int:
         if number <= version:
             continue
         db.conn.execute("BEGIN IMMEDIATE")
+        # Read the version again under the write lock: another process opening the same new
+        # database may have migrated it while we waited.
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if number <= version:
+            db.conn.execute("COMMIT")
+            continue
         try:
             migration(db)
             db.conn.execute(f"PRAGMA user_version = {number}")

@@ -88,8 +88,12 @@ def test_two_processes_at_once_second_waits_no_lock_errors_no_duplicates(tmp_pat
     deadline = time.monotonic() + 30
     while first.poll() is None and time.monotonic() < deadline:
         conn = sqlite3.connect(db, timeout=30)
-        seen_waiting |= bool(conn.execute("SELECT 1 FROM crawl_runs WHERE status = 'waiting'").fetchall())
-        conn.close()
+        try:
+            seen_waiting |= bool(conn.execute("SELECT 1 FROM crawl_runs WHERE status = 'waiting'").fetchall())
+        except sqlite3.OperationalError:
+            pass  # the first process has not created its tables yet
+        finally:
+            conn.close()
         time.sleep(0.05)
     out1, err1 = first.communicate(60)
     out2, err2 = second.communicate(60)
