@@ -63,10 +63,10 @@ def generate(path: Path, rows: int, seed: int = 5) -> int:
             units = f"{rng.randint(1, 90000):,}.00"
             year = rng.randint(1990, 2024)
             date = f"{min(year + 1, 2024)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-            comment_e = (f"Issue: {sentence(rng, rng.randint(2, 4))}\n"
-                         f"Safety Risk: {sentence(rng, rng.randint(1, 4))}\n"
-                         f"Corrective Actions: {sentence(rng, rng.randint(1, 4))}")
-            comment_f = "Problème : " + sentence(rng, rng.randint(2, 4))
+            comment_e = (f"Issue: {sentence(rng, rng.randint(1, 3))}\n"
+                         f"Safety Risk: {sentence(rng, rng.randint(1, 2))}\n"
+                         f"Corrective Actions: {sentence(rng, rng.randint(1, 2))}")
+            comment_f = "Problème : " + sentence(rng, rng.randint(1, 2))
             fixed = [str(number), "", f"{rng.randint(10, 99)}V-{rng.randint(100, 999)}", category[0], category[1], make, "",
                      units, system[0], system[1], "Safety Mfr", "Sécurité - fabricant", comment_e, comment_f, date]
             for _ in range(min(rng.randint(1, 45), rows - written)):

@@ -9,7 +9,8 @@ page per recall, read field by field with XPath.
   inside the run's window) and stop at the first listing page where every recall is already
   stored and older: the site rate-limits bulk crawls (403), so it is not walked needlessly.
 - Detail: Drupal field blocks (`field--name-field-r-make`, `-r-models`, `-r-date-ranges`,
-  `-r-original-publish-date`, `-r-defect`, `-r-action`, `field--name-field-product-category`).
+  `-r-original-publish-date`, `-r-defect`, `-r-action`, `field--name-field-product-category`;
+  `-r-hazard`, when a page has it, becomes the consequence).
   Field items hold nested divs and paragraphs, so a field's text is the whole text content of
   its items (block elements become line breaks), never a pattern up to the next `</div>`.
   Fields not mapped to the model are kept in `extra["fields"]` under their label.
