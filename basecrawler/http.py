@@ -168,6 +168,8 @@ class HttpClient:
         if transport is None and self.settings.replay_dir:
             from .replay import ReplayTransport
             transport = ReplayTransport(self.settings.replay_dir)
+            # Replay reads files: there is no host to be polite to, so no request spacing.
+            self.rate_per_s = 0.0
         if self.settings.record_dir:
             from .replay import RecordingTransport
             transport = RecordingTransport(transport or httpx.HTTPTransport(), self.settings.record_dir)
