@@ -272,7 +272,7 @@ def _apply(crawler, outcome: _Outcome, row: dict, stats: dict) -> None:
         _stay(crawler, item, None, attempted=False, delay=0.0)
         stats["released"] += 1
     else:
-        _failed_once(crawler, item, outcome.error, raw=row, kind="detail_error")
+        _failed_once(crawler, item, outcome.error, raw=row, kind=getattr(outcome.error, "kind", "detail_error"))
         stats["errors"] += 1
 
 
@@ -323,11 +323,12 @@ def _stay(crawler, item: dict, error, *, attempted: bool, delay: float | None = 
 
 def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
     """A detail that cannot be used: keep it as a dead letter (once per distinct error, not
-    on every run), leave the item retryable at its level."""
+    on every run), leave the item retryable at its level. A later success resolves it."""
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     if message != item.get("last_error"):
-        crawler.dead_letter(raw, message, stage="detail", kind=kind, recall_number=item["recall_number"],
-                            url=getattr(error, "url", None))
+        body = getattr(error, "body", None)
+        crawler.dead_letter(body if body else raw, error, stage="detail", kind=kind,
+                            recall_number=item["recall_number"], url=getattr(error, "url", None))
     else:
         log.warning("%s: detail for %s failed again the same way: %s", crawler.source, item["recall_number"], message)
     _stay(crawler, item, message, attempted=True)
@@ -336,12 +337,20 @@ def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
 def _settle(crawler, item: dict, state: str, *, attempted: bool = False, error: str | None = None,
             level: int | None = None, next_attempt: float | None = None) -> None:
     now = crawler._clock()
-    crawler.store.write(lambda db: db.conn.execute(
-        "UPDATE enrichment SET state = ?, level = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
-        "attempts = attempts + ?, last_error = ? WHERE id = ?",
-        [state, item["level"] if level is None else level,
-         timestamp(next_attempt) if next_attempt is not None else None, timestamp(now),
-         int(attempted), error, item["id"]]))
+
+    def op(db):
+        db.conn.execute(
+            "UPDATE enrichment SET state = ?, level = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
+            "attempts = attempts + ?, last_error = ? WHERE id = ?",
+            [state, item["level"] if level is None else level,
+             timestamp(next_attempt) if next_attempt is not None else None, timestamp(now),
+             int(attempted), error, item["id"]])
+        if state in (DONE, EMPTY):  # an earlier unusable detail of this record is now settled
+            db.conn.execute(
+                "UPDATE dead_letters SET resolved_at = ? WHERE source = ? AND stage = 'detail' "
+                "AND recall_number = ? AND resolved_at IS NULL",
+                [timestamp(now), crawler.source, item["recall_number"]])
+    crawler.store.write(op)
 
 
 def _log_summary(crawler, stats: dict) -> None:

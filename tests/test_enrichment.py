@@ -81,6 +81,8 @@ class DetailServer:
             return httpx.Response(200, json={"model": f"MODEL {number}", "vehicles": [{"model": f"MODEL {number}"}]})
         if status == 204:
             return httpx.Response(200, json={"nothing": True})
+        if status == "html":                       # a 200 maintenance page where JSON belongs
+            return httpx.Response(200, text="<!DOCTYPE html><html><body>Down for maintenance</body></html>")
         return httpx.Response(status, text="<html>error</html>")
 
     def count(self, number: str) -> int:
@@ -278,6 +280,26 @@ def test_detail_that_adds_an_original_queues_the_row_for_translation(store, sett
     row = store.get_recall("XX", "R1")
     assert row["model_original"] == "MODEL R1"
     assert row["translated_at"] is None and row["summary_ko"] == "요약"
+
+
+def test_unusable_detail_is_dead_lettered_once_and_stays_queued(store, settings):
+    server = DetailServer({"R1": ["html"]})
+    for _ in range(3):
+        crawl(store, settings, server, [item(1)])
+    letters = store.open_dead_letters("ladder")
+    assert len(letters) == 1 and server.count("R1") == 3
+    assert (letters[0]["stage"], letters[0]["kind"], letters[0]["recall_number"]) == ("detail", "unexpected", "R1")
+    assert letters[0]["raw_kind"] == "bytes" and b"maintenance" in letters[0]["raw_bytes"]   # the body is kept
+    row = queue_row(store, "R1")
+    assert (row["state"], row["level"]) == ("pending", 0)
+
+
+def test_detail_dead_letter_is_resolved_when_the_detail_later_succeeds(store, settings):
+    server = DetailServer({"R1": ["html", 200]})
+    crawl(store, settings, server, [item(1)])
+    assert len(store.open_dead_letters("ladder")) == 1
+    crawl(store, settings, server, [item(1)])
+    assert queue_row(store, "R1")["state"] == "done" and store.open_dead_letters("ladder") == []
 
 
 def test_gone_items_show_in_status(store, settings):
