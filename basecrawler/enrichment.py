@@ -14,8 +14,8 @@ One row per record in the `enrichment` table:
        └────────────┘  transient / rate limited / crashed worker: same level, short delay
 
 Only NotFound climbs the ladder; a transient failure never brings an item closer to `gone`.
-Workers only talk HTTP; every database write happens on the calling thread, so the SQLite
-connection is never shared between threads mid-transaction.
+Workers only call fetch_detail (the HTTP client archives responses through the store, whose
+lock serialises that); every ladder write happens on the calling thread, in completion order.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from .errors import Blocked, CredentialsRejected, NotFound, RateLimited, Transient
+from .errors import Blocked, CredentialsRejected, NotFound, RateLimited, SourceFailed, Transient
 from .model import Recall
 from .store import DATA_COLUMNS
 
@@ -174,7 +174,7 @@ class _Outcome:
 
 
 def _ask(crawler, item: dict, recall: dict, stop: threading.Event) -> _Outcome:
-    """Worker: one fetch_detail call, classified. No database access here."""
+    """Worker: one fetch_detail call, classified. The ladder bookkeeping stays on the caller."""
     if stop.is_set():
         return _Outcome(item, "released")
     try:
@@ -234,8 +234,6 @@ def run_ladder(crawler) -> dict:
             _apply(crawler, outcome, rows_by_id[outcome.item["id"]], stats)
     _log_summary(crawler, stats)
     if stop_error is not None:
-        from .errors import SourceFailed
-
         raise SourceFailed(f"detail lookups stopped: {stop_error} (enrichment so far: "
                            + ", ".join(f"{k} {v}" for k, v in stats.items() if v) + ")") from stop_error
     return stats
@@ -363,11 +361,5 @@ def _log_summary(crawler, stats: dict) -> None:
     (log.warning if stats["gone"] or stats["errors"] else log.info)(text)
 
 
-def queue_counts(store, source: str) -> dict[str, int]:
-    """Items per state for one source (what `status` shows)."""
-    return {r["state"]: r["n"] for r in store.query(
-        "SELECT state, COUNT(*) AS n FROM enrichment WHERE source = ? GROUP BY state ORDER BY state", [source])}
-
-
-__all__ = ["enqueue", "run_ladder", "claim_due", "reclaim_stale", "requeue_gone", "queue_counts", "STATES",
+__all__ = ["enqueue", "run_ladder", "claim_due", "reclaim_stale", "requeue_gone", "STATES",
            "recall_from_row", "timestamp"]
