@@ -2,6 +2,7 @@
 ordering, languages, re-queueing, progress."""
 import io
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -251,6 +252,16 @@ def test_libretranslate_request_carries_q_list_source_target_and_key():
     assert seen == {"q": ["a", "b"], "source": "fr", "target": "ko", "format": "text", "api_key": "k1"}
 
 
+def test_chunks_of_one_batch_are_sent_in_parallel_up_to_the_backend_concurrency(store):
+    seed(store, 100)
+    with FakeLibreTranslate(delay_s=0.1) as server:
+        backend = libre(server)
+        backend.concurrency = 3
+        report = translate_pending(store, backend, batch_rows=100)
+    assert report.backend_calls == 5            # 102 texts in chunks of 25
+    assert server.max_in_flight == 3
+
+
 # ---- progress and status ------------------------------------------------------------------------
 def test_progress_is_reported_after_every_batch(store):
     seed(store, 5)
@@ -272,3 +283,16 @@ def test_status_counts_translation_outcomes_per_source(store):
     translate_pending(store, RecordingBackend(fail_texts={"The airbag inflator may rupture in vehicle number 2."}), limit=2)
     report = collect_status(store, ["us"])
     assert report["sources"]["us"]["translation"] == {"failed": 1, "translated": 1, "pending": 1}
+
+
+def test_command_applies_the_glossary_file_given_with_glossary(store, db_path, monkeypatch):
+    seed(store, 1, summary="The Takata airbag may not deploy.")
+    example = Path(__file__).resolve().parents[1] / "fixtures" / "translate" / "glossary.example.csv"
+    with FakeLibreTranslate() as server:
+        monkeypatch.setenv("BASECRAWLER_TRANSLATE_BACKEND", "libretranslate")
+        monkeypatch.setenv("BASECRAWLER_LIBRETRANSLATE_URL", server.url)
+        assert cli_main(["--db", db_path, "translate", "--no-progress", "--glossary", str(example)]) == 0
+        sent = server.texts
+    summary_ko = store.get_recall("US", "US-0000")["summary_ko"]
+    assert "에어백" in summary_ko and "Takata" in summary_ko
+    assert not any("airbag" in text or "Takata" in text for text in sent)

@@ -2,6 +2,7 @@
 
     BASECRAWLER_TRANSLATE_BACKEND   libretranslate | deepl | openai   (unset: no backend)
     BASECRAWLER_TRANSLATE_TIMEOUT   seconds per request (default 60)
+    BASECRAWLER_TRANSLATE_CONCURRENCY  requests in flight at once (default per backend: 4, 2, 4)
 
     libretranslate (a self-hosted server, POST /translate)
       BASECRAWLER_LIBRETRANSLATE_URL      e.g. http://127.0.0.1:5000 (required)
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from typing import Mapping
 from urllib.parse import urlsplit
@@ -52,9 +54,15 @@ class Backend:
     name = "backend"
     max_texts = 25          # texts per request
     max_chars = 20_000      # characters per request
+    concurrency = 1         # requests the worker may have in flight at once
 
     def __init__(self) -> None:
         self.calls = 0      # requests made, for reports and the benchmark
+        self._calls_lock = threading.Lock()
+
+    def count_call(self) -> None:
+        with self._calls_lock:
+            self.calls += 1
 
     def translate(self, texts: list[str], source_lang: str, target_lang: str = "ko") -> list[str]:
         raise NotImplementedError
@@ -88,7 +96,7 @@ class HttpBackend(Backend):
         url = self.base_url + path
         for attempt in range(len(self.retry_waits_s) + 1):
             final = attempt == len(self.retry_waits_s)
-            self.calls += 1
+            self.count_call()
             try:
                 response = self.client.post(url, json=payload, headers=headers)
             except httpx.TimeoutException:
@@ -132,6 +140,7 @@ class LibreTranslateBackend(HttpBackend):
 
     name = "libretranslate"
     max_texts = 25
+    concurrency = 4         # LibreTranslate's default --threads
 
     def __init__(self, url: str, api_key: str | None = None, **kw):
         super().__init__(url, secrets=(api_key,), **kw)
@@ -154,6 +163,7 @@ class DeepLBackend(HttpBackend):
     name = "deepl"
     max_texts = 50          # DeepL's limit per request
     max_chars = 100_000
+    concurrency = 2
 
     def __init__(self, api_key: str, url: str | None = None, **kw):
         host = url or ("https://api-free.deepl.com" if api_key.endswith(":fx") else "https://api.deepl.com")
@@ -186,6 +196,7 @@ class OpenAIChatBackend(HttpBackend):
 
     name = "openai"
     max_texts = 1
+    concurrency = 4         # one text per request: parallel requests hide the latency
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, **kw):
         super().__init__(base_url, secrets=(api_key,), **kw)
@@ -236,6 +247,14 @@ def backend_from_env(environ: Mapping[str, str] = os.environ, *, transport: http
     common = {"transport": transport, "timeout_s": timeout, "retry_waits_s": retry_waits_s}
     if not choice:
         return None
+    backend = _build(choice, get, common)
+    concurrency = get("BASECRAWLER_TRANSLATE_CONCURRENCY")
+    if concurrency:
+        backend.concurrency = max(1, int(concurrency))
+    return backend
+
+
+def _build(choice: str, get, common: dict) -> Backend:
     if choice == "libretranslate":
         url = get("BASECRAWLER_LIBRETRANSLATE_URL")
         if not url:

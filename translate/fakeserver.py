@@ -43,11 +43,16 @@ class FakeLibreTranslate:
         self.requests: list[dict] = []
         self.rejected_keys: list = []     # api_key values of refused requests
         self.dead = False
+        self.in_flight = 0
+        self.max_in_flight = 0            # most requests being answered at the same time
         self._lock = threading.Lock()
         outer = self
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, the body waits for the
+            # client's delayed ACK (~40 ms) and the fake would measure TCP, not the worker.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -59,8 +64,13 @@ class FakeLibreTranslate:
                     return
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status, answer = outer._answer(self.path, body)
+                with outer._lock:
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 if outer.delay_s:
                     time.sleep(outer.delay_s)
+                with outer._lock:
+                    outer.in_flight -= 1
                 data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

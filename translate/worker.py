@@ -16,7 +16,9 @@ Outcomes per row (`translation_status`):
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from basecrawler.dates import utc_now_iso
@@ -31,7 +33,7 @@ from .protect import Masked, mask, unmask
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BATCH_ROWS = 50
+DEFAULT_BATCH_ROWS = 100
 RETRYABLE_STATUSES = ("failed", "blocked")
 
 
@@ -127,6 +129,8 @@ class _Worker:
         self.memory = TranslationMemory(store, target_lang)
         self.seen: dict[tuple[str, str], _Text] = {}   # this run's outcomes, so nothing is sent twice
         self.report = TranslationReport(backend=backend.name)
+        self.pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     # ---- the loop ---------------------------------------------------------------------
     def run(self, *, limit, retry, progress, batch_rows) -> TranslationReport:
@@ -141,6 +145,8 @@ class _Worker:
             total = min(total, limit)
         done = 0
         position = None
+        workers = max(1, int(getattr(self.backend, "concurrency", 1)))
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="translate") if workers > 1 else None
         try:
             while limit is None or done < limit:
                 size = batch_rows if limit is None else min(batch_rows, limit - done)
@@ -158,6 +164,8 @@ class _Worker:
             report.error = str(exc)
             log.error("translation stopped, rows stay pending: %s", exc)
         finally:
+            if self.pool:
+                self.pool.shutdown(wait=True)
             report.backend_calls = self.backend.calls - calls_before
             report.pending = count_pending(self.store)
             report.duration_s = time.monotonic() - started
@@ -245,22 +253,47 @@ class _Worker:
                 results[(lang, text)] = _Text(unmask(masked.text, masked)[0], "local")
             else:
                 to_send.setdefault(lang, []).append((text, masked))
-        for lang, items in to_send.items():
-            for chunk in _chunks(items, self.backend.max_texts, self.backend.max_chars):
-                for (text, masked), output in zip(chunk, self._send(chunk, lang)):
-                    result = self._judge(text, masked, output, lang)
-                    results[(lang, text)] = result
-                    if result.origin == "backend":
-                        new_memory.setdefault(lang, {})[text] = result.translation
-                    else:
-                        self.seen[(lang, text)] = result
+        jobs = [(lang, chunk) for lang, items in to_send.items()
+                for chunk in _chunks(items, self.backend.max_texts, self.backend.max_chars)]
+        unavailable = None
+        for (lang, chunk), outputs in zip(jobs, self._send_all(jobs)):
+            if isinstance(outputs, BackendUnavailable):
+                unavailable = unavailable or outputs
+                continue
+            for (text, masked), output in zip(chunk, outputs):
+                result = self._judge(text, masked, output, lang)
+                results[(lang, text)] = result
+                if result.origin == "backend":
+                    new_memory.setdefault(lang, {})[text] = result.translation
+                else:
+                    self.seen[(lang, text)] = result
+        if unavailable:
+            raise unavailable
         return results
+
+    def _send_all(self, jobs):
+        """Outputs per job, in order (or the BackendUnavailable it ended with); up to
+        `backend.concurrency` requests in flight, because latency, not CPU, is the cost."""
+        if self.pool is None or len(jobs) < 2:
+            for lang, chunk in jobs:
+                try:
+                    yield self._send(chunk, lang)
+                except BackendUnavailable as exc:
+                    yield exc
+                    return
+            return
+        futures = [self.pool.submit(self._send, chunk, lang) for lang, chunk in jobs]
+        for future in futures:
+            try:
+                yield future.result()
+            except BackendUnavailable as exc:
+                yield exc
 
     def _send(self, chunk, lang: str) -> list[str | BackendItemError]:
         """Backend outputs for the chunk; a refused chunk is retried text by text so one bad
         text fails alone."""
         texts = [masked.text for _, masked in chunk]
-        self.report.texts_sent += len(texts)
+        self._count_sent(len(texts))
         try:
             return self.backend.translate(texts, lang, self.target_lang)
         except BackendItemError as exc:
@@ -269,12 +302,16 @@ class _Worker:
             log.warning("%s; retrying its %d texts one by one", exc, len(texts))
         outputs: list[str | BackendItemError] = []
         for text in texts:
-            self.report.texts_sent += 1
+            self._count_sent(1)
             try:
                 outputs.extend(self.backend.translate([text], lang, self.target_lang))
             except BackendItemError as exc:
                 outputs.append(exc)
         return outputs
+
+    def _count_sent(self, count: int) -> None:
+        with self._lock:
+            self.report.texts_sent += count
 
     def _judge(self, text: str, masked: Masked, output, lang: str) -> _Text:
         if isinstance(output, BackendItemError):

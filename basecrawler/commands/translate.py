@@ -18,7 +18,8 @@ backends (environment):
   BASECRAWLER_OPENAI_MODEL             model name (required for openai)
   BASECRAWLER_OPENAI_API_KEY           key (required for api.openai.com)
   BASECRAWLER_TRANSLATE_TIMEOUT        seconds per request (default 60)
-  BASECRAWLER_TRANSLATE_BATCH          rows per batch (default 50)
+  BASECRAWLER_TRANSLATE_CONCURRENCY    requests in flight at once (libretranslate 4, deepl 2, openai 4)
+  BASECRAWLER_TRANSLATE_BATCH          rows per batch (default 100)
   BASECRAWLER_GLOSSARY                 glossary CSV (source,korean[,lang]; korean "=" keeps the term)
 
 exit codes: 0 done (failed/blocked rows are counted, not errors), 1 backend down / rate-limited /
