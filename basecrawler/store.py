@@ -158,6 +158,12 @@ class Store:
                 return operation(db)
         return self._with_lock_retry(attempt)
 
+    def scalar(self, sql: str, params: Iterable | dict = ()):
+        """First column of the first row (None when no row), under the connection lock."""
+        with self._write_lock:
+            row = self.db.execute(sql, params).fetchone()
+        return row[0] if row else None
+
     def query(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
         # Threads share this one connection (enrichment workers archive responses through it):
         # a read stepping while another thread's transaction is open can break its COMMIT.
@@ -258,15 +264,12 @@ class Store:
         yield from items
 
     def newest_recall_date(self, source: str) -> str | None:
-        row = self.db.execute(
-            "SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0", [source]
-        ).fetchone()
-        return row[0] if row else None
+        return self.scalar("SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0", [source])
 
     def count_recalls(self, source: str | None = None) -> int:
         if source is None:
-            return self.db.execute("SELECT COUNT(*) FROM recalls").fetchone()[0]
-        return self.db.execute("SELECT COUNT(*) FROM recalls WHERE source = ?", [source]).fetchone()[0]
+            return self.scalar("SELECT COUNT(*) FROM recalls")
+        return self.scalar("SELECT COUNT(*) FROM recalls WHERE source = ?", [source])
 
     def get_recall(self, country: str, recall_number: str) -> dict | None:
         rows = self.query(
@@ -333,8 +336,7 @@ class Store:
         ))
 
     def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
-        return row[0] if row else None
+        return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
 
 
 # ---- upsert helpers (pure) ------------------------------------------------------------

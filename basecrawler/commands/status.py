@@ -24,8 +24,8 @@ def collect_status(store: Store, source_ids) -> dict:
         entry = {
             "records": store.count_recalls(source_id),
             "last_run": None,
-            "dead_letters_open": store.db.execute(
-                "SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source_id]).fetchone()[0],
+            "dead_letters_open": store.scalar(
+                "SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source_id]),
             "enrichment": {r["state"]: r["n"] for r in store.query(
                 "SELECT state, COUNT(*) AS n FROM enrichment WHERE source = ? GROUP BY state ORDER BY state", [source_id])},
             "translation": {(r["s"] or "pending"): r["n"] for r in store.query(
