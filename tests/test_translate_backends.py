@@ -106,3 +106,9 @@ def test_backends_are_built_from_their_variables():
     assert (lt.name, lt.base_url, lt.api_key) == ("libretranslate", "http://127.0.0.1:5000", "k")
     assert (deepl.name, deepl.base_url) == ("deepl", "https://api-free.deepl.com")
     assert (chat.name, chat.model, chat.base_url) == ("openai", "qwen", "http://127.0.0.1:8080/v1")
+
+
+def test_chat_answer_wrapped_in_quotes_is_unwrapped():
+    transport, _ = recording({"choices": [{"message": {"content": "“에어백이 터질 수 있습니다.”"}}]})
+    backend = OpenAIChatBackend("http://127.0.0.1:8080/v1", "m", transport=transport)
+    assert backend.translate(["The airbag may burst."], "en") == ["에어백이 터질 수 있습니다."]

@@ -221,8 +221,18 @@ class OpenAIChatBackend(HttpBackend):
                 content = answer["choices"][0]["message"]["content"]
             except (KeyError, IndexError, TypeError):
                 raise BackendItemError(f"{self.name} answered without choices[0].message.content") from None
-            results.append(content.strip() if isinstance(content, str) else None)
+            results.append(_unquoted(content.strip()) if isinstance(content, str) else None)
         return _checked(self.name, texts, results)
+
+
+_QUOTE_PAIRS = {'"': '"', "“": "”", "「": "」", "'": "'"}
+
+
+def _unquoted(text: str) -> str:
+    """Chat models sometimes wrap the whole answer in quotes despite the prompt."""
+    if len(text) >= 2 and _QUOTE_PAIRS.get(text[0]) == text[-1] and text[0] not in text[1:-1]:
+        return text[1:-1].strip()
+    return text
 
 
 def _checked(name: str, texts: list[str], translated) -> list[str]:

@@ -159,13 +159,15 @@ class _Worker:
                 done += len(rows)
                 if progress:
                     progress(done, total)
+                elif done // batch_rows % 10 == 0:
+                    log.info("translate: %d/%d rows", done, total)
         except BackendUnavailable as exc:
             report.backend_down = True
             report.error = str(exc)
             log.error("translation stopped, rows stay pending: %s", exc)
         finally:
-            if self.pool:
-                self.pool.shutdown(wait=True)
+            if self.pool:   # on Ctrl-C do not wait for requests whose answers would be dropped
+                self.pool.shutdown(wait=False, cancel_futures=True)
             report.backend_calls = self.backend.calls - calls_before
             report.pending = count_pending(self.store)
             report.duration_s = time.monotonic() - started
