@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import threading
-import time
 import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,10 @@ MAX_STORED_ERRORS = 20
 META_NEXT_RUN = "scheduler.next_run"
 META_LAST_JOB = "scheduler.last_job"
 META_ERRORS = "scheduler.errors"
+
+
+class SchedulerAlreadyRunning(RuntimeError):
+    """Another `schedule` process holds the scheduler lock of this database."""
 
 
 # ---- configuration ---------------------------------------------------------------------------
@@ -398,10 +401,6 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         lock.release()
-
-
-class SchedulerAlreadyRunning(RuntimeError):
-    pass
 
 
 __all__ = ["SchedulePlan", "JobReport", "run_scheduled_job", "build_scheduler", "run_forever",

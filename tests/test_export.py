@@ -1,7 +1,6 @@
 """Export: CSV with a BOM for Excel, JSON Lines, XLSX with header and frozen pane; all fields,
 streamed from a cursor, written atomically."""
 import csv
-import io
 import json
 
 import pytest
