@@ -25,7 +25,8 @@ def text_hash(normalized: str) -> str:
 
 
 class TranslationMemory:
-    """Reads from the store's connection; writes happen inside the worker's transaction."""
+    """Reads through the store (under its connection lock); writes happen inside the worker's
+    transaction."""
 
     def __init__(self, store, target_lang: str = "ko"):
         self.store = store
@@ -39,14 +40,14 @@ class TranslationMemory:
         for start in range(0, len(hashes), 500):
             chunk = hashes[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self.store.db.execute(
+            rows = self.store.query(
                 f"SELECT source_hash, source_text, translated_text FROM translation_memory "
                 f"WHERE source_lang = ? AND target_lang = ? AND source_hash IN ({marks})",
                 [source_lang, self.target_lang, *chunk],
-            ).fetchall()
-            for source_hash, source_text, translated in rows:
-                if source_text == by_hash[source_hash]:   # a hash collision is not a hit
-                    found[source_text] = translated
+            )
+            for row in rows:
+                if row["source_text"] == by_hash[row["source_hash"]]:   # a hash collision is not a hit
+                    found[row["source_text"]] = row["translated_text"]
         return found
 
     def remember(self, db, source_lang: str, entries: dict[str, str], backend: str) -> None:

@@ -103,7 +103,7 @@ def requeue(store, statuses) -> int:
 
 
 def count_pending(store) -> int:
-    return store.db.execute("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL").fetchone()[0]
+    return store.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL")
 
 
 def translate_pending(store, backend: Backend | None, *, limit: int | None = None, retry=None, progress=None,
