@@ -33,8 +33,17 @@ _UNITS_RE = re.compile(r"^\s*(\d[\d,]*)(?:\.(\d+))?\s*(?:台|units?|vehicles?)?\
 _YEAR_RANGE_RE = re.compile(r"^(\d{4})\s*[-–~〜]\s*(\d{4})$")
 
 
+# C0/C1 control characters other than tab and newline: never meaningful in recall text, and
+# they break terminals, CSV consumers and translation backends.
+_CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# A text field longer than this is a broken page or a runaway field, not a recall description.
+MAX_TEXT_CHARS = 100_000
+
+
 def blank_to_none(value: Any) -> Any:
     if isinstance(value, str):
+        if not value.isprintable():
+            value = _CONTROL_CHARS_RE.sub("", value.replace("\r\n", "\n").replace("\r", "\n"))
         value = value.strip()
         return value or None
     return value
@@ -86,19 +95,19 @@ class Recall(BaseModel):
     recall_date: dt.date
     date_unknown: bool = False
 
-    manufacturer_original: str | None = None
+    manufacturer_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     manufacturer_ko: str | None = None
-    model_original: str | None = None
+    model_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     model_ko: str | None = None
-    component_original: str | None = None
+    component_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     component_ko: str | None = None
-    summary_original: str | None = None
+    summary_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     summary_ko: str | None = None
-    defect_cause_original: str | None = None
+    defect_cause_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     defect_cause_ko: str | None = None
-    consequence_original: str | None = None
+    consequence_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     consequence_ko: str | None = None
-    remedy_original: str | None = None
+    remedy_original: str | None = Field(default=None, max_length=MAX_TEXT_CHARS)
     remedy_ko: str | None = None
 
     model_year: str | None = None

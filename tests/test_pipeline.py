@@ -175,3 +175,14 @@ def test_endpoint_override_changes_scheme_and_host_only(store, settings, monkeyp
     assert crawler.url("site", "/recalls?page=2") == "https://demo.example/recalls?page=2"
     monkeypatch.setenv("BASECRAWLER_DEMO_SITE_URL", "http://127.0.0.1:8123/ignored/path")
     assert crawler.url("site", "/recalls?page=2") == "http://127.0.0.1:8123/recalls?page=2"
+
+
+def test_control_characters_are_removed_from_text(store, settings):
+    run(store, [item(1, summary="Brake\x00 hose\x1b[31m may\r\nleak")], settings)
+    assert store.get_recall("XX", "R1")["summary_original"] == "Brake hose[31m may\nleak"
+
+
+def test_runaway_text_field_is_a_dead_letter_not_a_stored_value(store, settings):
+    result = run(store, [item(1, summary="x" * 10_000_000), item(2)], settings)
+    assert result.counts.dead_lettered == 1 and store.get_recall("XX", "R1") is None
+    assert "at most 100000 characters" in store.open_dead_letters("demo")[0]["error"]
