@@ -151,3 +151,22 @@ def test_ocr_recovers_at_least_90_percent_of_table_cells_exactly():
                         exact += squash(true_cell) == squash(ocr_cell)
     assert total >= 80
     assert exact / total >= 0.90, f"{exact}/{total} cells exact"
+
+
+@needs_ocr
+def test_tesseract_is_given_pages_without_ruled_lines(monkeypatch):
+    import pytesseract
+
+    given = []
+    real = pytesseract.image_to_data
+
+    def spy(image, *args, **kwargs):
+        given.append(image.copy())
+        return real(image, *args, **kwargs)
+
+    monkeypatch.setattr(pytesseract, "image_to_data", spy)
+    read_pdf((FIXTURES / "list_small_batch_scanned.pdf").read_bytes())
+    assert given
+    for image in given:
+        ink = image.point(lambda v: 0 if v < 160 else 255)
+        assert pdf.find_grid_lines(ink, dpi=300) == ([], [])
