@@ -67,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.OperationalError as exc:
         print(f"basecrawler: database error on {args.settings.db_path}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:
+        # Output piped into `head` and closed early: not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except KeyboardInterrupt:
         print("basecrawler: interrupted", file=sys.stderr)
         return 130

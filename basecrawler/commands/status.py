@@ -42,10 +42,16 @@ def collect_status(store: Store, source_ids) -> dict:
                 "enrichment": json.loads(last["enrichment_stats"]) if last.get("enrichment_stats") else {},
             }
         sources[source_id] = entry
+    last_job = store.get_meta("scheduler.last_job")
+    errors = store.get_meta("scheduler.errors")
     return {
         "db": store.path,
         "records": store.count_recalls(),
         "next_scheduled_run": store.get_meta("scheduler.next_run"),
+        "last_scheduled_job": json.loads(last_job) if last_job else None,
+        "scheduler_errors": json.loads(errors)[-5:] if errors else [],
+        "translation_backlog": store.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL"),
+        "dead_letters_open": store.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL"),
         "sources": sources,
     }
 
@@ -59,8 +65,11 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
-    print(f"database {report['db']}: {report['records']} recalls"
+    print(f"database {report['db']}: {report['records']} recalls, translation backlog "
+          f"{report['translation_backlog']}, open dead letters {report['dead_letters_open']}"
           + (f"; next scheduled run {report['next_scheduled_run']}" if report["next_scheduled_run"] else ""))
+    for error in report["scheduler_errors"]:
+        print(f"scheduler error: {json.dumps(error, ensure_ascii=False)[:200]}")
     for source_id, entry in report["sources"].items():
         last = entry["last_run"]
         if last:
