@@ -160,7 +160,7 @@ def _fallback_page(number, page, boxes: list[_Box]) -> PageContent:
     grids = []
     for table in page.find_tables():
         grids.append([[cell for cell in row.cells] for row in table.rows])
-    tables, used = _fill_grids(grids, boxes)
+    tables, _ = _fill_grids(grids, boxes)
     text = "\n".join(_lines_text(_group_lines([b for b in boxes if b.text.strip()])))
     return PageContent(number, "text-fallback", text, tables)
 

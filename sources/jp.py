@@ -113,8 +113,10 @@ class JpCrawler(BaseCrawler):
         try:
             pages = read_pdf(artifact.path, dpi=self.ocr_dpi)
         except (PdfError, OcrUnavailable) as exc:
+            # A parse-stage letter without pages: `dead-letters retry` reads the archived PDF
+            # again (e.g. once tesseract is installed) instead of needing a new crawl.
             self.dead_letter(Raw(context, url=artifact.url, response_sha256=artifact.sha256), exc,
-                             kind="unexpected")
+                             stage="parse", kind="parse_error")
             return None
         context["pages"] = [page.to_dict() for page in pages]
         return Raw(context, url=artifact.url, response_sha256=artifact.sha256)
@@ -122,6 +124,13 @@ class JpCrawler(BaseCrawler):
     def _press_page(self, url: str) -> PressPage:
         text = self.http.get_text(url, encoding="utf-8", expect="html")
         return parse_press_page(text, url, site_url=self._site_url)
+
+    def _archived_pdf(self, sha256: str) -> bytes:
+        path = Artifacts(None, self.store, source=self.source).path_for(sha256)
+        if path.exists():
+            return path.read_bytes()
+        from basecrawler.archive import Archive
+        return Archive(self.store).get_bytes(sha256)
 
     def _site_url(self, link: str) -> str | None:
         """The feed and pages link http://www.mlit.go.jp/...; requests go to the (overridable)
@@ -132,6 +141,9 @@ class JpCrawler(BaseCrawler):
         return self.url("site", parts.path + (f"?{parts.query}" if parts.query else ""))
 
     def parse(self, raw):
+        if "pages" not in raw and raw.get("pdf_sha256"):
+            raw = {**raw, "pages": [page.to_dict() for page in read_pdf(self._archived_pdf(raw["pdf_sha256"]),
+                                                                         dpi=self.ocr_dpi)]}
         records, rejected = records_from_list(raw)
         for part, reason in rejected:
             self.dead_letter(Raw({**{k: v for k, v in raw.items() if k != "pages"}, "rows": part},
@@ -247,7 +259,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
         if labelled:
             mode = None
             if "recall_number" in labelled or current is None:
-                current = _new_recall("single", doc)
+                current = _new_recall("single")
                 recalls.append(current)
             for key, cell in labelled.items():
                 current["cells"][key] = cell
@@ -259,7 +271,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
         elif mode == "batch":
             number = _cell(cells, columns, "number")
             if number.text or current is None or current.get("layout") != "batch":
-                current = _new_recall("batch", doc)
+                current = _new_recall("batch")
                 recalls.append(current)
                 for key in ("number", "date", "notifier", "component"):
                     current["cells"][key] = _cell(cells, columns, key)
@@ -275,7 +287,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
     return _merge_same_number(records), rejected
 
 
-def _new_recall(layout: str, doc: dict) -> dict:
+def _new_recall(layout: str) -> dict:
     return {"layout": layout, "cells": {}, "vehicles": [], "flags": {}, "methods": set(), "rows": [], "total": None}
 
 

@@ -316,3 +316,21 @@ def test_replay_run_from_the_command_line_works_offline(tmp_path):
         assert store.count_recalls("jp") >= 3
     finally:
         store.close()
+
+
+@needs_ocr
+def test_scan_unreadable_without_tesseract_is_resolved_by_dead_letter_retry(store, settings, monkeypatch):
+    import pytesseract
+
+    real_command = pytesseract.pytesseract.tesseract_cmd
+    monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", "/nonexistent/tesseract")
+    crawler = JpCrawler(store, settings=settings, transport=_replay_transport(), mode="full")
+    result = crawler.run()
+    letter = next(l for l in store.open_dead_letters("jp") if "tesseract-ocr-jpn" in l["error"])
+    assert letter["url"].endswith("/001761650.pdf") and store.get_recall("JP", "5402") is None
+    assert result.counts.saved == 3     # the three text PDFs were stored all the same
+
+    monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", real_command)
+    outcome = JpCrawler(store, settings=settings).retry_dead_letters()
+    assert outcome["resolved"] == 1
+    assert store.get_recall("JP", "5402")["affected_units"] == 58
