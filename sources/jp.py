@@ -65,6 +65,14 @@ class JpCrawler(BaseCrawler):
     rate_per_s = 1.0
     concurrency = 2
     ocr_dpi = 300
+    # The monthly small-batch list is published up to ~5 weeks after the first 届出日 it lists
+    # (its recall_date); a 14-day incremental overlap would drop those rows as out of range.
+    min_overlap_days = 45
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.settings.overlap_days < self.min_overlap_days:
+            self.settings = self.settings.with_(overlap_days=self.min_overlap_days)
 
     def fetch(self):
         feed = self.http.get_bytes(self.url("site", FEED_PATH), expect="xml")

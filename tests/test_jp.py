@@ -334,3 +334,15 @@ def test_scan_unreadable_without_tesseract_is_resolved_by_dead_letter_retry(stor
     outcome = JpCrawler(store, settings=settings).retry_dead_letters()
     assert outcome["resolved"] == 1
     assert store.get_recall("JP", "5402")["affected_units"] == 58
+
+
+def test_incremental_run_keeps_small_batch_rows_notified_weeks_before_publication(store, settings):
+    JpCrawler(store, settings=settings, transport=_replay_transport(
+        {"/report/press/content/001761650.pdf":
+         lambda r: httpx.Response(200, content=(FIXTURES / "list_small_batch.pdf").read_bytes())}), mode="full").run()
+    store.write(lambda db: db.conn.execute("DELETE FROM recalls WHERE recall_number = '外-3471'"))
+    result = JpCrawler(store, settings=settings, transport=_replay_transport(
+        {"/report/press/content/001761650.pdf":
+         lambda r: httpx.Response(200, content=(FIXTURES / "list_small_batch.pdf").read_bytes())})).run()
+    # newest stored recall is 2024-09-07; 外-3471 was notified 2024-08-02 and published 2024-09-04
+    assert result.counts.new == 1 and store.get_recall("JP", "外-3471") is not None
