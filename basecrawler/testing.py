@@ -66,7 +66,9 @@ class LoopbackServer:
                 body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body
                 self.send_response(reply.status)
                 headers = dict(reply.headers or {})
-                headers.setdefault("Content-Type", "application/octet-stream")
+                if not any(key.lower() == "content-type" for key in headers):
+                    headers["Content-Type"] = "application/octet-stream"
+                headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))

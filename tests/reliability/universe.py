@@ -1,0 +1,59 @@
+"""The fixture universe: every source's replay set (fixtures/replay) served by a loopback
+server, so the real source code runs over real HTTP with faults in between, and a clean
+replay run gives the reference every faulty run must end up matching."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from basecrawler.replay import exchange_key
+from basecrawler.testing import Reply, Request
+
+REPLAY_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "replay"
+
+# Columns that describe the recall itself (not bookkeeping) — what "the same record" means.
+RECORD_COLUMNS = (
+    "source", "country", "recall_number", "recall_date", "date_unknown", "manufacturer_original", "model_original",
+    "component_original", "summary_original", "defect_cause_original", "consequence_original", "remedy_original",
+    "model_year", "affected_units", "source_lang", "source_url", "extra",
+)
+
+
+class ReplayHandler:
+    """Answers a request with the recorded exchange of the same method + path + query."""
+
+    def __init__(self, directory: Path = REPLAY_DIR):
+        self.index = {}
+        for meta_path in directory.glob("*/*.json"):
+            self.index[meta_path.stem] = meta_path
+
+    def __call__(self, request: Request) -> Reply:
+        _, stem = exchange_key(request.method, "http://x" + request.path)
+        meta_path = self.index.get(stem)
+        if meta_path is None:
+            return Reply(404, body=b"no such exchange")
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        body = meta_path.with_suffix(".body").read_bytes()
+        return Reply(meta.get("status", 200), body=body, headers=meta.get("headers") or {})
+
+
+def point_source_at(monkeypatch, crawler_class, base_url: str) -> None:
+    """Route every endpoint of a source to the loopback server (env override) at full speed."""
+    for endpoint in crawler_class.endpoints:
+        monkeypatch.setenv(f"BASECRAWLER_{crawler_class.source.upper()}_{endpoint.upper()}_URL", base_url)
+    monkeypatch.setenv(f"BASECRAWLER_{crawler_class.source.upper()}_RATE", "1000")
+
+
+def env_for_source(crawler_class, base_url: str) -> dict:
+    env = dict(os.environ)
+    for endpoint in crawler_class.endpoints:
+        env[f"BASECRAWLER_{crawler_class.source.upper()}_{endpoint.upper()}_URL"] = base_url
+    env[f"BASECRAWLER_{crawler_class.source.upper()}_RATE"] = "1000"
+    return env
+
+
+def records(store, source: str) -> dict:
+    cols = ", ".join(RECORD_COLUMNS)
+    return {(r["country"], r["recall_number"]): r
+            for r in store.query(f"SELECT {cols} FROM recalls WHERE source = ?", [source])}
