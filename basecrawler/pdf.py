@@ -95,8 +95,12 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
         raise PdfError(f"not a PDF (starts with {data[:8]!r})")
     try:
         plumber = pdfplumber.open(io.BytesIO(data))
+    except (PdfminerException, PDFSyntaxError, ValueError, TypeError) as exc:
+        raise PdfError(f"unreadable PDF: {type(exc).__name__}: {exc}") from None
+    try:
         document = pdfium.PdfDocument(data)
-    except (PdfminerException, PDFSyntaxError, pdfium.PdfiumError, ValueError, TypeError) as exc:
+    except (pdfium.PdfiumError, ValueError, TypeError) as exc:
+        plumber.close()
         raise PdfError(f"unreadable PDF: {type(exc).__name__}: {exc}") from None
     pages = []
     try:
@@ -114,13 +118,15 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
 
 
 def _read_page(number, page, pdfium_page, *, dpi, ocr, lang) -> PageContent:
-    if _plumber_chars(page):
-        tables = [[[_clean_cell(cell) for cell in row] for row in table] for table in page.extract_tables()]
-        return PageContent(number, "text", page.extract_text() or "", tables)
-    boxes = _pdfium_chars(pdfium_page)
-    if any(box.text.strip() for box in boxes):
-        log.info("page %d: pdfminer read no characters; using the pypdfium2 text", number)
-        return _fallback_page(number, page, boxes)
+    chars = _plumber_chars(page)
+    boxes = [] if chars else [b for b in _pdfium_chars(pdfium_page) if b.text.strip()]
+    if not _scan_with_stamp(page, max(len(chars), len(boxes))):
+        if chars:
+            tables = [[[_clean_cell(cell) for cell in row] for row in table] for table in page.extract_tables()]
+            return PageContent(number, "text", page.extract_text() or "", tables)
+        if boxes:
+            log.info("page %d: pdfminer read no characters; using the pypdfium2 text", number)
+            return _fallback_page(number, page, boxes)
     if not ocr:
         return PageContent(number, "ocr", "", [], [])
     return ocr_page(number, pdfium_page, dpi=dpi, lang=lang)
@@ -129,6 +135,16 @@ def _read_page(number, page, pdfium_page, *, dpi, ocr, lang) -> PageContent:
 def _plumber_chars(page) -> list:
     """Characters pdfminer reads from the page (empty for scans and some CID fonts)."""
     return [c for c in page.chars if c.get("text", "").strip()]
+
+
+def _scan_with_stamp(page, characters: int) -> bool:
+    """A scanned page can carry a few real characters (a page number, a received-stamp) on top
+    of the image; its table is still only in the image."""
+    if characters > 40:
+        return False
+    page_area = float(page.width * page.height) or 1.0
+    covered = sum(abs((img["x1"] - img["x0"]) * (img["bottom"] - img["top"])) for img in page.images)
+    return covered / page_area >= 0.5
 
 
 def _clean_cell(text: str | None) -> str:

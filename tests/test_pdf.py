@@ -170,3 +170,24 @@ def test_tesseract_is_given_pages_without_ruled_lines(monkeypatch):
     for image in given:
         ink = image.point(lambda v: 0 if v < 160 else 255)
         assert pdf.find_grid_lines(ink, dpi=300) == ([], [])
+
+
+@needs_ocr
+def test_scan_with_a_few_stamped_characters_is_still_read_by_ocr(tmp_path):
+    import io
+
+    import pypdfium2 as pdfium
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    scan = pdfium.PdfDocument((FIXTURES / "list_small_batch_scanned.pdf").read_bytes())[0]
+    width, height = scan.get_width(), scan.get_height()
+    image = scan.render(scale=300 / 72, grayscale=True).to_pil()
+    buffer = io.BytesIO()
+    page = canvas.Canvas(buffer, pagesize=(width, height))
+    page.drawImage(ImageReader(image), 0, 0, width, height)
+    page.drawString(width - 60, 20, "- 1 -")      # a page number in the text layer
+    page.save()
+    (content,) = read_pdf(buffer.getvalue())
+    assert content.method == "ocr"
+    assert content.tables and content.tables[0][0][2] == "届出番号"
