@@ -296,3 +296,14 @@ def test_command_applies_the_glossary_file_given_with_glossary(store, db_path, m
     summary_ko = store.get_recall("US", "US-0000")["summary_ko"]
     assert "에어백" in summary_ko and "Takata" in summary_ko
     assert not any("airbag" in text or "Takata" in text for text in sent)
+
+
+def test_glossary_named_by_the_environment_applies_without_being_passed(store, tmp_path, monkeypatch):
+    path = tmp_path / "glossary.csv"
+    path.write_text("airbag,에어백,en\n", encoding="utf-8")
+    monkeypatch.setenv("BASECRAWLER_GLOSSARY", str(path))
+    seed(store, 1, summary="The airbag may not deploy.")
+    backend = RecordingBackend()
+    translate_pending(store, backend)
+    assert "airbag" not in " ".join(backend.texts())
+    assert "에어백" in store.get_recall("US", "US-0000")["summary_ko"]

@@ -1,5 +1,4 @@
 """The translation worker end to end against a LibreTranslate-compatible server on 127.0.0.1."""
-import logging
 import os
 import signal
 import subprocess

@@ -14,6 +14,7 @@ case-insensitively; Japanese terms match as substrings. Lines starting with # ar
 from __future__ import annotations
 
 import csv
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,3 +92,9 @@ def _term_regex(term: str) -> str:
     if term[-1:].isascii() and term[-1:].isalnum():
         escaped += r"(?![A-Za-z0-9])"
     return escaped
+
+
+def glossary_from_env(environ=os.environ) -> Glossary | None:
+    """The glossary BASECRAWLER_GLOSSARY names, or None when it is unset."""
+    path = (environ.get("BASECRAWLER_GLOSSARY") or "").strip()
+    return Glossary.load(path) if path else None

@@ -16,6 +16,7 @@ Outcomes per row (`translation_status`):
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +28,7 @@ from basecrawler.model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS
 from . import guards
 from .backends import CONFIGURE_HELP, Backend
 from .errors import BackendItemError, BackendUnavailable, NoBackendConfigured
-from .glossary import Glossary
+from .glossary import Glossary, glossary_from_env
 from .memory import TranslationMemory, normalize_text
 from .protect import Masked, mask, unmask
 
@@ -107,15 +108,21 @@ def count_pending(store) -> int:
 
 
 def translate_pending(store, backend: Backend | None, *, limit: int | None = None, retry=None, progress=None,
-                      glossary: Glossary | None = None, batch_rows: int = DEFAULT_BATCH_ROWS,
+                      glossary: Glossary | None = None, batch_rows: int | None = None,
                       target_lang: str = "ko") -> TranslationReport:
     """Translate pending rows until none are left or `limit` rows were processed.
 
     `retry` ("failed", "blocked" or both) re-queues those rows first. `progress(done, total)`
-    is called after each batch. Raises NoBackendConfigured when `backend` is None.
+    is called after each batch. Without `glossary` / `batch_rows` the environment decides
+    (BASECRAWLER_GLOSSARY, BASECRAWLER_TRANSLATE_BATCH), so a scheduled run behaves like the
+    command. Raises NoBackendConfigured when `backend` is None.
     """
     if backend is None:
         raise NoBackendConfigured(CONFIGURE_HELP)
+    if glossary is None:
+        glossary = glossary_from_env()
+    if batch_rows is None:
+        batch_rows = int(os.environ.get("BASECRAWLER_TRANSLATE_BATCH") or DEFAULT_BATCH_ROWS)
     return _Worker(store, backend, glossary=glossary, target_lang=target_lang).run(
         limit=limit, retry=retry, progress=progress, batch_rows=batch_rows)
 

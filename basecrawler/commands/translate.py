@@ -59,7 +59,7 @@ def cmd_translate(args) -> int:
     from translate.backends import CONFIGURE_HELP, backend_from_env
     from translate.glossary import Glossary
     from translate.progress import ProgressBar
-    from translate.worker import DEFAULT_BATCH_ROWS, count_pending, translate_pending
+    from translate.worker import count_pending, translate_pending
 
     backend = backend_from_env(os.environ)
     store = Store(args.settings.db_path)
@@ -67,13 +67,11 @@ def cmd_translate(args) -> int:
         if backend is None:
             print(f"translate: {CONFIGURE_HELP}\n{count_pending(store)} rows pending.", file=sys.stderr)
             return 2
-        glossary_path = args.glossary or os.environ.get("BASECRAWLER_GLOSSARY") or None
-        glossary = Glossary.load(glossary_path) if glossary_path else None
-        batch_rows = args.batch_size or int(os.environ.get("BASECRAWLER_TRANSLATE_BATCH") or DEFAULT_BATCH_ROWS)
+        glossary = Glossary.load(args.glossary) if args.glossary else None   # None: BASECRAWLER_GLOSSARY
         bar = None if args.no_progress else ProgressBar.for_terminal()
         try:
             report = translate_pending(store, backend, limit=args.limit, retry=args.retry, progress=bar,
-                                       glossary=glossary, batch_rows=batch_rows)
+                                       glossary=glossary, batch_rows=args.batch_size)
         finally:
             if bar:
                 bar.close()
