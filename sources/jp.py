@@ -153,6 +153,9 @@ class JpCrawler(BaseCrawler):
             raw = {**raw, "pages": [page.to_dict() for page in read_pdf(self._archived_pdf(raw["pdf_sha256"]),
                                                                          dpi=self.ocr_dpi)]}
         records, rejected = records_from_list(raw)
+        if not records and not rejected:
+            methods = sorted({page.get("method") for page in raw.get("pages") or []})
+            raise ValueError(f"no recall table recognised in the list PDF (pages read as {', '.join(methods) or 'nothing'})")
         for part, reason in rejected:
             self.dead_letter(Raw({**{k: v for k, v in raw.items() if k != "pages"}, "rows": part},
                                  url=raw.get("pdf_url"), response_sha256=raw.get("pdf_sha256")),

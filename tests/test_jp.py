@@ -346,3 +346,20 @@ def test_incremental_run_keeps_small_batch_rows_notified_weeks_before_publicatio
          lambda r: httpx.Response(200, content=(FIXTURES / "list_small_batch.pdf").read_bytes())})).run()
     # newest stored recall is 2024-09-07; 外-3471 was notified 2024-08-02 and published 2024-09-04
     assert result.counts.new == 1 and store.get_recall("JP", "外-3471") is not None
+
+
+def test_list_pdf_without_a_recognisable_table_is_a_dead_letter_not_silence(store, settings):
+    import io
+
+    from reportlab.pdfgen import canvas
+
+    buffer = io.BytesIO()
+    page = canvas.Canvas(buffer)
+    page.drawString(72, 720, "Improvement diagram only, no table")
+    page.save()
+    transport = _replay_transport(
+        {"/report/press/content/001761787.pdf": lambda r: httpx.Response(200, content=buffer.getvalue())})
+    result = JpCrawler(store, settings=settings, transport=transport, since=dt.date(2024, 9, 5)).run()
+    assert result.counts.unparseable == 1
+    letter = store.open_dead_letters("jp")[0]
+    assert "no recall table" in letter["error"] and letter["stage"] == "parse"
