@@ -70,6 +70,7 @@ class Settings:
             "enrich_limit": ("BASECRAWLER_ENRICH_LIMIT", int),
             "enrich_workers": ("BASECRAWLER_ENRICH_WORKERS", int),
             "transient_retry_delay_s": ("BASECRAWLER_TRANSIENT_RETRY_DELAY", float),
+            "processing_timeout_s": ("BASECRAWLER_PROCESSING_TIMEOUT", float),
         }
         for attr, (name, convert) in mapping.items():
             raw = _env(name)

@@ -11,22 +11,10 @@ from basecrawler.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 from .faults import FaultInjector, FaultPlan
-from .universe import REPLAY_DIR, ReplayHandler, point_source_at, records
+from .universe import ReplayHandler, clean_reference, point_source_at, records
 
 SOURCES = sorted(discover())
 MAX_RUNS = 10
-
-
-def clean_reference(tmp_path, source_id) -> dict:
-    db = str(tmp_path / f"reference-{source_id}.db")
-    crawler_class = discover()[source_id]
-    store = Store(db)
-    # Enough runs for the enrichment ladder to settle (zero backoffs).
-    for _ in range(6):
-        crawler_class(store, settings=fast_settings(db, replay_dir=str(REPLAY_DIR)), mode="full").run()
-    reference = records(store, source_id)
-    store.close()
-    return reference
 
 
 def without_hosts(row: dict) -> dict:

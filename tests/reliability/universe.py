@@ -57,3 +57,20 @@ def records(store, source: str) -> dict:
     cols = ", ".join(RECORD_COLUMNS)
     return {(r["country"], r["recall_number"]): r
             for r in store.query(f"SELECT {cols} FROM recalls WHERE source = ?", [source])}
+
+
+def clean_reference(tmp_path, source_id) -> dict:
+    """The records a clean offline run of the replay set stores (enough runs for the
+    enrichment ladder to settle with zero backoffs)."""
+    from basecrawler import Store
+    from basecrawler.registry import discover
+    from basecrawler.testing import fast_settings
+
+    db = str(tmp_path / f"reference-{source_id}.db")
+    crawler_class = discover()[source_id]
+    store = Store(db)
+    for _ in range(6):
+        crawler_class(store, settings=fast_settings(db, replay_dir=str(REPLAY_DIR)), mode="full").run()
+    reference = records(store, source_id)
+    store.close()
+    return reference
