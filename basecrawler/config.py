@@ -71,6 +71,8 @@ class Settings:
             "enrich_workers": ("BASECRAWLER_ENRICH_WORKERS", int),
             "transient_retry_delay_s": ("BASECRAWLER_TRANSIENT_RETRY_DELAY", float),
             "processing_timeout_s": ("BASECRAWLER_PROCESSING_TIMEOUT", float),
+            "replay_dir": ("BASECRAWLER_REPLAY_DIR", str),
+            "record_dir": ("BASECRAWLER_RECORD_DIR", str),
         }
         for attr, (name, convert) in mapping.items():
             raw = _env(name)
