@@ -141,10 +141,15 @@ class CanadaCrawler(BaseCrawler):
 
 
 # ---- reading the file ----------------------------------------------------------------
+MAX_FIELD_BYTES = 64 * 1024 * 1024
+
 def open_csv(path: Path):
     """A csv reader over the file as text. `newline=""` lets csv see the line breaks inside
     quoted fields; surrogateescape keeps undecodable bytes for `clean_text` to repair."""
     handle = io.open(path, "r", encoding="utf-8-sig", errors="surrogateescape", newline="")
+    # The csv module refuses fields over 128 KiB and would end the whole file there; read a
+    # runaway field instead so that only its recall is refused (the model caps text fields).
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_BYTES))
     return handle, csv.reader(handle)
 
 
