@@ -59,9 +59,18 @@ def records(store, source: str) -> dict:
             for r in store.query(f"SELECT {cols} FROM recalls WHERE source = ?", [source])}
 
 
+_REFERENCES: dict[str, dict] = {}
+
+
 def clean_reference(tmp_path, source_id) -> dict:
     """The records a clean offline run of the replay set stores (enough runs for the
-    enrichment ladder to settle with zero backoffs)."""
+    enrichment ladder to settle with zero backoffs). Computed once per test session."""
+    if source_id not in _REFERENCES:
+        _REFERENCES[source_id] = _clean_run(tmp_path, source_id)
+    return {key: dict(row) for key, row in _REFERENCES[source_id].items()}
+
+
+def _clean_run(tmp_path, source_id) -> dict:
     from basecrawler import Store
     from basecrawler.registry import discover
     from basecrawler.testing import fast_settings
