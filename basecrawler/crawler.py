@@ -87,6 +87,9 @@ class BaseCrawler(abc.ABC):
     # Politeness: a source may declare a slower rate / fewer concurrent requests per host.
     rate_per_s: ClassVar[float | None] = None
     concurrency: ClassVar[int | None] = None
+    # A source whose records are dated well before they are published (a monthly list of
+    # last month's recalls) needs a longer incremental look-back than the default overlap.
+    min_overlap_days: ClassVar[int] = 0
 
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
@@ -335,7 +338,8 @@ class BaseCrawler(abc.ABC):
         if self._explicit_since is None and self.mode == "incremental":
             newest = self.store.newest_recall_date(self.source)
             if newest:
-                self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=self.settings.overlap_days)
+                overlap = max(self.settings.overlap_days, self.min_overlap_days)
+                self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)
         elif self._explicit_since is None:
             self.since = None
 

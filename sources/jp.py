@@ -69,11 +69,6 @@ class JpCrawler(BaseCrawler):
     # (its recall_date); a 14-day incremental overlap would drop those rows as out of range.
     min_overlap_days = 45
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.settings.overlap_days < self.min_overlap_days:
-            self.settings = self.settings.with_(overlap_days=self.min_overlap_days)
-
     def fetch(self):
         feed = self.http.get_bytes(self.url("site", FEED_PATH), expect="xml")
         downloads = Artifacts(self.http, self.store, source=self.source)

@@ -186,3 +186,14 @@ def test_runaway_text_field_is_a_dead_letter_not_a_stored_value(store, settings)
     result = run(store, [item(1, summary="x" * 10_000_000), item(2)], settings)
     assert result.counts.dead_lettered == 1 and store.get_recall("XX", "R1") is None
     assert "at most 100000 characters" in store.open_dead_letters("demo")[0]["error"]
+
+
+def test_source_can_ask_for_a_longer_incremental_look_back(store, settings):
+    class LateLists(DemoCrawler):
+        min_overlap_days = 45
+
+    run(store, [item(1, date="2024-05-30")], settings)
+    crawler = LateLists(store, items=[item(2, date="2024-04-20")], settings=settings)
+    result = crawler.run()
+    assert crawler.since == dt.date(2024, 4, 15)
+    assert result.counts.new == 1 and result.counts.out_of_range == 0
