@@ -296,7 +296,7 @@ class Artifacts:
             fd, name = tempfile.mkstemp(dir=work, suffix=".seg")
             segment = Path(name)
             try:
-                with os.fdopen(fd, "wb") as out, self.http._client.stream("GET", url, headers=headers) as response:
+                with os.fdopen(fd, "wb") as out, self.http.open_stream(url, headers=headers) as response:
                     if response.status_code not in (200, 206):
                         response.read()
                         return response, segment, None, 0
@@ -323,7 +323,7 @@ class Artifacts:
 
         for _ in range(2):
             try:
-                response, segment, _, _ = self.http._with_policy("GET", url, send, expect=None)
+                response, segment, _, _ = self.http.with_policy(url, send)
                 break
             except _RangeRefused:
                 log.warning("artifact %s: server answered the Range request with other bytes; full download", key)

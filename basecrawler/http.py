@@ -266,6 +266,18 @@ class HttpClient:
         self._local.last_sha256 = sha
         return Download(path, sha, size, response)
 
+    def with_policy(self, url: str, send, *, method: str = "GET", expect: str | None = None):
+        """Run a caller-built exchange under the full policy (throttle, classification,
+        retries, pauses). `send()` returns an httpx.Response, or a tuple whose first item is
+        one; it is called again for each retry. For downloads that manage their own bytes,
+        e.g. Range resumption in `artifacts.py`."""
+        return self._with_policy(method, url, send, expect=expect)
+
+    def open_stream(self, url: str, *, headers: dict | None = None, method: str = "GET"):
+        """A raw streaming exchange (context manager) with the client's headers and
+        timeouts; no policy of its own — call it inside `with_policy`'s `send`."""
+        return self._client.stream(method, url, headers=headers or {})
+
     @property
     def last_sha256(self) -> str | None:
         """sha256 of the last body this thread received (for dead letters)."""
