@@ -35,6 +35,7 @@ from lxml import etree
 from basecrawler import BaseCrawler, Raw
 from basecrawler.dates import parse_date
 from basecrawler.errors import NotFound, Transient, UnexpectedContent
+from basecrawler.xmlsafe import UnsafeXml, iter_xml, release
 
 log = logging.getLogger(__name__)
 
@@ -81,40 +82,9 @@ def is_vehicle_category(category: str | None) -> bool:
     return bool(_VEHICLE_WORDS.search(category)) and not _NOT_VEHICLE_WORDS.search(category)
 
 
-# ---- safe XML -----------------------------------------------------------------------------
-class UnsafeXml(ValueError):
-    """A document that declares a DTD or entities: refused before anything is resolved."""
-
-
-def iter_xml(source: str | IO[bytes], events=("start", "end")) -> Iterator[tuple[str, etree._Element]]:
-    """`lxml.etree.iterparse` with entity resolution, DTD loading and network access off;
-    raises UnsafeXml at the root element if the document declared a DTD."""
-    context = etree.iterparse(source, events=tuple(dict.fromkeys(("start", *events))), resolve_entities=False,
-                              no_network=True, load_dtd=False, huge_tree=False, remove_comments=True,
-                              remove_pis=True)
-    root_checked = False
-    for event, element in context:
-        if not root_checked:
-            root_checked = True
-            docinfo = element.getroottree().docinfo
-            if docinfo.doctype or docinfo.internalDTD is not None or docinfo.system_url:
-                raise UnsafeXml(f"refused: the document declares a DTD ({docinfo.doctype or docinfo.system_url}); "
-                                "entities and DTDs are never processed (XXE / entity-expansion protection)")
-        if event in events:
-            yield event, element
-
-
+# ---- XML helpers -------------------------------------------------------------------------
 def _local(tag) -> str:
     return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
-
-
-def _release(element: etree._Element) -> None:
-    """Free a processed element and the siblings before it (keeps iterparse memory flat)."""
-    element.clear(keep_tail=False)
-    parent = element.getparent()
-    if parent is not None:
-        while element.getprevious() is not None:
-            del parent[0]
 
 
 # ---- text clean-up --------------------------------------------------------------------------
@@ -298,7 +268,7 @@ def parse_index(source: str | IO[bytes]) -> list[WeeklyReport]:
             year=_int(fields.get("year")), week=_int(fields.get("week")), url=url,
             report_id=report_id_from_url(url),
         ))
-        _release(element)
+        release(element)
     return reports
 
 
@@ -438,7 +408,7 @@ class EuSafetyGateCrawler(BaseCrawler):
                 except Exception as exc:  # one odd notification must not cost the report
                     snippet = etree.tostring(element, encoding="unicode")[:20000]
                     yield {"_broken": snippet, "error": f"{type(exc).__name__}: {exc}"}
-            _release(element)
+            release(element)
 
     def _notification(self, element: etree._Element, header: dict, report: WeeklyReport) -> dict:
         item: dict = {}

@@ -22,6 +22,7 @@ from lxml import etree, html
 
 from basecrawler import BaseCrawler, FetchError, Raw
 from basecrawler.artifacts import ArtifactError, Artifacts
+from basecrawler.xmlsafe import parse_bytes
 from basecrawler.dates import parse_date
 from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf
 
@@ -163,9 +164,8 @@ class JpCrawler(BaseCrawler):
 def parse_feed(body: bytes) -> list[FeedItem]:
     """Items of the RSS 1.0 feed. The bytes go to lxml so the declared encoding is honoured;
     no DTD, no entities, no network."""
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, recover=False)
     try:
-        root = etree.fromstring(body, parser=parser)
+        root = parse_bytes(body)
     except etree.XMLSyntaxError as exc:
         if "encoding" not in str(exc).lower() and "invalid bytes" not in str(exc).lower():
             raise
@@ -173,7 +173,7 @@ def parse_feed(body: bytes) -> list[FeedItem]:
         # Shift_JIS decoder, so decode as cp932 (a superset) and parse the text.
         text = body.decode("cp932", errors="replace")
         text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
-        root = etree.fromstring(text.encode("utf-8"), parser=parser)
+        root = parse_bytes(text.encode("utf-8"))
     items = []
     for node in root.iter(f"{RSS}item"):
         title = (node.findtext(f"{RSS}title") or "").strip()
