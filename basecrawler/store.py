@@ -238,21 +238,11 @@ class Store:
         db.conn.execute(f"SAVEPOINT {savepoint}")
         try:
             db.conn.executemany(_UPSERT_SQL, [_sql_params(row, now) for row, _ in items])
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
             db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
             if is_locked_error(exc):
                 raise
-            if len(items) == 1:
-                yield items[0][0], f"{type(exc).__name__}: {exc}"
-                return
-            middle = len(items) // 2
-            yield from self._write_bisecting(db, items[:middle], now)
-            yield from self._write_bisecting(db, items[middle:], now)
-            return
-        except (TypeError, ValueError, OverflowError) as exc:  # unbindable value in some row
-            db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
-            db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
             if len(items) == 1:
                 yield items[0][0], f"{type(exc).__name__}: {exc}"
                 return

@@ -11,7 +11,7 @@ from basecrawler import Store
 from basecrawler.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
-from .universe import ReplayHandler, clean_reference, point_source_at, records
+from .universe import without_hosts, ReplayHandler, clean_reference, point_source_at, records
 
 HTML_ERROR_PAGE = b"<!DOCTYPE html><html><head><title>Error</title></head><body><h1>Service temporarily unavailable</h1></body></html>"
 XXE = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
@@ -54,10 +54,6 @@ def run_against(tmp_path, monkeypatch, source_id, handler, runs=1):
         point_source_at(monkeypatch, crawler_class, server.url)
         results = [crawler_class(store, settings=fast_settings(db, max_retries=1), mode="full").run() for _ in range(runs)]
     return store, results
-
-
-def without_hosts(row):
-    return {k: re.sub(r"https?://[^/\"\s]+", "", v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def assert_nothing_wrong_stored(store, reference, source_id):

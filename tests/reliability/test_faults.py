@@ -11,14 +11,10 @@ from basecrawler.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 from .faults import FaultInjector, FaultPlan
-from .universe import ReplayHandler, clean_reference, point_source_at, records
+from .universe import without_hosts, ReplayHandler, clean_reference, point_source_at, records
 
 SOURCES = sorted(discover())
 MAX_RUNS = 10
-
-
-def without_hosts(row: dict) -> dict:
-    return {k: re.sub(r"https?://[^/\"\s]+", "", v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 class LateDetails:

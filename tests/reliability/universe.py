@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from basecrawler.replay import exchange_key
@@ -51,6 +52,12 @@ def env_for_source(crawler_class, base_url: str) -> dict:
         env[f"BASECRAWLER_{crawler_class.source.upper()}_{endpoint.upper()}_URL"] = base_url
     env[f"BASECRAWLER_{crawler_class.source.upper()}_RATE"] = "1000"
     return env
+
+
+def without_hosts(row: dict) -> dict:
+    """A row with scheme+host removed from URLs: a source stores links on the host it fetched
+    from (the loopback server here, the real site in production)."""
+    return {k: re.sub(r"https?://[^/\"\s]+", "", v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def records(store, source: str) -> dict:
