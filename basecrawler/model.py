@@ -121,7 +121,7 @@ class Recall(BaseModel):
     def _normalise(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = {key: blank_to_none(value) for key, value in data.items()}
+        data = {key: blank_to_none(value) if value.__class__ is str else value for key, value in data.items()}
         raw_date = data.get("recall_date")
         parsed = parse_date(raw_date)
         if parsed is None:

@@ -330,17 +330,15 @@ class Store:
 
 
 # ---- upsert helpers (pure) ------------------------------------------------------------
+_PLAIN_COMPARED = tuple(c for c in _COMPARED_COLUMNS if c not in ("date_unknown", "extra"))
+
+
 def _column_values(row: dict) -> tuple:
     """The compared columns in their stored types (what SQLite would hold after a write)."""
-    values = []
-    for col in _COMPARED_COLUMNS:
-        value = row.get(col)
-        if col == "date_unknown":
-            value = int(bool(value))
-        elif col == "extra" and value is not None and not isinstance(value, str):
-            value = _extra_json(value)
-        values.append(value)
-    return tuple(values)
+    extra = row.get("extra")
+    if extra is not None and not isinstance(extra, str):
+        extra = _extra_json(extra)
+    return (int(bool(row.get("date_unknown"))), extra, *map(row.get, _PLAIN_COMPARED))
 
 
 def _extra_json(value: Any) -> str | None:
