@@ -64,3 +64,28 @@ def test_exchange_key_ignores_port_and_query_order():
 def test_replay_transport_refuses_a_missing_directory(tmp_path):
     with pytest.raises(ReplayMiss):
         ReplayTransport(tmp_path / "absent")
+
+
+def test_run_all_from_the_committed_replay_set_fills_every_source_offline(db_path, capsys):
+    from pathlib import Path
+
+    from basecrawler import Store
+    from basecrawler.cli import main
+    from basecrawler.registry import discover
+
+    replay = Path(__file__).resolve().parent.parent / "fixtures" / "replay"
+    assert main(["--db", db_path, "run", "--all", "--replay", str(replay)]) == 0
+    store = Store(db_path)
+    assert {source_id: store.count_recalls(source_id) > 0 for source_id in discover()} == \
+        {source_id: True for source_id in discover()}
+
+
+def test_every_cli_command_is_documented_in_the_readme():
+    from pathlib import Path
+
+    from basecrawler.cli import build_parser
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    missing = [name for name in sub.choices if f"basecrawler {name}" not in readme]
+    assert not missing, f"commands missing from README: {missing}"
