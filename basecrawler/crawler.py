@@ -93,7 +93,7 @@ class BaseCrawler(abc.ABC):
 
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
-                 settings: Settings | None = None, transport=None, clock=None, sleep=None):
+                 settings: Settings | None = None, transport=None, clock=None, sleep=None, progress=None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.settings = settings or Settings.from_env()
@@ -110,6 +110,7 @@ class BaseCrawler(abc.ABC):
         self._http = None
         self.run_id: int | None = None
         self.counts = RunCounts()
+        self._progress = progress  # callable(fetched, None) for a terminal display, or None
 
     # ---- what a source implements -----------------------------------------------------
     @abc.abstractmethod
@@ -209,6 +210,8 @@ class BaseCrawler(abc.ABC):
             result.error = _describe(exc)
             log.error("%s: source failed: %s", self.source, result.error, exc_info=not isinstance(exc, CrawlerError))
         finally:
+            if self._progress is not None and hasattr(self._progress, "close"):
+                self._progress.close()
             if self._http is not None:
                 result.http_stats = self._http.stats()
                 self._http.close()
@@ -278,6 +281,8 @@ class BaseCrawler(abc.ABC):
         try:
             for item in self.fetch():
                 self.counts.fetched += 1
+                if self._progress is not None:
+                    self._progress(self.counts.fetched, None)
                 for record, raw in self._parse_item(item):
                     if not self._in_window(record):
                         self.counts.out_of_range += 1

@@ -197,3 +197,22 @@ def test_source_can_ask_for_a_longer_incremental_look_back(store, settings):
     result = crawler.run()
     assert crawler.since == dt.date(2024, 4, 15)
     assert result.counts.new == 1 and result.counts.out_of_range == 0
+
+
+def test_progress_is_reported_per_fetched_item(store, settings):
+    seen = []
+    DemoCrawler(store, items=[item(1), item(2), item(3)], settings=settings,
+                progress=lambda done, total: seen.append((done, total))).run()
+    assert seen == [(1, None), (2, None), (3, None)]
+
+
+def test_progress_bar_counts_on_a_terminal_stream():
+    import io
+
+    from basecrawler.progress import ProgressBar
+    stream = io.StringIO()
+    bar = ProgressBar("us fetched", stream=stream, unit="items")
+    bar(5)
+    bar(10, 10)
+    bar.close()
+    assert "us fetched: 5 items" in stream.getvalue() and "10/10 items" in stream.getvalue()

@@ -6,7 +6,6 @@
 - `translate.glossary`  fixed Korean terms and do-not-translate names (CSV)
 - `translate.protect`   ⟦n⟧ placeholders for codes, names and glossary terms
 - `translate.guards`    checks that block suspected mistranslations
-- `translate.progress`  the terminal progress bar
 - `translate.fakeserver` a LibreTranslate-compatible fake for tests and the benchmark
 
 Run it with `python -m basecrawler translate` or `python -m translate`.

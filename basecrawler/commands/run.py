@@ -6,6 +6,7 @@ import json
 import logging
 
 from ..errors import ConfigError
+from ..progress import ProgressBar
 from ..registry import discover
 from ..store import Store
 
@@ -47,7 +48,9 @@ def run_sources(source_ids, *, settings, mode="incremental", since=None, until=N
         for source_id in source_ids:
             if source_id not in registry:
                 raise ConfigError(f"unknown source {source_id!r}; known sources: {', '.join(registry) or '(none)'}")
-            crawler = registry[source_id](store, mode=mode, since=since, until=until, settings=settings, transport=transport)
+            progress = ProgressBar.for_terminal(f"{source_id} fetched", unit="items")
+            crawler = registry[source_id](store, mode=mode, since=since, until=until, settings=settings,
+                                          transport=transport, progress=progress)
             results.append(crawler.run())
     finally:
         store.close()

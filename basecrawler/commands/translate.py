@@ -58,7 +58,7 @@ def _positive(text: str) -> int:
 def cmd_translate(args) -> int:
     from translate.backends import CONFIGURE_HELP, backend_from_env
     from translate.glossary import Glossary
-    from translate.progress import ProgressBar
+    from basecrawler.progress import ProgressBar
     from translate.worker import count_pending, translate_pending
 
     backend = backend_from_env(os.environ)
