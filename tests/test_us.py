@@ -209,4 +209,4 @@ def test_replay_run_works_offline(tmp_path):
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     us = json.loads(status.stdout)["sources"]["us"]
     assert us["records"] == 12 and us["last_run"]["status"] == "succeeded"
-    assert us["enrichment"] == {"done": 10, "retry": 2}
+    assert us["enrichment"] == {"done": 10, "retry1": 2}

@@ -26,8 +26,10 @@ def collect_status(store: Store, source_ids) -> dict:
             "last_run": None,
             "dead_letters_open": store.scalar(
                 "SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source_id]),
+            # retry is shown per level (retry1 … retry4): how close items are to `gone`.
             "enrichment": {r["state"]: r["n"] for r in store.query(
-                "SELECT state, COUNT(*) AS n FROM enrichment WHERE source = ? GROUP BY state ORDER BY state", [source_id])},
+                "SELECT CASE WHEN state = 'retry' THEN 'retry' || level ELSE state END AS state, COUNT(*) AS n "
+                "FROM enrichment WHERE source = ? GROUP BY 1 ORDER BY 1", [source_id])},
             "translation": {(r["s"] or "pending"): r["n"] for r in store.query(
                 "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') END AS s, "
                 "COUNT(*) AS n FROM recalls WHERE source = ? GROUP BY s ORDER BY s", [source_id])},
