@@ -75,6 +75,7 @@ def test_run_all_from_the_committed_replay_set_fills_every_source_offline(db_pat
 
     replay = Path(__file__).resolve().parent.parent / "fixtures" / "replay"
     assert main(["--db", db_path, "run", "--all", "--replay", str(replay)]) == 0
+    assert main(["--db", db_path, "run", "--all", "--replay", str(replay)]) == 0  # incremental after it
     store = Store(db_path)
     assert {source_id: store.count_recalls(source_id) > 0 for source_id in discover()} == \
         {source_id: True for source_id in discover()}
