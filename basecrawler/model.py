@@ -161,6 +161,8 @@ class Recall(BaseModel):
 
     def to_row(self) -> dict[str, Any]:
         """The record as store columns (dates as ISO text; extra stays a dict)."""
-        row = self.model_dump()
+        # The fields are plain values (extra a dict the store only reads), so a shallow copy of
+        # the instance dict does what model_dump does at a fraction of the cost on the hot path.
+        row = dict(self.__dict__)
         row["recall_date"] = self.recall_date.isoformat()
         return row
