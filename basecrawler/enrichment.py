@@ -58,22 +58,6 @@ def recall_from_row(row: dict) -> Recall:
     return Recall.model_validate(values)
 
 
-def _stored_rows(store, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
-    by_country: dict[str, list[str]] = {}
-    for country, number in keys:
-        by_country.setdefault(country, []).append(number)
-    found = {}
-    for country, numbers in by_country.items():
-        for start in range(0, len(numbers), 500):
-            chunk = numbers[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in store.query(
-                f"SELECT * FROM recalls WHERE country = ? AND recall_number IN ({marks})", [country, *chunk]
-            ):
-                found[(row["country"], row["recall_number"])] = row
-    return found
-
-
 # ---- enqueue ---------------------------------------------------------------------------
 def enqueue(crawler, records) -> int:
     """Queue every stored record that still needs detail; returns how many were new to the
@@ -82,7 +66,7 @@ def enqueue(crawler, records) -> int:
     records = list(records)
     if not records:
         return 0
-    stored = _stored_rows(crawler.store, {(r.country, r.recall_number) for r in records})
+    stored = crawler.store.rows_by_key({(r.country, r.recall_number) for r in records})
     wanted = []
     for row in stored.values():
         try:
@@ -204,7 +188,7 @@ def run_ladder(crawler) -> dict:
         _log_summary(crawler, stats)
         return stats
 
-    stored = _stored_rows(crawler.store, [(i["country"], i["recall_number"]) for i in items])
+    stored = crawler.store.rows_by_key([(i["country"], i["recall_number"]) for i in items])
     work: list[tuple[dict, dict]] = []
     for item in items:
         row = stored.get((item["country"], item["recall_number"]))

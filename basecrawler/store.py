@@ -187,7 +187,7 @@ class Store:
 
     def _upsert_batch(self, db, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
-        stored = self._stored_rows(db, rows)
+        stored = self.rows_by_key(((r["country"], r["recall_number"]) for r in rows), DATA_COLUMNS)
         now = utc_now_iso()
         to_write: list[tuple[dict, str]] = []
         for row in rows:
@@ -209,24 +209,24 @@ class Store:
                 result.failed.append((row, outcome))
         return result
 
-    def _stored_rows(self, db, rows: list[dict]) -> dict[tuple[str, str], dict]:
-        found: dict[tuple[str, str], dict] = {}
+    def rows_by_key(self, keys: Iterable[tuple[str, str]], columns: Iterable[str] | None = None) -> dict[tuple[str, str], dict]:
+        """Stored rows for (country, recall_number) keys, in chunks of 500 per query."""
+        cols = "*" if columns is None else ", ".join(f"[{c}]" for c in columns)
         by_country: dict[str, list[str]] = {}
-        for row in rows:
-            by_country.setdefault(row["country"], []).append(row["recall_number"])
-        cols = ", ".join(f"[{c}]" for c in DATA_COLUMNS)
-        for country, numbers in by_country.items():
-            for start in range(0, len(numbers), 500):
-                chunk = numbers[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                cursor = db.conn.execute(
-                    f"SELECT {cols} FROM recalls WHERE country = ? AND recall_number IN ({marks})",
-                    [country, *chunk],
-                )
-                names = [d[0] for d in cursor.description]
-                for values in cursor:
-                    row = dict(zip(names, values))
-                    found[(row["country"], row["recall_number"])] = row
+        for country, number in keys:
+            by_country.setdefault(country, []).append(number)
+        found: dict[tuple[str, str], dict] = {}
+        with self._write_lock:
+            for country, numbers in by_country.items():
+                for start in range(0, len(numbers), 500):
+                    chunk = numbers[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
+                    cursor = self.db.conn.execute(
+                        f"SELECT {cols} FROM recalls WHERE country = ? AND recall_number IN ({marks})", [country, *chunk])
+                    names = [d[0] for d in cursor.description]
+                    for values in cursor:
+                        row = dict(zip(names, values))
+                        found[(row["country"], row["recall_number"])] = row
         return found
 
     def _write_bisecting(self, db, items: list[tuple[dict, str]], now: str):
