@@ -307,3 +307,18 @@ def test_glossary_named_by_the_environment_applies_without_being_passed(store, t
     translate_pending(store, backend)
     assert "airbag" not in " ".join(backend.texts())
     assert "에어백" in store.get_recall("US", "US-0000")["summary_ko"]
+
+
+def test_capitalised_phrase_echoed_in_a_descriptive_field_is_blocked_but_a_name_is_kept(store):
+    seed(store, 1, manufacturer_original="FORD MOTOR COMPANY", component_original="SERVICE BRAKES, HYDRAULIC",
+         summary="Air Bags: Frontal")
+    backend = RecordingBackend(overrides={"FORD MOTOR COMPANY": "FORD MOTOR COMPANY",
+                                          "SERVICE BRAKES, HYDRAULIC": "SERVICE BRAKES, HYDRAULIC",
+                                          "Air Bags: Frontal": "Air Bags: Frontal"})
+    translate_pending(store, backend)
+    row = store.query("SELECT * FROM recalls")[0]
+    assert row["manufacturer_ko"] == "FORD MOTOR COMPANY"
+    assert row["component_ko"] is None and row["summary_ko"] is None
+    assert row["translation_status"] == "blocked"
+    assert "component: echo of the source" in row["translation_note"]
+    assert "summary: echo of the source" in row["translation_note"]

@@ -40,6 +40,23 @@ def check(source: str, output: str, source_lang: str | None, *, protected=(), lo
     return None
 
 
+# Fields that hold names: an unchanged name ("FORD MOTOR COMPANY", "Model 3") is a fine
+# "translation". Anywhere else an unchanged phrase is an untranslated echo, capitals or not
+# (NHTSA components come in ALL CAPS, subjects in Title Case).
+NAME_FIELDS = frozenset({"manufacturer", "model"})
+
+
+def echo_in_descriptive_field(field: str, source: str, output: str | None) -> str | None:
+    """The reason to block `output` for `field` when it is the source phrase unchanged."""
+    if output is None or field in NAME_FIELDS:
+        return None
+    if normalize_text(output).casefold() != normalize_text(source).casefold():
+        return None
+    if len(_LATIN_WORD.findall(source)) >= 2 or _has_sentence_content(source):
+        return "echo of the source"
+    return None
+
+
 def numbers(text: str) -> Counter:
     """Numbers in `text` as digit strings without separators or leading zeros."""
     found = Counter()

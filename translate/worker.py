@@ -222,6 +222,14 @@ class _Worker:
                     continue
                 key = (lang, normalize_text(row[original]))
                 result = results[key]
+                # "local" results are codes / glossary terms kept as they are on purpose.
+                echo = (guards.echo_in_descriptive_field(name, key[1], result.translation)
+                        if result.origin != "local" else None)
+                if echo:
+                    outcome.values[korean] = None
+                    statuses.add("blocked")
+                    notes.append(f"{name}: {echo}")
+                    continue
                 outcome.values[korean] = result.translation
                 if result.origin in ("blocked", "failed"):
                     statuses.add(result.origin)
