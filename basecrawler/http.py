@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 RETRY_HTTP_CODES = {500, 502, 503, 504, 408, 520, 521, 522, 523, 524}
 RATE_LIMIT_RETRIES = 8          # 429s tolerated per request (each pauses the host)
+# A request carrying one of these headers has credentials: a 401 then means "rejected", not
+# "blocked", and is never retried.
+CREDENTIAL_HEADERS = frozenset({"authorization", "x-app-token", "x-api-key", "api-key"})
 BLOCK_MARKERS = (b"access denied", b"request blocked", b"forbidden", b"captcha", b"cloudflare", b"incapsula")
 
 _EXCEPTIONS = {
@@ -250,8 +253,12 @@ class HttpClient:
                 raise
             return response, Path(name), digest.hexdigest(), size
 
-        response, path, sha, size = self._with_policy("GET", url, send, expect=None)
-        if response.status_code == 304 and cached:
+        response, path, sha, size = self._with_policy("GET", url, send, expect=None,
+                                                      credentials=_has_credentials(attempt_headers))
+        if response.status_code == 304 and not cached:
+            path.unlink()
+            raise UnexpectedContent(f"304 Not Modified but no stored copy to reuse: GET {url}", url=url, status=304)
+        if response.status_code == 304:
             path.unlink()
             self._count("not_modified")
             fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
@@ -333,8 +340,10 @@ class HttpClient:
             response.read()
             return response
 
-        response = self._with_policy(method, url, send, expect=expect)
-        if response.status_code == 304 and cached:
+        response = self._with_policy(method, url, send, expect=expect, credentials=_has_credentials(headers))
+        if response.status_code == 304 and not cached:
+            raise UnexpectedContent(f"304 Not Modified but no stored copy to reuse: {method} {url}", url=url, status=304)
+        if response.status_code == 304:
             self._count("not_modified")
             body = self.archive.get_bytes(cached["sha256"])
             self._local.last_sha256 = cached["sha256"]
@@ -351,7 +360,7 @@ class HttpClient:
         self._local.last_sha256 = sha
         return response
 
-    def _with_policy(self, method: str, url: str, send, *, expect: str | None):
+    def _with_policy(self, method: str, url: str, send, *, expect: str | None, credentials: bool = False):
         """Send through the host throttle; classify; retry / pause / raise per the table."""
         throttle = self._throttle(url)
         transient_attempts = rate_limited_attempts = blocked_attempts = 0
@@ -372,7 +381,8 @@ class HttpClient:
                 body = response.content if not isinstance(result, tuple) else _peek_file(result[1])
                 error_kind = classify(
                     response.status_code, body=body, content_type=response.headers.get("content-type", ""),
-                    expect=expect, has_credentials=self.credentials_configured,
+                    expect=expect, has_credentials=credentials or self.credentials_configured
+                    or _has_credentials(self._client.headers),
                 )
                 if error_kind is None:
                     self._count(f"status/{response.status_code}")
@@ -423,12 +433,19 @@ class HttpClient:
             if sha:
                 self._record(url, response, sha, len(body))
             exc_class = _EXCEPTIONS[error_kind]
-            detail = {"unexpected": f"unexpected content (expected {expect or 'a usable body'})"}.get(error_kind, error_kind)
+            detail = {
+                "unexpected": f"unexpected content (expected {expect or 'a usable body'})",
+                "credentials": "credentials rejected — check the configured key or token (not retried)",
+            }.get(error_kind, error_kind)
             raise exc_class(f"{detail}: {where}", url=url, status=status, body=body, response_sha256=sha)
 
     def _backoff(self, attempt: int) -> float:
         base = self.settings.backoff_base_s * (2 ** (attempt - 1))
         return min(self.settings.backoff_cap_s, base) * (0.5 + random.random() / 2)
+
+
+def _has_credentials(headers) -> bool:
+    return any(str(name).lower() in CREDENTIAL_HEADERS for name in (headers or {}))
 
 
 class _FileStream(httpx.SyncByteStream):

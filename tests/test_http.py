@@ -251,3 +251,27 @@ def test_archive_retention_prunes_old_bodies_but_keeps_those_of_open_dead_letter
                           response_sha256=kept_sha)
     assert archive.prune(retention_days=30) == 1
     assert not archive.has(old_sha) and archive.has(kept_sha) and archive.has(fresh_sha)
+
+
+def test_401_with_credentials_is_not_retried_and_says_so(settings, store):
+    from basecrawler import CredentialsRejected
+    with LoopbackServer(lambda req: Reply(401, body=b'{"error": "bad token"}')) as server:
+        http = client(settings, store)
+        with pytest.raises(CredentialsRejected, match="credentials rejected") as info:
+            http.get(server.url + "/data.json", headers={"X-App-Token": "secret-value"})
+        assert len(server.requests) == 1
+        assert "secret-value" not in str(info.value)
+
+
+def test_401_without_credentials_is_treated_as_blocked(settings, store):
+    from basecrawler import Blocked
+    with LoopbackServer(lambda req: Reply(401)) as server:
+        with pytest.raises(Blocked):
+            client(settings.with_(blocked_budget=1, backoff_cap_s=0.01), store).get(server.url + "/x")
+        assert len(server.requests) == 2
+
+
+def test_304_without_a_stored_copy_is_unexpected_not_an_empty_body(settings, store):
+    with LoopbackServer(lambda req: Reply(304)) as server:
+        with pytest.raises(UnexpectedContent, match="no stored copy"):
+            client(settings, store).get(server.url + "/x", headers={"If-None-Match": '"abc"'})
