@@ -1,4 +1,5 @@
-"""Date parsing shared by every source: ISO, DD/MM/YYYY, YYYYMMDD, US dates, Japanese eras.
+"""Date parsing shared by every source: ISO, DD/MM/YYYY, YYYYMMDD, US dates (MM/DD/YYYY with
+day_first=False, "March 5, 2024"), month names ("5 March 2024"), Japanese eras.
 
 `parse_date()` returns a `datetime.date` or None; it never guesses a date that does not exist
 (31/02/2024 is None, not 2024-03-02). The model turns None into the 1970-01-01 sentinel with
@@ -110,10 +111,29 @@ def parse_date(value, *, day_first: bool = True) -> dt.date | None:
         else:
             day, month = b, a
         return _make(year, month, day)
+    if any(ch.isalpha() for ch in s):
+        return _parse_month_name(s)
     try:
         return dt.datetime.fromisoformat(s).date()
     except ValueError:
         return None
+
+
+_MONTHS = {name: index for index, names in enumerate(
+    (("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
+     ("jul", "july"), ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"), ("nov", "november"),
+     ("dec", "december")), start=1) for name in names}
+# "5 March 2024", "Tuesday, 5 March 2024", "05 Mar 2024" (day first) and "March 5, 2024" (US).
+_DAY_MONTH_NAME_RE = re.compile(r"^(?:[A-Za-z]+,?\s+)?(?P<day>\d{1,2})(?:st|nd|rd|th)?\s+(?P<month>[A-Za-z]+)\.?,?\s+(?P<year>\d{4})$")
+_MONTH_NAME_DAY_RE = re.compile(r"^(?:[A-Za-z]+,?\s+)?(?P<month>[A-Za-z]+)\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<year>\d{4})$")
+
+
+def _parse_month_name(s: str) -> dt.date | None:
+    for regex in (_DAY_MONTH_NAME_RE, _MONTH_NAME_DAY_RE):
+        m = regex.match(s)
+        if m and m["month"].lower() in _MONTHS:
+            return _make(int(m["year"]), _MONTHS[m["month"].lower()], int(m["day"]))
+    return None
 
 
 def utc_now_iso() -> str:

@@ -250,12 +250,4 @@ def _publish_date(element, items: list[str]):
     text = items[0] if items else None
     if not text:
         return None
-    parsed = parse_date(text)
-    if parsed:
-        return parsed
-    for pattern in ("%d %B %Y", "%d %b %Y", "%A, %d %B %Y"):
-        try:
-            return dt.datetime.strptime(text.strip(), pattern).date()
-        except ValueError:
-            continue
-    return text  # the model keeps it and marks the date unknown
+    return parse_date(text) or text  # unreadable: the model keeps it and marks the date unknown

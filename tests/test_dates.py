@@ -68,3 +68,21 @@ def test_unparseable_recall_date_becomes_sentinel_with_date_unknown():
     record = Recall(country="JP", recall_number="1", recall_date="令和6年2月30日")
     assert record.recall_date == D(1970, 1, 1) and record.date_unknown is True
     assert record.extra["unparsed_recall_date"] == "令和6年2月30日"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("March 5, 2024", dt.date(2024, 3, 5)),
+    ("5 March 2024", dt.date(2024, 3, 5)),
+    ("Tuesday, 5 March 2024", dt.date(2024, 3, 5)),
+    ("05 Mar 2024", dt.date(2024, 3, 5)),
+    ("Sept 30, 2023", dt.date(2023, 9, 30)),
+    ("31 February 2024", None),
+    ("5 Foo 2024", None),
+])
+def test_month_name_dates(text, expected):
+    assert parse_date(text) == expected
+
+
+def test_us_slashed_dates_with_day_first_false():
+    assert parse_date("03/05/2024", day_first=False) == dt.date(2024, 3, 5)
+    assert parse_date("03/05/2024") == dt.date(2024, 5, 3)
