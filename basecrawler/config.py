@@ -72,6 +72,7 @@ class Settings:
             "transient_retry_delay_s": ("BASECRAWLER_TRANSIENT_RETRY_DELAY", float),
             "processing_timeout_s": ("BASECRAWLER_PROCESSING_TIMEOUT", float),
             "replay_dir": ("BASECRAWLER_REPLAY_DIR", str),
+            "lock_timeout_s": ("BASECRAWLER_LOCK_TIMEOUT", float),
             "record_dir": ("BASECRAWLER_RECORD_DIR", str),
         }
         for attr, (name, convert) in mapping.items():

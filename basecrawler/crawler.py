@@ -195,13 +195,16 @@ class BaseCrawler(abc.ABC):
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
         if lock.try_acquire():
             self.run_id = self.store.start_run(self.source, self.mode, "running", os.getpid())
+            waiting = False
         else:
             self.run_id = self.store.start_run(self.source, self.mode, "waiting", os.getpid())
             log.info("%s: waiting for the run lock held by pid %s", self.source, lock.holder_pid())
-            lock.acquire()
-            self.store.update_run(self.run_id, status="running")
+            waiting = True
         result.run_id = self.run_id
         try:
+            if waiting:
+                lock.acquire()  # may time out (BASECRAWLER_LOCK_TIMEOUT): a failed run, not a stuck row
+                self.store.update_run(self.run_id, status="running")
             self._resolve_window()
             self.store.update_run(self.run_id, since=_iso(self.since), until=_iso(self.until))
             self._pipeline(result)

@@ -49,7 +49,8 @@ class RunLock:
                 break
             except BlockingIOError:
                 if deadline is not None and time.monotonic() > deadline:
-                    raise RunLockTimeout(f"another crawl still holds {self.path}")
+                    raise RunLockTimeout(f"another crawl (pid {self.holder_pid()}) still held {self.path} "
+                                         f"after {self.timeout_s:.0f}s")
                 time.sleep(0.1)
         self._stamp()
 

@@ -123,3 +123,20 @@ def test_lock_of_a_killed_process_is_taken_over(tmp_path):
     holder.wait()
     assert lock.try_acquire()
     lock.release()
+
+
+def test_run_lock_timeout_is_a_failed_run_not_a_stuck_waiting_row(tmp_path):
+    from basecrawler.runlock import RunLock
+    from basecrawler.testing import fast_settings
+    from tests.test_pipeline import DemoCrawler, item
+
+    db = str(tmp_path / "t.db")
+    holder = RunLock(db)
+    assert holder.try_acquire()
+    try:
+        store = Store(db)
+        result = DemoCrawler(store, items=[item(1)], settings=fast_settings(db, lock_timeout_s=0.3)).run()
+    finally:
+        holder.release()
+    assert result.status == "failed" and "still held" in result.error
+    assert [r["status"] for r in store.query("SELECT status FROM crawl_runs")] == ["failed"]
