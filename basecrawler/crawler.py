@@ -235,10 +235,10 @@ class BaseCrawler(abc.ABC):
             for letter in letters:
                 outcome["retried"] += 1
                 raw = decode_raw(letter["raw_kind"], letter["raw"], letter["raw_bytes"])
-                if raw is None and letter.get("response_sha256"):
-                    raw = Archive(self.store).get_bytes(letter["response_sha256"])
                 error = None
                 try:
+                    if raw is None:  # only the whole response was kept: not one item parse() can take
+                        raise ValueError("no raw item was kept for this letter; the next crawl fetches it again")
                     records = list(self._records_from(raw))
                     stored = self.store.upsert_recalls(records, source=self.source, raws=[raw] * len(records))
                     if stored.failed:

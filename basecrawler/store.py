@@ -360,6 +360,8 @@ def _merge(old: dict, new: dict) -> dict:
             incoming = new.get("extra") or {}
             if isinstance(incoming, str):
                 incoming = json.loads(incoming)
+            # Inside extra too, a blank never erases a stored value.
+            incoming = {k: v for k, v in incoming.items() if v is not None and v != "" and v != [] and v != {}}
             if not incoming:
                 continue  # nothing new: keep the stored JSON text as it is
             old_extra = json.loads(old["extra"]) if old.get("extra") else {}

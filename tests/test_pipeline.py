@@ -216,3 +216,12 @@ def test_progress_bar_counts_on_a_terminal_stream():
     bar(10, 10)
     bar.close()
     assert "us fetched: 5 items" in stream.getvalue() and "10/10 items" in stream.getvalue()
+
+
+def test_blank_value_inside_extra_never_erases_a_stored_one(store):
+    first = Recall(country="XX", recall_number="E1", recall_date="2024-01-01", extra={"risk": "serious", "lot": "A"})
+    store.upsert_recalls([first], source="demo")
+    again = Recall(country="XX", recall_number="E1", recall_date="2024-01-01", extra={"risk": "", "lot": None, "new": 1})
+    result = store.upsert_recalls([again], source="demo")
+    assert result.updated == 1
+    assert store.get_recall("XX", "E1")["extra"] == {"risk": "serious", "lot": "A", "new": 1}
