@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import hashlib
-import json
 import logging
 import os
 import random

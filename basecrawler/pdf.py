@@ -213,8 +213,6 @@ def ocr_page(number: int, pdfium_page, *, dpi: int = DEFAULT_DPI, lang: str = DE
 
 
 def ocr_image(number: int, image, *, dpi: int = DEFAULT_DPI, lang: str = DEFAULT_LANG) -> PageContent:
-    import pytesseract
-
     ink = image.point(lambda v: 0 if v < _INK else 255)
     horizontal, vertical = find_grid_lines(ink, dpi)
     page = image.copy()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import json
 import logging
 import sqlite3

@@ -2,7 +2,6 @@
 import threading
 import time
 
-import httpx
 import pytest
 
 from basecrawler import BaseCrawler, NotFound, Transient, UnexpectedContent

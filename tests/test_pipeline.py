@@ -2,9 +2,8 @@
 import datetime as dt
 import json
 
-import pytest
 
-from basecrawler import BaseCrawler, Recall, Store
+from basecrawler import BaseCrawler, Recall
 
 
 class DemoCrawler(BaseCrawler):

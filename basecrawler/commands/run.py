@@ -1,7 +1,6 @@
 """`run` and `list`: crawl sources; show the registered ones."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 
@@ -9,6 +8,7 @@ from ..errors import ConfigError
 from ..progress import ProgressBar
 from ..registry import discover
 from ..store import Store
+from . import iso_date
 
 log = logging.getLogger("basecrawler")
 
@@ -19,8 +19,8 @@ def register(sub) -> None:
     which.add_argument("--source", action="append", metavar="ID", help="source id (repeatable)")
     which.add_argument("--all", action="store_true", help="every registered source")
     run.add_argument("--mode", choices=["incremental", "full"], default="incremental")
-    run.add_argument("--since", type=_date, help="lower bound on recall_date (YYYY-MM-DD)")
-    run.add_argument("--until", type=_date, help="upper bound on recall_date (YYYY-MM-DD)")
+    run.add_argument("--since", type=iso_date, help="lower bound on recall_date (YYYY-MM-DD)")
+    run.add_argument("--until", type=iso_date, help="upper bound on recall_date (YYYY-MM-DD)")
     run.add_argument("--record", metavar="DIR", help="save every HTTP exchange into DIR")
     run.add_argument("--replay", metavar="DIR", help="serve every HTTP request from DIR (offline)")
     run.set_defaults(func=cmd_run)
@@ -28,14 +28,6 @@ def register(sub) -> None:
     lst = sub.add_parser("list", help="registered sources")
     lst.add_argument("--json", action="store_true")
     lst.set_defaults(func=cmd_list)
-
-
-def _date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        import argparse
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
 def run_sources(source_ids, *, settings, mode="incremental", since=None, until=None, transport=None,

@@ -50,10 +50,9 @@ def cmd_schedule(args) -> int:
         elif report.skipped:
             print(f"basecrawler: schedule --once skipped: {report.skipped}")
         return 0 if report.ok else 1
-    job = None
-    if args.no_translate:
-        def job(settings, *, mode):
-            return run_scheduled_job(settings, mode=mode, translate=False)
+    def job_without_translation(settings, *, mode):
+        return run_scheduled_job(settings, mode=mode, translate=False)
+    job = job_without_translation if args.no_translate else None
     try:
         run_forever(settings, plan, job=job)
     except SchedulerAlreadyRunning as exc:

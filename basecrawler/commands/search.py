@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import shutil
 import sys
@@ -11,13 +10,7 @@ import unicodedata
 
 from ..search import RecallFilter, count, search
 from ..store import Store
-
-
-def _date(text: str) -> dt.date:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+from . import iso_date
 
 
 def _year(text: str) -> int:
@@ -33,8 +26,8 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer contains TEXT (original or Korean)")
     parser.add_argument("--model", metavar="TEXT", help="model contains TEXT (original or Korean)")
     parser.add_argument("--year", type=_year, metavar="YYYY", help="model year (inside a range like 2019-2021 too)")
-    parser.add_argument("--since", type=_date, metavar="DATE", help="recall date on or after (YYYY-MM-DD)")
-    parser.add_argument("--until", type=_date, metavar="DATE", help="recall date on or before (YYYY-MM-DD)")
+    parser.add_argument("--since", type=iso_date, metavar="DATE", help="recall date on or after (YYYY-MM-DD)")
+    parser.add_argument("--until", type=iso_date, metavar="DATE", help="recall date on or before (YYYY-MM-DD)")
     parser.add_argument("--source", metavar="ID", help="only records of this source")
 
 

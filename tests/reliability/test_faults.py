@@ -2,7 +2,6 @@
 resets, slow and truncated bodies, details that appear late). After enough runs every
 record of the fixture universe is stored with exactly the values a clean run stores, and
 the counts add up: announced = stored + dead-lettered + explicitly gone."""
-import re
 
 import pytest
 
