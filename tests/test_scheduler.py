@@ -60,7 +60,12 @@ def make_source(source_id, journal, *, fetch_error=None, init_error=None, gate=N
 
 @pytest.fixture
 def translation(monkeypatch):
-    """Stand-ins for translate.backends / translate.worker that note when they are called."""
+    """The real translation job hook (translate.jobhook) with stand-ins for the backend and the
+    worker that note when they are called."""
+    import translate.backends
+    import translate.jobhook
+    import translate.worker
+
     calls = []
 
     class Report:
@@ -73,12 +78,11 @@ def translation(monkeypatch):
         calls.append(("translate", backend))
         return Report()
 
-    backends = types.ModuleType("translate.backends")
-    backends.backend_from_env = lambda: "fake-backend"
-    worker = types.ModuleType("translate.worker")
-    worker.translate_pending = translate_pending
-    monkeypatch.setitem(sys.modules, "translate.backends", backends)
-    monkeypatch.setitem(sys.modules, "translate.worker", worker)
+    backends = types.SimpleNamespace(backend_from_env=lambda: "fake-backend")
+    monkeypatch.setattr(translate.backends, "backend_from_env", lambda: backends.backend_from_env())
+    monkeypatch.setattr(translate.worker, "translate_pending", translate_pending)
+    monkeypatch.setattr("basecrawler.scheduler.job_hooks",
+                        lambda: {"translate": translate.jobhook.translate_after_job})
     return types.SimpleNamespace(calls=calls, backends=backends, report=Report)
 
 
