@@ -377,23 +377,25 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
         stopping = stop_on_signals()
         stop = stopping.stop
         chosen = job or run_scheduled_job
+        job_running = threading.Lock()
 
         def bound_job(settings, *, mode):
-            if job is None:
-                return chosen(settings, mode=mode, translate=translate, stop=stop)
-            return chosen(settings, mode=mode)
+            with job_running:
+                if job is None:
+                    return chosen(settings, mode=mode, translate=translate, stop=stop)
+                return chosen(settings, mode=mode)
 
         scheduler = build_scheduler(settings, plan, job=bound_job, first_run_times=catch_up)
-        # shutdown() from a thread: called inside the signal handler it would wait on the
-        # scheduler's own lock; wait=True there lets the job end (promptly: `stop` is set).
-        stopper = threading.Thread(target=scheduler.shutdown, kwargs={"wait": True}, daemon=True)
-        stopping.on_stop = stopper.start
+        # shutdown(wait=False) from a thread: inside the signal handler it would wait on the
+        # scheduler's own lock, and wait=True holds that lock while the job's listeners need it.
+        stopping.on_stop = lambda: threading.Thread(target=scheduler.shutdown, kwargs={"wait": False},
+                                                    daemon=True).start()
         with stopping:
             log.info("schedule: every day at %s %s (incremental)%s; grace %.1f h; pid %d", plan.at, plan.tz,
                      f", {plan.full_day} full" if plan.full_day else "", plan.misfire_grace_s / 3600, os.getpid())
             scheduler.start()
-        if stopper.is_alive():
-            stopper.join()  # the running job ends at its next item boundary; keep the lock till then
+        with job_running:  # a running job ends at its next item boundary (`stop` is set); keep the lock till then
+            pass
         log.info("schedule: stopped")
     finally:
         lock.release()
