@@ -6,13 +6,14 @@ import json
 
 from ..registry import discover
 from ..store import Store
+from . import require_database
 
 COUNT_FIELDS = ("fetched", "parsed", "out_of_range", "saved", "new", "updated", "unchanged", "unparseable", "dead_lettered")
 
 
 def register(sub) -> None:
     status = sub.add_parser("status", help="last run and counts per source")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_status)
 
 
@@ -59,6 +60,7 @@ def collect_status(store: Store, source_ids) -> dict:
 
 
 def cmd_status(args) -> int:
+    require_database(args.settings)
     store = Store(args.settings.db_path)
     try:
         report = collect_status(store, discover())
