@@ -420,8 +420,8 @@ class HttpClient:
                                     + (f" ({network_exc})" if network_exc else ""), url=url, status=status)
                 self._count("retries/transient")
                 wait = min(UNREACHABLE_WAIT_S, self._backoff(1)) if unreachable else self._backoff(transient_attempts)
-                log.warning("%s: transient failure, retry %d/%d in %.1fs", where, transient_attempts,
-                            self.settings.max_retries, wait)
+                log.warning("%s: %s, retry %d/%d in %.1fs", where, "host unreachable" if unreachable
+                            else "transient failure", transient_attempts, retries, wait)
                 self.sleep(wait)
                 continue
             if error_kind == "blocked":
