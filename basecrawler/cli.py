@@ -28,6 +28,7 @@ from .config import Settings
 from .errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+COMMAND_ENTRY_POINTS = "basecrawler.commands"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         if hasattr(module, "register"):
             module.register(sub)
+    for entry_point in importlib.metadata.entry_points(group=COMMAND_ENTRY_POINTS):
+        # Sub-commands of installed packages (translate); one that fails to load is left out.
+        try:
+            entry_point.load()(sub)
+        except Exception as exc:
+            logging.getLogger("basecrawler").warning("command %s could not be loaded: %s", entry_point.name, exc)
     for subparser in _subparsers(parser):
         _global_options(subparser, lambda _value: argparse.SUPPRESS)
     return parser

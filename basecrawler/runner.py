@@ -39,11 +39,15 @@ class RunSummary:
 
     @property
     def failed_sources(self) -> list[str]:
-        return [r.source for r in self.results if not r.ok] + list(self.crashed)
+        return [r.source for r in self.results if not r.ok and r.status != "interrupted"] + list(self.crashed)
+
+    @property
+    def interrupted_sources(self) -> list[str]:
+        return [r.source for r in self.results if r.status == "interrupted"]
 
     @property
     def ok(self) -> bool:
-        return not self.failed_sources and not self.not_started
+        return not self.failed_sources and not self.stopped
 
     @property
     def all_unreachable(self) -> bool:
@@ -57,9 +61,10 @@ class RunSummary:
 
     def summary_line(self) -> str:
         total = len(self.results) + len(self.crashed) + len(self.not_started)
-        line = (f"{total} sources: {total - len(self.failed_sources) - len(self.not_started)} succeeded, "
-                f"{len(self.failed_sources)} failed or suspect"
-                + (f", {len(self.not_started)} not started (stopped)" if self.not_started else "")
+        succeeded = sum(1 for r in self.results if r.ok)
+        line = (f"{total} sources: {succeeded} succeeded, {len(self.failed_sources)} failed or suspect"
+                + (f", {len(self.interrupted_sources)} interrupted" if self.interrupted_sources else "")
+                + (f", {len(self.not_started)} not started" if self.not_started else "")
                 + " (" + ", ".join(f"{s}={status}" for s, status in self.statuses().items()) + ")")
         return line
 
@@ -91,8 +96,9 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
     summary.stopped = summary.stopped or bool(stop is not None and stop.is_set())
     if summary.not_started:
         log.warning("stopped on request; not started: %s", ", ".join(summary.not_started))
-    if len(crawlers) > 1:
-        (log.info if summary.ok else log.error)("all: %s", summary.summary_line())
+    if len(crawlers) > 1:  # ERROR only when a source failed; a requested stop is handled (WARNING)
+        level = logging.ERROR if summary.failed_sources else logging.WARNING if summary.stopped else logging.INFO
+        log.log(level, "all: %s", summary.summary_line())
     if summary.all_unreachable:
         log.error(REPLAY_HINT)
     return summary
