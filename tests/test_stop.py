@@ -84,7 +84,9 @@ def _stop_mid_job(process, server, sig) -> float:
     finally:
         if process.poll() is None:
             process.kill()
-    return time.monotonic() - sent
+    took = time.monotonic() - sent
+    print(f"stopped {took:.2f} s after {signal.Signals(sig).name}")  # shown with -s
+    return took
 
 
 def _runs(db_path):
