@@ -25,6 +25,7 @@ import sys
 
 from . import commands
 from .config import Settings
+from .commands import check_folder_of
 from .errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.verbose, args.quiet)
     try:
         args.settings = Settings.from_env(db_path=args.db)
+        check_folder_of(args.settings.db_path)
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"basecrawler: {exc}", file=sys.stderr)

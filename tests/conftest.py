@@ -1,6 +1,7 @@
 import importlib.util
 import logging
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,19 @@ def _no_network(tmp_path_factory, monkeypatch):
     report = tmp_path_factory.mktemp("netguard") / "violations.txt"
     monkeypatch.setenv("NETGUARD_LOG", str(report))
     netguard.violations.clear()
+    real_init = subprocess.Popen.__init__
+
+    def guarded_init(self, *args, **kwargs):
+        # A child given its own environment (e.g. PYTHONPATH=REPO) still loads the guard.
+        if kwargs.get("env") is not None:
+            env = dict(kwargs["env"])
+            env.setdefault("NETGUARD_LOG", str(report))
+            if str(NETGUARD_DIR) not in env.get("PYTHONPATH", "").split(os.pathsep):
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (str(NETGUARD_DIR), env.get("PYTHONPATH")) if p)
+            kwargs["env"] = env
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded_init)
     yield
     seen = list(netguard.violations) + (report.read_text().splitlines() if report.exists() else [])
     netguard.violations.clear()

@@ -216,12 +216,18 @@ def test_export_into_an_unwritable_folder_is_one_line_and_exit_3(filled_db, tmp_
     assert err == f"basecrawler: cannot use {locked / 'x.csv'}: Permission denied\n"
 
 
+def test_export_under_a_file_is_one_line_and_exit_3(filled_db, tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["--db", str(filled_db), "export", "-o", str(blocker / "x.csv")]) == 3
+    assert capsys.readouterr().err == f"basecrawler: cannot use {blocker}: is a file, not a folder\n"
+
+
 def test_a_database_under_a_folder_that_cannot_be_created_is_one_line_and_exit_3(tmp_path, fake_registry, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     assert main(["--db", str(blocker / "sub" / "x.db"), "run", "--source", "ga"]) == 3
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"basecrawler: cannot use {blocker}")
+    assert capsys.readouterr().err == f"basecrawler: cannot use {blocker}: is a file, not a folder\n"
 
 
 def test_browse_on_a_port_in_use_is_one_line_and_exit_3(filled_db, capsys, monkeypatch):

@@ -58,3 +58,11 @@ def test_a_child_process_is_guarded_too(guard_report):
                           capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "refused"
     assert any("203.0.113.5" in line for line in guard_report())
+
+
+def test_a_child_process_with_its_own_environment_is_guarded_too(guard_report):
+    code = "import socket\ntry:\n    socket.getaddrinfo('example.org', 80)\nexcept OSError:\n    print('refused')"
+    done = subprocess.run([sys.executable, "-c", code], env={"PATH": os.environ.get("PATH", "")},
+                          capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "refused"
+    assert any("example.org" in line for line in guard_report())

@@ -32,3 +32,16 @@ def check_source(source_id, known) -> None:
 
     if source_id is not None and source_id not in known:
         raise UnknownSource(source_id, sorted(known))
+
+
+def check_folder_of(path) -> None:
+    """The nearest existing ancestor of `path` must be a folder: `mkdir -p` under a file fails
+    with a puzzling "File exists"; say plainly which part is a file (an OSError: exit 3)."""
+    import errno
+    from pathlib import Path
+
+    for folder in Path(path).absolute().parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "is a file, not a folder", str(folder))
+            return

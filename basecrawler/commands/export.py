@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from ..export import FORMATS, export_recalls
 from ..registry import discover
 from ..store import Store
-from . import check_source, require_database
+from . import check_folder_of, check_source, require_database
 from .search import add_filter_arguments, filter_from_args
 
 log = logging.getLogger("basecrawler")
@@ -43,6 +43,8 @@ def cmd_export(args) -> int:
     check_source(args.source, discover())
     if args.output != "-" and Path(args.output).is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name with -o", args.output)
+    if args.output != "-":
+        check_folder_of(args.output)
     filters = filter_from_args(args, args.text)
     store = Store(args.settings.db_path)
     started = time.monotonic()
