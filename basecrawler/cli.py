@@ -5,7 +5,7 @@ with `register(subparsers)`; this module only builds the parser, sets up logging
 errors into exit codes, one line each and never a traceback for an expected problem:
 
     0  ok
-    1  a source failed or is suspect (a job failed)
+    1  a source failed or is suspect (a job failed); the database cannot be opened
     2  usage or configuration: bad option, unknown source, missing --replay folder,
        no database at PATH (read commands never create one)
     3  a file, folder or port cannot be used: unwritable or missing folder, output is a
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"basecrawler: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:  # OperationalError, and "file is not a database"
         print(f"basecrawler: database error on {args.settings.db_path}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except BrokenPipeError:

@@ -284,3 +284,10 @@ def test_the_scheduler_lock_files_are_ignored_by_git():
     names = ["basecrawler.db.schedule.lock", "basecrawler.db.scheduler.lock", "data/x.db.scheduler.lock"]
     done = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=REPO, capture_output=True, text=True)
     assert done.stdout.split() == names
+
+
+def test_a_file_that_is_not_a_database_is_one_line_and_exit_1(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("these are not the recalls you are looking for\n" * 200)
+    assert main(["status", "--db", str(notes)]) == 1
+    assert capsys.readouterr().err == f"basecrawler: database error on {notes}: file is not a database\n"
