@@ -77,3 +77,31 @@ def test_a_live_process_keeps_its_running_row_and_partial_file(tmp_path):
     assert [p for p, _ in sweep_partial_downloads(tmp_path / "tmp")] == [gone]
     assert mine.exists()
     store.close()
+
+
+def test_ctrl_c_during_a_run_records_it_as_interrupted(tmp_path):
+    """KeyboardInterrupt still reaches the caller, but the row says what happened instead of
+    staying at `running` until the next run calls it crashed."""
+    import pytest
+
+    from basecrawler import BaseCrawler, Store
+    from basecrawler.testing import fast_settings
+
+    class Interrupted(BaseCrawler):
+        source = "ctrlc"
+        country = "XX"
+        endpoints = {"site": "https://demo.example"}
+
+        def fetch(self):
+            yield {"id": "A"}
+            raise KeyboardInterrupt
+
+        def parse(self, raw):
+            return {"recall_number": raw["id"], "recall_date": "2024-01-01"}
+
+    db = str(tmp_path / "int.db")
+    store = Store(db)
+    with pytest.raises(KeyboardInterrupt):
+        Interrupted(store, settings=fast_settings(db), mode="full").run()
+    assert [r["status"] for r in store.query("SELECT status FROM crawl_runs")] == ["interrupted"]
+    store.close()
