@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from basecrawler import BaseCrawler, Skip
 from basecrawler.replay import save_exchange
-from basecrawler.testing import LoopbackServer, Reply, fast_settings
+from basecrawler.testing import LoopbackServer, Reply
 from sources.ca import COLUMNS
 
 from quirks_support import REPLAY_DIR, cli, recall, rows
