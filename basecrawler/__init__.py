@@ -3,14 +3,14 @@
 Public API for source authors and tools.
 """
 from .config import Settings
-from .crawler import BaseCrawler, Raw, RunCounts, RunResult
+from .crawler import BaseCrawler, Raw, RunCounts, RunResult, Skip
 from .errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
                      NotFound, RateLimited, ReplayMiss, SourceFailed, Transient, UnexpectedContent, UnknownSource)
 from .model import Recall
 from .store import Store
 
 __all__ = [
-    "BaseCrawler", "Raw", "RunCounts", "RunResult", "Recall", "Store", "Settings",
+    "BaseCrawler", "Raw", "RunCounts", "RunResult", "Skip", "Recall", "Store", "Settings",
     "CrawlerError", "ConfigError", "UnknownSource", "DuplicateSource", "SourceFailed", "ReplayMiss",
     "FetchError", "RateLimited", "Blocked", "Transient", "NotFound", "CredentialsRejected", "UnexpectedContent",
 ]

@@ -1,6 +1,20 @@
 """BaseCrawler: the fixed pipeline fetch → parse → date filter → COALESCE upsert →
 enrichment → run log. A source implements `fetch()` and `parse()` (and optionally
 `fetch_detail()`); `run()` is final and owns everything else.
+
+The run line adds up. An item that `fetch()` yields either produces records (one or several:
+a jp list PDF or a ca row group holds many), or produces none and is then counted exactly once
+as `skipped` (by design: `Skip(reason)` or nothing returned) or `unparseable` (parse failed and
+the item is a dead letter). Every record then ends in exactly one of `out_of_range`, `new`,
+`updated`, `unchanged`, `merged` (its key was already produced earlier in this run: the same
+recall in two weekly reports) or `store_failed` (a dead letter). So, per run:
+
+    parsed   = out_of_range + new + updated + unchanged + merged + store_failed
+    fetched  = items with records + skipped + unparseable       (fetched = parsed when 1:1)
+
+`saved` is new + updated + unchanged. `dead_lettered` counts every dead letter of the run:
+unparseable items, store failures, and letters a source writes itself for things that never
+became an item (a weekly report that would not download, one bad part of a list PDF).
 """
 from __future__ import annotations
 
@@ -16,6 +30,7 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from .config import Settings, endpoint_override
+from .dates import SENTINEL_DATE, is_plausible_date
 from .errors import CrawlerError, FetchError, NotFound, SourceFailed
 from .model import Recall
 from .runlock import RunLock
@@ -37,8 +52,19 @@ class Raw:
     response_sha256: str | None = None
 
 
+class Skip(Exception):
+    """Raised (or returned) by parse() for an item that is not a recall by design, with a short
+    reason that the run line counts ("not a vehicle", "no recall number")."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 @dataclass
 class RunCounts:
+    """See the module docstring for the equations these counts satisfy."""
+
     fetched: int = 0
     parsed: int = 0
     out_of_range: int = 0
@@ -46,8 +72,16 @@ class RunCounts:
     new: int = 0
     updated: int = 0
     unchanged: int = 0
+    merged: int = 0
+    skipped: int = 0
+    skip_reasons: dict = field(default_factory=dict)
     unparseable: int = 0
+    store_failed: int = 0
     dead_lettered: int = 0
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        self.skip_reasons[reason] = self.skip_reasons.get(reason, 0) + 1
 
 
 @dataclass
@@ -67,10 +101,12 @@ class RunResult:
 
     def summary_line(self) -> str:
         c = self.counts
+        reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(c.skip_reasons.items()))
         line = (
             f"{self.source}: fetched {c.fetched} → parsed {c.parsed} → out of range {c.out_of_range} → "
-            f"saved {c.saved} (new {c.new}, updated {c.updated}, unchanged {c.unchanged}) → "
-            f"unparseable {c.unparseable} → dead-lettered {c.dead_lettered} [{self.status} {self.duration_s:.1f}s]"
+            f"saved {c.saved} (new {c.new}, updated {c.updated}, unchanged {c.unchanged}) → merged {c.merged} → "
+            f"skipped {c.skipped}{f' ({reasons})' if reasons else ''} → unparseable {c.unparseable} → "
+            f"store failed {c.store_failed} → dead-lettered {c.dead_lettered} [{self.status} {self.duration_s:.1f}s]"
         )
         if self.error:
             line += f" — {self.error}"
@@ -119,6 +155,8 @@ class BaseCrawler(abc.ABC):
         self._http = None
         self.run_id: int | None = None
         self.counts = RunCounts()
+        self._stored_keys: set[tuple[str, str]] = set()
+        self._transport_bases: list[tuple[str, str]] | None = None
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
 
     # ---- what a source implements -----------------------------------------------------
@@ -155,6 +193,24 @@ class BaseCrawler(abc.ABC):
         if path and not path.startswith("/"):
             path = "/" + path
         return self.endpoint(endpoint) + path
+
+    def public_url(self, url: str) -> str:
+        """A URL on an overridden endpoint (mirror, proxy, test server) written back on the
+        source's declared public host: the override is transport, never what a record links to."""
+        for transport_base, public_base in self._overridden_bases():
+            if url.startswith(transport_base) and url[len(transport_base):len(transport_base) + 1] in ("", "/", "?", "#"):
+                return public_base + url[len(transport_base):]
+        return url
+
+    def _overridden_bases(self) -> list[tuple[str, str]]:
+        if self._transport_bases is None:
+            bases = []
+            for name, declared in self.endpoints.items():
+                override = endpoint_override(self.source, name)
+                if override:
+                    bases.append((_origin(override), _origin(declared)))
+            self._transport_bases = bases
+        return self._transport_bases
 
     @property
     def http(self):
@@ -209,6 +265,8 @@ class BaseCrawler(abc.ABC):
         started = time.monotonic()
         self.counts = RunCounts()
         lock = RunLock(self.store.path, self.settings.lock_timeout_s)
+        self._stored_keys = set()
+        self._transport_bases = None
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
         if lock.try_acquire():
             self.run_id = self.store.start_run(self.source, self.mode, "running", os.getpid())
@@ -222,6 +280,7 @@ class BaseCrawler(abc.ABC):
             if waiting:
                 lock.acquire()  # may time out (BASECRAWLER_LOCK_TIMEOUT): a failed run, not a stuck row
                 self.store.update_run(self.run_id, status="running")
+            self._recover_after_crash()
             self._resolve_window()
             self.store.update_run(self.run_id, since=_iso(self.since), until=_iso(self.until))
             self._pipeline(result)
@@ -231,6 +290,10 @@ class BaseCrawler(abc.ABC):
             result.status = "failed"
             result.error = _describe(exc)
             log.error("%s: source failed: %s", self.source, result.error, exc_info=not isinstance(exc, CrawlerError))
+        except BaseException as exc:  # Ctrl-C / SystemExit: recorded as such, then passed on
+            result.status = "interrupted"
+            result.error = type(exc).__name__
+            raise
         finally:
             if self._progress is not None and hasattr(self._progress, "close"):
                 self._progress.close()
@@ -258,7 +321,7 @@ class BaseCrawler(abc.ABC):
                 try:
                     if raw is None:  # only the whole response was kept: not one item parse() can take
                         raise ValueError("no raw item was kept for this letter; the next crawl fetches it again")
-                    records = list(self._records_from(raw))
+                    records = [self.prepare_record(r) for r in self._records_from(raw)]
                     stored = self.store.upsert_recalls(records, source=self.source, raws=[raw] * len(records))
                     if stored.failed:
                         error = stored.failed[0][1]
@@ -286,6 +349,8 @@ class BaseCrawler(abc.ABC):
         produced = self.parse(raw)
         if produced is None:
             return
+        if isinstance(produced, Skip):
+            raise produced
         if isinstance(produced, (dict, Recall)):
             produced = [produced]
         for entry in produced:
@@ -308,6 +373,7 @@ class BaseCrawler(abc.ABC):
                 if self._progress is not None:
                     self._progress(self.counts.fetched, None)
                 for record, raw in self._parse_item(item):
+                    record = self.prepare_record(record)
                     if not self._in_window(record):
                         self.counts.out_of_range += 1
                         continue
@@ -337,8 +403,13 @@ class BaseCrawler(abc.ABC):
 
     def _parse_item(self, item: Any) -> Iterator[tuple[Recall, Any]]:
         raw = item.data if isinstance(item, Raw) else item
+        letters_before = self.counts.dead_lettered
         try:
             records = list(self._records_from(raw))
+        except Skip as skip:
+            self.counts.skip(skip.reason)
+            log.debug("%s: item skipped: %s", self.source, skip.reason)
+            return
         except ValidationError as exc:
             self.counts.unparseable += 1
             self.dead_letter(item, _short_validation(exc), stage="parse", kind="validation")
@@ -346,6 +417,12 @@ class BaseCrawler(abc.ABC):
         except Exception as exc:
             self.counts.unparseable += 1
             self.dead_letter(item, exc, stage="parse", kind="parse_error")
+            return
+        if not records:
+            if self.counts.dead_lettered > letters_before:
+                self.counts.unparseable += 1  # parse() kept its parts as dead letters itself
+            else:
+                self.counts.skip("no record")  # parse() returned nothing and said nothing
             return
         for record in records:
             self.counts.parsed += 1
@@ -356,11 +433,16 @@ class BaseCrawler(abc.ABC):
             return
         records = [record for record, _ in batch]
         outcome = self.store.upsert_recalls(records, source=self.source, raws=[raw for _, raw in batch])
-        self.counts.new += outcome.new
-        self.counts.updated += outcome.updated
-        self.counts.unchanged += outcome.unchanged
-        self.counts.saved += outcome.saved
+        self.counts.merged += outcome.merged  # same key twice in this batch: folded into one row
+        for key, what in outcome.by_key.items():
+            if key in self._stored_keys:
+                self.counts.merged += 1   # same key already stored by an earlier batch of this run
+                continue
+            self._stored_keys.add(key)
+            setattr(self.counts, what, getattr(self.counts, what) + 1)
+            self.counts.saved += 1
         for row, error in outcome.failed:
+            self.counts.store_failed += 1
             self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error",
                              recall_number=row.get("recall_number"))
         if self.has_detail_phase():
@@ -369,9 +451,56 @@ class BaseCrawler(abc.ABC):
             failed_keys = {(row.get("country"), row.get("recall_number")) for row, _ in outcome.failed}
             enrichment.enqueue(self, [r for r in records if (r.country, r.recall_number) not in failed_keys])
 
+    def prepare_record(self, record: Recall) -> Recall:
+        """What every record goes through before the date window and the store (also records
+        from the enrichment ladder and dead-letter retries): an implausible date becomes
+        date-unknown with the raw date kept, and links name the public site."""
+        update: dict[str, Any] = {}
+        extra = record.extra
+        if not record.date_unknown and not is_plausible_date(record.recall_date, self.today()):
+            log.warning("%s %s: recall date %s is implausible (before 1900 or after tomorrow); stored as "
+                        "date-unknown, raw date kept in extra", self.source, record.recall_number, record.recall_date)
+            extra = {**extra, "implausible_recall_date": record.recall_date.isoformat()}
+            update.update(recall_date=SENTINEL_DATE, date_unknown=True)
+        if self._overridden_bases():
+            if record.source_url:
+                update["source_url"] = self.public_url(record.source_url)
+            extra = self._public_links(extra)
+        if extra is not record.extra:
+            update["extra"] = extra
+        return record.model_copy(update=update) if update else record
+
+    def _public_links(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.public_url(value) if "://" in value else value
+        if isinstance(value, dict):
+            return {key: self._public_links(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._public_links(item) for item in value]
+        return value
+
+    def today(self) -> dt.date:
+        """Today (UTC) by the injected clock, so "after tomorrow" is testable."""
+        return dt.datetime.fromtimestamp(self._clock(), dt.timezone.utc).date()
+
+    def _recover_after_crash(self) -> None:
+        """Under the run lock: close run rows left by killed processes, drop their half downloads."""
+        from .http import sweep_partial_downloads
+
+        closed = self.store.close_dead_runs(exclude_run_id=self.run_id, lock_held=True)
+        if closed:
+            log.warning("%s: %d earlier run(s) whose process is gone marked crashed (ids %s)", self.source,
+                        len(closed), ", ".join(map(str, closed)))
+        # The HTTP client streams bodies into <db dir>/tmp (see HttpClient.download_to_file).
+        removed = sweep_partial_downloads(self.store.directory / "tmp")
+        if removed:
+            log.warning("%s: removed %d partial download(s) left by processes that are gone (%.1f MB)",
+                        self.source, len(removed), sum(size for _, size in removed) / 1e6)
+
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":
-            newest = self.store.newest_recall_date(self.source)
+            # Only plausible dates count: one stored 9999-12-31 must not filter out every new record.
+            newest = self.store.newest_recall_date(self.source, latest=self.today() + dt.timedelta(days=1))
             if newest:
                 overlap = max(self.settings.overlap_days, self.min_overlap_days)
                 self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)
@@ -427,6 +556,11 @@ def _as_date(value) -> dt.date | None:
     return dt.date.fromisoformat(str(value))
 
 
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def _iso(value: dt.date | None) -> str | None:
     return value.isoformat() if value else None
 
@@ -450,4 +584,4 @@ def _short_validation(exc: ValidationError) -> str:
     return "validation failed: " + "; ".join(parts)
 
 
-__all__ = ["BaseCrawler", "Interrupted", "Raw", "RunCounts", "RunResult", "MODES", "NotFound", "SourceFailed"]
+__all__ = ["BaseCrawler", "Interrupted", "Raw", "RunCounts", "RunResult", "Skip", "MODES", "NotFound", "SourceFailed"]

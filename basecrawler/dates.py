@@ -139,3 +139,18 @@ def _parse_month_name(s: str) -> dt.date | None:
 def utc_now_iso() -> str:
     """Current UTC time as ISO-8601 with an explicit offset (all stored timestamps use it)."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# A recall date before this is a typo or a placeholder (no motor-vehicle recall predates it);
+# one after tomorrow (tomorrow: time zones put a source a day ahead of UTC) is a placeholder
+# like 9999-12-31 or a misprinted year. Either would wreck the incremental watermark.
+EARLIEST_PLAUSIBLE_DATE = dt.date(1900, 1, 1)
+
+
+def latest_plausible_date(today: dt.date) -> dt.date:
+    return today + dt.timedelta(days=1)
+
+
+def is_plausible_date(value: dt.date, today: dt.date) -> bool:
+    """True when a recall could really carry this date: 1900-01-01 … tomorrow."""
+    return EARLIEST_PLAUSIBLE_DATE <= value <= latest_plausible_date(today)

@@ -228,7 +228,8 @@ def _apply(crawler, outcome: _Outcome, row: dict, stats: dict) -> None:
     number = item["recall_number"]
     if outcome.kind == "fields":
         try:
-            record = _merged_record(row, outcome.fields)
+            # Same checks as a crawled record: plausible date, links on the public host.
+            record = crawler.prepare_record(_merged_record(row, outcome.fields))
         except (ValidationError, TypeError, ValueError) as exc:
             _failed_once(crawler, item, exc, raw=outcome.fields, kind="validation")
             stats["errors"] += 1

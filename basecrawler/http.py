@@ -15,6 +15,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 import socket
 import tempfile
 import threading
@@ -239,7 +240,7 @@ class HttpClient:
         tmp_dir.mkdir(parents=True, exist_ok=True)
 
         def send():
-            fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
             digest, size = hashlib.sha256(), 0
             try:
                 with os.fdopen(fd, "wb") as out, self._client.stream("GET", url, headers=attempt_headers) as response:
@@ -263,7 +264,7 @@ class HttpClient:
         if response.status_code == 304:
             path.unlink()
             self._count("not_modified")
-            fd, name = tempfile.mkstemp(dir=tmp_dir, suffix=".part")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
             with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
                 import shutil
                 shutil.copyfileobj(src, out, 1 << 20)
@@ -484,3 +485,41 @@ def _peek_file(path: Path, size: int = 1024) -> bytes:
 
 
 __all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError"]
+
+
+# ---- partial downloads left by killed processes ------------------------------------------
+# A body is streamed to `<db dir>/tmp/dl-<pid>-XXXX.part`; a process killed mid-download
+# (kill -9, OOM) leaves it behind, full size for the ~200 MB Canada file. The pid in the name
+# says whose it is, so the next run can remove the files of processes that are gone.
+_PARTIAL_RE = re.compile(r"^dl-(\d+)-.*\.part$")
+# A `.part` without a pid (written before the pid was in the name) is removed once it is old.
+LEGACY_PARTIAL_AGE_S = 3600
+
+
+def partial_prefix() -> str:
+    return f"dl-{os.getpid()}-"
+
+
+def sweep_partial_downloads(directory: Path, *, now: float | None = None, legacy: bool = True) -> list[tuple[Path, int]]:
+    """Remove partial downloads whose process is gone; returns (path, size) of each removed.
+    `legacy=False` leaves `.part` files without our name pattern alone (a shared temp dir)."""
+    from .store import pid_alive
+
+    removed = []
+    if not directory.is_dir():
+        return removed
+    now = time.time() if now is None else now
+    for path in directory.glob("*.part"):
+        match = _PARTIAL_RE.match(path.name)
+        try:
+            stat = path.stat()
+            if match:
+                if pid_alive(int(match.group(1))):
+                    continue
+            elif not legacy or now - stat.st_mtime < LEGACY_PARTIAL_AGE_S:
+                continue
+            path.unlink()
+        except FileNotFoundError:
+            continue  # its owner finished with it meanwhile
+        removed.append((path, stat.st_size))
+    return removed

@@ -9,6 +9,8 @@ or "9,972台" become integers, an unreadable date becomes the 1970-01-01 sentine
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import math
 import re
 from typing import Any
 
@@ -28,7 +30,14 @@ TEXT_FIELDS = (
 ORIGINAL_COLUMNS = tuple(f"{name}_original" for name in TEXT_FIELDS)
 KOREAN_COLUMNS = tuple(f"{name}_ko" for name in TEXT_FIELDS)
 
+log = logging.getLogger(__name__)
+
 MODEL_YEAR_SENTINELS = {"9999", "0", "0000", ""}
+# The largest vehicle count a recall can plausibly have. The biggest recalls on record (the
+# Takata inflators) name tens of millions of vehicles; a billion is more than any market's
+# whole fleet, so a larger number is a misprint or a unit mix-up, never a count. It is also far
+# below SQLite's INTEGER limit (2^63-1), which 10^23 overflowed and cost the whole record.
+MAX_AFFECTED_UNITS = 1_000_000_000
 _UNITS_RE = re.compile(r"^\s*(\d[\d,]*)(?:\.(\d+))?\s*(?:台|units?|vehicles?)?\s*$", re.IGNORECASE)
 _YEAR_RANGE_RE = re.compile(r"^(\d{4})\s*[-–~〜]\s*(\d{4})$")
 
@@ -50,12 +59,20 @@ def blank_to_none(value: Any) -> Any:
 
 
 def parse_units(value: Any) -> int | None:
-    """'2,700.00' → 2700, '9,972台' → 9972, '96310' → 96310; anything else → None."""
+    """'2,700.00' → 2700, '9,972台' → 9972, '96310' → 96310; anything else → None (negative,
+    fractional, non-finite or above MAX_AFFECTED_UNITS included)."""
+    units = _units_or_none(value)
+    return units if units is not None and units <= MAX_AFFECTED_UNITS else None
+
+
+def _units_or_none(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
     if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
         return int(value) if value >= 0 and value == int(value) else None
     m = _UNITS_RE.match(normalize_digits(str(value)))
     if not m:
@@ -63,6 +80,20 @@ def parse_units(value: Any) -> int | None:
     if m.group(2) and int(m.group(2)) != 0:
         return None  # a fractional vehicle count is not a count
     return int(m.group(1).replace(",", ""))
+
+
+_NUMBER_LIKE_RE = re.compile(r"^\s*[-+−]?\s*(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?\s*(?:台|units?|vehicles?)?\s*$",
+                             re.IGNORECASE)
+
+
+def is_number_like(value: Any) -> bool:
+    """A number, or text written as one ("-5", "1e400", "100000000000000000000000", "inf")."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    text = normalize_digits(str(value)).strip().lower()
+    return bool(_NUMBER_LIKE_RE.match(text)) or text.lstrip("+-") in ("inf", "infinity", "nan")
 
 
 def normalize_model_year(value: Any) -> str | None:
@@ -135,6 +166,17 @@ class Recall(BaseModel):
             data["recall_date"] = parsed
         if data.get("extra") is None:
             data["extra"] = {}
+        raw_units = data.get("affected_units")
+        if raw_units is not None:
+            units = parse_units(raw_units)
+            if units is None and is_number_like(raw_units):
+                # A number that does not fit a count (negative, fractional, 1e400, 10^23) must not
+                # cost the recall (10^23 overflowed SQLite's INTEGER and lost it): stored as
+                # unknown, the published value kept for a reader.
+                data["extra"] = {**data["extra"], "unparsed_affected_units": str(raw_units)[:200]}
+                log.warning("%s %s: affected_units %.60r is not a plausible count; stored as unknown, raw value kept "
+                            "in extra", data.get("country") or "", data.get("recall_number") or "", str(raw_units))
+                data["affected_units"] = None
         if data.get("source_lang") is None:
             data.pop("source_lang", None)
         return data
@@ -152,6 +194,8 @@ class Recall(BaseModel):
     @field_validator("affected_units", mode="before")
     @classmethod
     def _units(cls, value: Any) -> int | None:
+        # A number that does not fit was already set aside by the normaliser; what is left
+        # unreadable here is text that is no number at all ("many"): a validation failure.
         if value is None:
             return None
         units = parse_units(value)

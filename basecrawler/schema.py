@@ -205,7 +205,16 @@ def _m002_fts(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')")
 
 
-MIGRATIONS = [_m001_core, _m002_fts]
+def _m003_run_counts(db: sqlite_utils.Database) -> None:
+    """Counts that make the run line add up (issue #13 point 5): records merged into another
+    of the same run, items skipped by design (with reason counts as JSON), store failures."""
+    existing = db["crawl_runs"].columns_dict
+    for name, kind in (("merged", int), ("skipped", int), ("skip_reasons", str), ("store_failed", int)):
+        if name not in existing:
+            db["crawl_runs"].add_column(name, kind)
+
+
+MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts]
 
 
 def migrate(db: sqlite_utils.Database) -> int:

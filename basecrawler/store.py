@@ -14,6 +14,7 @@ import base64
 import contextlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -48,6 +49,8 @@ class UpsertResult:
     updated: int = 0
     unchanged: int = 0
     failed: list[tuple[dict, str]] = field(default_factory=list)  # (row, error)
+    merged: int = 0   # rows folded into another row of the same key in this batch
+    by_key: dict[tuple[str, str], str] = field(default_factory=dict)  # key → new / updated / unchanged
 
     @property
     def saved(self) -> int:
@@ -58,6 +61,8 @@ class UpsertResult:
         self.updated += other.updated
         self.unchanged += other.unchanged
         self.failed.extend(other.failed)
+        self.merged += other.merged
+        self.by_key.update(other.by_key)
 
 
 def is_locked_error(exc: BaseException) -> bool:
@@ -181,8 +186,10 @@ class Store:
             row["source"] = source
             row["_raw"] = raws[index] if raws is not None else row
             rows.append(row)
-        rows = _fold_same_key(rows)
-        return self.write(lambda db: self._upsert_batch(db, rows))
+        folded = _fold_same_key(rows)
+        result = self.write(lambda db: self._upsert_batch(db, folded))
+        result.merged += len(rows) - len(folded)
+        return result
 
     def _upsert_batch(self, db, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
@@ -197,13 +204,13 @@ class Store:
             merged = _merge(old, row)
             if _column_values(merged) == _column_values(old):
                 result.unchanged += 1
+                result.by_key[(row["country"], row["recall_number"])] = "unchanged"
             else:
                 to_write.append((merged | {"_raw": row["_raw"]}, "updated"))
         for row, outcome in self._write_bisecting(db, to_write, now):
-            if outcome == "new":
-                result.new += 1
-            elif outcome == "updated":
-                result.updated += 1
+            if outcome in ("new", "updated"):
+                setattr(result, outcome, getattr(result, outcome) + 1)
+                result.by_key[(row["country"], row["recall_number"])] = outcome
             else:
                 result.failed.append((row, outcome))
         return result
@@ -252,8 +259,14 @@ class Store:
         db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         yield from items
 
-    def newest_recall_date(self, source: str) -> str | None:
-        return self.scalar("SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0", [source])
+    def newest_recall_date(self, source: str, latest=None) -> str | None:
+        """Newest known recall date of a source (the incremental watermark). With `latest`, a
+        date after it (a 9999-12-31 stored before dates were checked) does not count."""
+        if latest is None:
+            return self.scalar("SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0", [source])
+        return self.scalar(
+            "SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0 "
+            "AND recall_date >= '1900-01-01' AND recall_date <= ?", [source, latest.isoformat()])
 
     def count_recalls(self, source: str | None = None) -> int:
         if source is None:
@@ -286,6 +299,26 @@ class Store:
         fields = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
         assignments = ", ".join(f"[{k}] = ?" for k in fields)
         self.write(lambda db: db.conn.execute(f"UPDATE crawl_runs SET {assignments} WHERE id = ?", [*fields.values(), run_id]))
+
+    def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
+        """Mark `running` / `waiting` rows whose process is gone as `crashed` (kill -9, power
+        loss: the process never wrote its end). Returns their ids.
+
+        A row is dead when its pid no longer exists; a `running` row is also dead when the
+        caller holds the run lock (`lock_held`) and the row is not this process's: the lock
+        is an flock the kernel releases when its holder dies, so nobody else can be running,
+        whatever process now carries a reused pid."""
+        rows = self.query("SELECT id, pid, status FROM crawl_runs WHERE status IN ('running', 'waiting')")
+        dead = [row["id"] for row in rows if row["id"] != exclude_run_id and (
+            not pid_alive(row["pid"]) or (lock_held and row["status"] == "running" and row["pid"] != os.getpid()))]
+        if dead:
+            now = utc_now_iso()
+            marks = ",".join("?" * len(dead))
+            self.write(lambda db: db.conn.execute(
+                f"UPDATE crawl_runs SET status = 'crashed', finished_at = COALESCE(finished_at, ?), "
+                f"error = COALESCE(error, 'the process ended without closing its run (killed or crashed)') "
+                f"WHERE id IN ({marks}) AND status IN ('running', 'waiting')", [now, *dead]))
+        return dead
 
     def last_run(self, source: str) -> dict | None:
         rows = self.query("SELECT * FROM crawl_runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source])
@@ -326,6 +359,21 @@ class Store:
 
     def get_meta(self, key: str) -> str | None:
         return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists (a pid we may not signal still exists)."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
 
 
 # ---- upsert helpers (pure) ------------------------------------------------------------

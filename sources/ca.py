@@ -91,6 +91,8 @@ class CanadaCrawler(BaseCrawler):
 
     def parse(self, raw: dict) -> dict:
         number = raw["recall_number"]
+        if number is None:
+            raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
         first = raw["rows"][0]
         rows = [first] + [{**first, **sparse} for sparse in raw["rows"][1:]]
 
@@ -201,7 +203,9 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
         for line_number, cells in enumerate(reader, start=2):
             if len(cells) <= index[NUMBER] or not cells[index[NUMBER]].strip():
                 if any(cell.strip() for cell in cells):
-                    log.warning("ca: row %d has no recall number; skipped: %r", line_number, cells[:3])
+                    # Not a silent skip: handed on as an item of its own, which parse() turns
+                    # into a dead letter that keeps the row (the run line counts it).
+                    yield {"recall_number": None, "line": line_number, "rows": [dict(zip(names, cells))]}
                 continue
             if len(cells) != len(names):
                 log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), len(names))
@@ -260,11 +264,16 @@ def _first_date(rows: list[dict]) -> str | None:
     return next((value for value in raw_values if value), None)
 
 
-def affected_units(rows: list[dict]) -> tuple[int | None, list[int]]:
-    """The recall's count (repeated on every row, so taken once) and the distinct values seen."""
+def affected_units(rows: list[dict]) -> tuple[int | str | None, list[int]]:
+    """The recall's count (repeated on every row, so taken once) and the distinct values seen.
+    When no row's value is a readable count, the raw text goes to the model, which keeps it
+    in extra and warns (a silent None hid "-5" and "1e400")."""
     distinct = {row.get("UNIT_AFFECTED_NBR") for row in rows}
     reported = sorted({units for units in map(parse_units, distinct) if units is not None})
-    return (reported[-1] if reported else None), reported
+    if not reported:
+        raw = sorted(value.strip() for value in distinct if value and value.strip())
+        return (raw[0] if raw else None), reported
+    return reported[-1], reported
 
 
 def split_comment(comment: str | None) -> dict[str, str]:

@@ -1,0 +1,60 @@
+"""Issue #13 point 11: with every endpoint overridden to a loopback server (a mirror, proxy or
+test server), the stored links still name each source's public site: the override is
+transport, not identity. Each loopback server answers from that host's replay folder."""
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+
+from quirks_support import cli, rows, replay_server
+
+# (source, endpoint, public host whose replay folder the loopback server serves)
+ENDPOINTS = [("us", "bulk", "data.transportation.gov"), ("us", "detail", "api.nhtsa.gov"),
+             ("ca", "data", "opendatatc.tc.canada.ca"), ("eu", "site", "ec.europa.eu"),
+             ("jp", "site", "www.mlit.go.jp"), ("au", "site", "www.vehiclerecalls.gov.au")]
+
+
+def links(value):
+    """Every string in a JSON value that looks like a URL."""
+    if isinstance(value, str):
+        return [value] if "://" in value else []
+    if isinstance(value, dict):
+        return [link for item in value.values() for link in links(item)]
+    if isinstance(value, list):
+        return [link for item in value for link in links(item)]
+    return []
+
+
+def test_every_source_stores_public_links_behind_an_endpoint_override(tmp_path):
+    db = tmp_path / "links.db"
+    with ExitStack() as stack:
+        env, servers = {}, []
+        for source, endpoint, host in ENDPOINTS:
+            servers.append(stack.enter_context(replay_server(host)))
+            env[f"BASECRAWLER_{source.upper()}_{endpoint.upper()}_URL"] = servers[-1].url
+        done = cli(db, "run", "--all", "--mode", "full", env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert all(server.requests for server in servers)   # every endpoint really went to its loopback server
+
+    stored = rows(db, "SELECT source, recall_number, source_url, extra FROM recalls")
+    assert {r["source"] for r in stored} == {"us", "ca", "eu", "jp", "au"}
+    for row in stored:
+        every = links(json.loads(row["extra"] or "{}")) + [row["source_url"] or ""]
+        assert not any("127.0.0.1" in link or "localhost" in link for link in every), (row["source"], every)
+
+    by_source = {}
+    for row in stored:
+        by_source.setdefault(row["source"], []).append(row)
+    # jp: the press pages and list PDFs named in the replayed feed, on the MLIT site.
+    jp_extra = [json.loads(r["extra"]) for r in by_source["jp"]]
+    assert {e["press_url"] for e in jp_extra} == {
+        f"https://www.mlit.go.jp/report/press/jidosha08_hh_{n}.html" for n in ("005190", "005217", "005221", "005222")}
+    assert {e["pdf_url"] for e in jp_extra} == {
+        f"https://www.mlit.go.jp/report/press/content/{n}.pdf" for n in ("001759001", "001761650", "001761787", "001761801")}
+    assert all(r["source_url"] == json.loads(r["extra"])["press_url"] for r in by_source["jp"])
+    assert all(r["source_url"] == f"https://www.vehiclerecalls.gov.au/recalls/{r['recall_number'].lower()}"
+               for r in by_source["au"])
+    assert all(r["source_url"].startswith("https://ec.europa.eu/safety-gate-alerts/screen/webReport/alertDetail/")
+               for r in by_source["eu"])
+    assert all(r["source_url"].startswith("https://wwwapps.tc.gc.ca/") for r in by_source["ca"])
+    assert all(r["source_url"].startswith("https://www.nhtsa.gov/") for r in by_source["us"] if r["source_url"])
