@@ -156,20 +156,21 @@ def _length_ratio(source, output, lang, protected):
 
 # ---- codes -------------------------------------------------------------------------------
 def _codes_kept(source, output, exempt=()):
-    """Every code of the source must be in the output as a whole token: ECU → ECM, ４Ｖ２０ → 4B20
-    keep every digit and most of the length, so only this check sees them."""
-    folded_output = fold(output)
+    """Every code of the source must be in the output, whole, as many times: ECU → ECM or
+    ４Ｖ２０ → 4B20 keep every digit and most of the length, so only this check sees them; and
+    one of two ABS changed still leaves an ABS (the worker demands every masked slot back too)."""
+    folded_output = unicodedata.normalize("NFKC", fold(output))
     skip = {unicodedata.normalize("NFKC", term).casefold() for term in exempt}
+    wanted = Counter(unicodedata.normalize("NFKC", source[a:b]) for a, b in code_spans(source))
     missing = []
-    for start, end in code_spans(source):
-        code = unicodedata.normalize("NFKC", source[start:end])
-        if code.casefold() in skip or any(code.casefold() in term for term in skip):
+    for code, count in wanted.items():
+        if any(code.casefold() in term for term in skip):
             continue
-        token = re.compile(r"(?<![A-Za-z0-9])" + re.escape(code) + r"(?![A-Za-z0-9])")
-        if not token.search(unicodedata.normalize("NFKC", folded_output)):
+        token = re.compile(r"(?<![A-Za-z0-9])" + re.escape(code) + r"(?=s?(?![A-Za-z0-9]))")
+        if len(token.findall(folded_output)) < count:
             missing.append(code)
     if missing:
-        return "code missing: " + ", ".join(dict.fromkeys(missing))
+        return "code missing: " + ", ".join(missing)
     return None
 
 

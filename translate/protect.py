@@ -27,8 +27,9 @@ from .glossary import Glossary
 
 # Model codes, part numbers, recall ids: ASCII tokens mixing letters and digits ("24V-123",
 # "F-150", "DBA-ZVW30", "1FTEW1EP5MKD12345"), plus URLs and e-mail addresses. Ordinals like
-# "2nd" are words, not codes.
-_CODE = (r"(?<![A-Za-z0-9])(?!\d+(?:st|nd|rd|th)(?![A-Za-z0-9]))"
+# "2nd" and a number joined to a lower-case word ("12-volt", "4-wheel") are words, not codes:
+# they are to be translated, and the number guard checks their digits.
+_CODE = (r"(?<![A-Za-z0-9])(?!\d+(?:st|nd|rd|th)(?![A-Za-z0-9]))(?!\d+-[a-z]+(?![A-Za-z0-9./-]))"
          r"(?=[A-Za-z0-9./-]*[0-9])(?=[A-Za-z0-9./-]*[A-Za-z])"
          r"[A-Za-z0-9](?:[A-Za-z0-9./-]*[A-Za-z0-9])?(?![A-Za-z0-9])")
 # Acronyms: two or more capitals, parts joined by - / & ("DC-DC", "CR-V"); a plural "s" stays
