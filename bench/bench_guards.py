@@ -63,6 +63,12 @@ def _codes_of(korean: str, *, letters_only=False, full_width=False):
         yield start, end, code, plain
 
 
+def _ascii_codes(korean: str) -> str:
+    for start, end in reversed(code_spans(korean)):
+        korean = korean[:start] + unicodedata.normalize("NFKC", korean[start:end]) + korean[end:]
+    return korean
+
+
 def letter_code_changed(row):
     for start, end, code, plain in _codes_of(row["korean"], letters_only=True):
         swap = SWAPS.get(plain, plain[:-1] + chr((ord(plain[-1]) - 64) % 26 + 65))
@@ -126,7 +132,7 @@ def looping_tail(row):
 def english_answer(row, corpus):
     """An English recall text in place of the Korean (another text's English source)."""
     english = [r["source"] for r in corpus if r["lang"] == "en" and r["id"] != row["id"]]
-    return english[int(row["id"].split("-")[1]) % len(english)]
+    return english[corpus.index(row) % len(english)]
 
 
 CORRUPTIONS = {
@@ -167,6 +173,14 @@ def main(argv=None) -> int:
     print("\n| case | texts | blocked | rate | blocked by (first guard to object) |\n|---|---|---|---|---|")
     print(f"| faithful Korean (false blocks) | {len(corpus)} | {len(false_blocks)} | "
           f"{len(false_blocks) / len(corpus):.1%} | {_by(reason for _, reason in false_blocks)} |")
+    # The same faithful Korean with its codes in ASCII (a backend or an older memory entry that
+    # normalised the width): the guards compare codes in NFKC form, so these must pass too.
+    ascii_rows = [r for r in corpus if any(code != unicodedata.normalize("NFKC", code)
+                                           for *_, code, _ in _codes_of(r["korean"]))]
+    ascii_blocks = [(r, reason) for r in ascii_rows if (reason := judge(r, _ascii_codes(r["korean"])))]
+    false_blocks += ascii_blocks
+    print(f"| faithful Korean, full-width codes written in ASCII | {len(ascii_rows)} | {len(ascii_blocks)} | "
+          f"{len(ascii_blocks) / max(1, len(ascii_rows)):.1%} | {_by(reason for _, reason in ascii_blocks)} |")
     misses, worst = [], 1.0
     for kind, make in CORRUPTIONS.items():
         tried, reasons = 0, []
@@ -183,7 +197,7 @@ def main(argv=None) -> int:
         rate = len(reasons) / tried if tried else float("nan")
         worst = min(worst, rate)
         print(f"| {kind} | {tried} | {len(reasons)} | {rate:.1%} | {_by(reasons)} |")
-    false_rate = len(false_blocks) / len(corpus)
+    false_rate = len(false_blocks) / (len(corpus) + len(ascii_rows))
     met = false_rate <= 0.02 and worst >= 0.95
     print(f"\ntargets (false blocks <= 2 %, every kind caught >= 95 %): {'met' if met else 'NOT met'}")
     if args.show_misses:
