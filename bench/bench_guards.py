@@ -7,7 +7,7 @@ the output normalised); a block there is a false block. Each corruption below is
 the faithful Korean of every text it applies to (a code changed needs a code, a dropped
 sentence needs two sentences) and should be blocked. Run on demand (not part of the tests):
 
-    python bench/bench_guards.py [--corpus PATH] [--show-misses]
+    python bench/bench_guards.py [--corpus PATH] [--show-misses] [--disable _letter_floor]
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from translate import guards  # noqa: E402
 from translate.guards import check, echo_in_descriptive_field, numbers  # noqa: E402
 from translate.memory import normalize_text  # noqa: E402
 from translate.protect import code_spans, mask  # noqa: E402
@@ -164,7 +165,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--show-misses", action="store_true", help="print every false block and every miss")
+    parser.add_argument("--disable", action="append", default=[], metavar="GUARD",
+                        help="switch a guard off (e.g. _codes_kept, _not_repeated, _letter_floor, _sentences_kept) "
+                             "to see what it alone catches")
     args = parser.parse_args(argv)
+    for name in args.disable:
+        if not callable(getattr(guards, name, None)):
+            parser.error(f"no guard named {name}")
+        setattr(guards, name, lambda *a, **k: None)
     corpus = load(args.corpus)
     langs = sorted({r["lang"] for r in corpus})
     print(f"corpus: {len(corpus)} texts (" + ", ".join(f"{sum(r['lang'] == l for r in corpus)} {l}" for l in langs) + ")")
