@@ -165,3 +165,9 @@ def test_sentences_are_not_cut_after_abbreviations_or_inside_decimals():
     text = "Kia America, Inc. is recalling 1.6 L engines sold in the U.S. market. Dealers will fix them."
     assert len(sentences(text)) == 2
     assert len(sentences("原動機において、異音が発生する。そのため、停止するおそれがある。")) == 2
+
+
+def test_a_glossary_term_excuses_only_its_own_codes():
+    source = "The EV battery level sensor may fail."
+    korean = "배터리 잔량 센서가 고장 날 수 있다."
+    assert check(source, korean, "en", exempt=["level sensor"]) == "code missing: EV"

@@ -24,7 +24,7 @@ import unicodedata
 from collections import Counter
 
 from .memory import normalize_text
-from .protect import code_spans, fold
+from .protect import code_spans, codes, fold
 
 MIN_HANGUL_SHARE = 0.5
 # Korean is shorter than English or French in characters, longer than Japanese.
@@ -160,11 +160,13 @@ def _codes_kept(source, output, exempt=()):
     ４Ｖ２０ → 4B20 keep every digit and most of the length, so only this check sees them; and
     one of two ABS changed still leaves an ABS (the worker demands every masked slot back too)."""
     folded_output = unicodedata.normalize("NFKC", fold(output))
-    skip = {unicodedata.normalize("NFKC", term).casefold() for term in exempt}
+    # A glossary term rendered in Korean takes its codes with it ("ABS", "ABS module"), and
+    # only those: "EV" stays required next to a term like "level sensor".
+    skip = {code.casefold() for term in exempt for code in [unicodedata.normalize("NFKC", term), *codes(term)]}
     wanted = Counter(unicodedata.normalize("NFKC", source[a:b]) for a, b in code_spans(source))
     missing = []
     for code, count in wanted.items():
-        if any(code.casefold() in term for term in skip):
+        if code.casefold() in skip:
             continue
         token = re.compile(r"(?<![A-Za-z0-9])" + re.escape(code) + r"(?=s?(?![A-Za-z0-9]))")
         if len(token.findall(folded_output)) < count:

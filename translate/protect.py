@@ -40,7 +40,7 @@ _EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
 PROTECTED = re.compile(f"{_URL}|{_EMAIL}|{_CODE}")
 _ANY_CODE = re.compile(f"{_URL}|{_EMAIL}|{_CODE}|(?P<acronym>{_ACRONYM})")
 # All-capitals words in running text that are emphasis, not codes.
-SHOUTED = frozenset("""A AN AND ANY ALL ARE AS AT BE BY DO DON'T FOR IF IMMEDIATELY IN IS IT MAY MUST NO NOT OF
+SHOUTED = frozenset("""AN AND ANY ALL ARE AS AT BE BY DO FOR IF IMMEDIATELY IN IS IT MAY MUST NO NOT OF
 OFF ON ONLY OR OUT PARK SHOULD STOP THE TO UNTIL UP WARNING CAUTION DANGER NOTE IMPORTANT DRIVE
 OUTSIDE REPAIR FREE URGENT""".split())
 # Acronyms recognised in all-capitals text, where nothing else tells them from words.
