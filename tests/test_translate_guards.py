@@ -171,3 +171,7 @@ def test_a_glossary_term_excuses_only_its_own_codes():
     source = "The EV battery level sensor may fail."
     korean = "배터리 잔량 센서가 고장 날 수 있다."
     assert check(source, korean, "en", exempt=["level sensor"]) == "code missing: EV"
+
+
+def test_a_full_stop_inside_japanese_quotes_does_not_end_the_sentence():
+    assert len(sentences("警告灯が点灯し、「販売店で点検してください。」と表示されることがある。")) == 1

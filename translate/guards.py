@@ -177,7 +177,8 @@ def _codes_kept(source, output, exempt=()):
 
 
 # ---- repeated output ---------------------------------------------------------------------
-_SENTENCE_END = re.compile(r"(?<=[。！？!?])|(?<=[.])(?=\s|$)")
+# A 。 inside quotes (「点検してください。」と表示される) does not end the sentence.
+_SENTENCE_END = re.compile(r"(?<=[。！？!?])(?![」』）)\]\"”’'])|(?<=[.])(?=\s|$)")
 _MIN_REPEATED_SENTENCE = 6   # letters; shorter pieces ("예.") repeat innocently
 
 
@@ -241,7 +242,7 @@ def _letter_floor(source, output, lang, protected):
     floor = sum(LETTER_FLOORS[_letter_script(ch)] for ch in source_letters)
     have = len(_letters(output, protected))
     if have < floor:
-        return f"too short: {have} letters for {len(source_letters)} in the source (floor {floor:.0f})"
+        return f"too short: {have} letters for {len(source_letters)} in the source (floor {floor:.1f})"
     return None
 
 
@@ -250,8 +251,9 @@ _ABBREVIATION = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|No|Nos|Inc|Co|Corp|Ltd|S
 
 
 def sentences(text: str) -> list[str]:
-    """`text` cut after 。！？!? and after a full stop followed by a space or the end
-    (not after an abbreviation like "No." or "Inc.", not inside 1.5)."""
+    """`text` cut after 。！？!? (not before a closing quote or bracket) and after a full stop
+    followed by a space or the end (not after an abbreviation like "No." or "Inc.", not
+    inside 1.5)."""
     pieces, current = [], ""
     for part in _SENTENCE_END.split(text):
         current += part
