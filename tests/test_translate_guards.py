@@ -1,5 +1,6 @@
 """Mistranslation guards as pure functions."""
-from translate.guards import check, numbers
+from translate.guards import check, numbers, sentences
+from translate.protect import codes, mask, unmask
 
 SOURCE = "The airbag inflator may rupture on 2,700 vehicles built 05/01/2024."
 GOOD = "에어백 인플레이터가 2024년 5월 1일에 제작된 차량 2,700대에서 파열될 수 있습니다."
@@ -44,8 +45,6 @@ def test_repetition_present_in_the_source_is_allowed():
 
 
 # ---- codes in any width (issue 16, point 1) --------------------------------------------------
-from translate.guards import sentences  # noqa: E402
-from translate.protect import codes, mask, unmask  # noqa: E402
 
 JA_ENGINE = "４Ｖ２０型エンジンにおいて、オイル供給パイプの締付けが不足しているものがある。"
 KO_ENGINE = "４Ｖ２０형 엔진에서 오일 공급 파이프의 체결이 부족한 것이 있다."
