@@ -174,3 +174,13 @@ def test_a_glossary_term_excuses_only_its_own_codes():
 
 def test_a_full_stop_inside_japanese_quotes_does_not_end_the_sentence():
     assert len(sentences("警告灯が点灯し、「販売店で点検してください。」と表示されることがある。")) == 1
+
+
+def test_a_company_name_may_be_rendered_by_its_short_name():
+    assert check("本田技研工業株式会社", "혼다", "ja") is None
+    assert check("Ford Motor Company", "포드", "en") is None
+
+
+def test_a_number_joined_to_a_word_is_translated_not_kept_as_a_code():
+    assert codes("The 12-volt battery of 4-wheel drive models (recall 24V-123)") == ["24V-123"]
+    assert check("The 12-volt battery cable may chafe.", "12볼트 배터리 케이블이 마모될 수 있다.", "en") is None

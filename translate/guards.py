@@ -235,9 +235,21 @@ def _letter_script(ch: str) -> str:
     return "latin" if script == "other" and unicodedata.normalize("NFKC", ch).isascii() else script
 
 
+# A company's legal name is often rendered by its short name (本田技研工業株式会社 → 혼다,
+# Ford Motor Company → 포드): a name, not running text cut short, so no floor for it.
+_COMPANY = re.compile(r"株式会社|有限会社|合同会社|[(（]株[)）]|(?<![A-Za-z])(?:Inc|LLC|Ltd|Co|Corp|Corporation|Company|"
+                      r"GmbH|AG|S\.?A|S\.?p\.?A|B\.?V|N\.?V|Limited)(?![A-Za-z])")
+
+
+def _is_company_name(text: str) -> bool:
+    """A legal-form word, no 。, and at most one lower-case word ("BMW of North America, LLC"):
+    a running sentence that names a company ("Ford Motor Company is recalling …") is not one."""
+    return bool(_COMPANY.search(text)) and "。" not in text and len(_LOWER_WORD.findall(text)) <= 1
+
+
 def _letter_floor(source, output, lang, protected):
     source_letters = _letters(source, protected)
-    if not source_letters:
+    if not source_letters or _is_company_name(source):
         return None
     floor = sum(LETTER_FLOORS[_letter_script(ch)] for ch in source_letters)
     have = len(_letters(output, protected))
