@@ -14,7 +14,8 @@ None when the translation may be stored. The checks, in order:
 - the length ratio output / source is within bounds for the language pair (sources of 20
   characters or more);
 - the output has at least a floor of letters for the letters of the source, per script, at
-  any length (the ratio says nothing about a 14-character source cut to 2);
+  any length (the ratio says nothing about a 14-character source cut to 2); a company's
+  legal name alone has no floor, its short name is a fair rendering;
 - a source of several sentences is not answered with clearly fewer.
 """
 from __future__ import annotations
