@@ -60,6 +60,7 @@ class RunResult:
     error: str | None = None
     http_stats: dict = field(default_factory=dict)
     enrichment_stats: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)   # input problems handled without loss
 
     @property
     def ok(self) -> bool:
@@ -72,6 +73,8 @@ class RunResult:
             f"saved {c.saved} (new {c.new}, updated {c.updated}, unchanged {c.unchanged}) → "
             f"unparseable {c.unparseable} → dead-lettered {c.dead_lettered} [{self.status} {self.duration_s:.1f}s]"
         )
+        if self.warnings:
+            line += f" — warnings {len(self.warnings)}: {'; '.join(self.warnings[:3])[:300]}"
         if self.error:
             line += f" — {self.error}"
         return line
@@ -110,6 +113,7 @@ class BaseCrawler(abc.ABC):
         self._http = None
         self.run_id: int | None = None
         self.counts = RunCounts()
+        self.warnings: list[str] = []
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
 
     # ---- what a source implements -----------------------------------------------------
@@ -186,11 +190,18 @@ class BaseCrawler(abc.ABC):
         log.error("%s: dead letter (%s/%s) %s%s", self.source, stage, kind, message[:300],
                   f" [{url}]" if url else "")
 
+    def warn(self, message: str) -> None:
+        """An input problem handled with nothing lost (a repaired list, a lying charset, a list
+        with no recall in it): a WARNING, and counted in the run line."""
+        self.warnings.append(message)
+        log.warning("%s: %s", self.source, message)
+
     # ---- the pipeline -----------------------------------------------------------------
     @final
     def run(self) -> RunResult:
         started = time.monotonic()
         self.counts = RunCounts()
+        self.warnings = []
         lock = RunLock(self.store.path, self.settings.lock_timeout_s)
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
         if lock.try_acquire():
@@ -221,6 +232,7 @@ class BaseCrawler(abc.ABC):
                 self._http = None
             self._prune_archive()
             result.duration_s = time.monotonic() - started
+            result.warnings = list(self.warnings)
             self._finish(result)
             lock.release()
         return result

@@ -22,7 +22,8 @@ from lxml import etree, html
 
 from basecrawler import BaseCrawler, FetchError, Raw
 from basecrawler.artifacts import ArtifactError, Artifacts
-from basecrawler.xmlsafe import parse_bytes
+from basecrawler.errors import UnexpectedContent
+from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, read_list
 from basecrawler.dates import parse_date
 from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf
 
@@ -71,10 +72,29 @@ class JpCrawler(BaseCrawler):
     min_overlap_days = 45
 
     def fetch(self):
-        feed = self.http.get_bytes(self.url("site", FEED_PATH), expect="xml")
+        feed_url = self.url("site", FEED_PATH)
+        response = self.http.get(feed_url, expect="xml")
+        sha = self.http.last_sha256
+        try:
+            items, listed = read_feed(response.content, header=response.charset_encoding)
+        except (ListUnreadable, UnsafeXml) as exc:
+            # Kept whole as a dead letter by the pipeline; the run fails without a traceback.
+            raise UnexpectedContent(f"the press-release feed cannot be read: {exc}", url=feed_url,
+                                    status=response.status_code, body=response.content, response_sha256=sha) from None
+        for note in listed.repairs:
+            self.warn(f"feed {FEED_PATH}: {note}")
+        for chunk, reason in listed.lost:
+            self.dead_letter(Raw({"feed_url": feed_url, "item": chunk}, url=feed_url, response_sha256=sha),
+                             reason, stage="fetch", kind="unreadable_item")
+        recalls = [item for item in items if RECALL_TITLE_RE.match(item.title)]
+        if not recalls:
+            # Garbled titles or a new title wording would otherwise skip every recall silently.
+            self.warn(f"feed {FEED_PATH}: none of its {len(items)} items is titled as a recall press release")
         downloads = Artifacts(self.http, self.store, source=self.source)
-        for item in parse_feed(feed):
-            if not RECALL_TITLE_RE.match(item.title):
+        for item in recalls:
+            if not item.link:
+                self.dead_letter(Raw({"feed_url": feed_url, "title": item.title}, url=feed_url, response_sha256=sha),
+                                 "recall item of the feed without a link", stage="fetch", kind="unreadable_item")
                 continue
             if self.since and item.date and item.date < self.since:
                 continue
@@ -161,27 +181,30 @@ class JpCrawler(BaseCrawler):
 
 # ---- feed and press page --------------------------------------------------------------------
 
-def parse_feed(body: bytes) -> list[FeedItem]:
-    """Items of the RSS 1.0 feed. The bytes go to lxml so the declared encoding is honoured;
-    no DTD, no entities, no network."""
-    try:
-        root = parse_bytes(body)
-    except etree.XMLSyntaxError as exc:
-        if "encoding" not in str(exc).lower() and "invalid bytes" not in str(exc).lower():
-            raise
-        # Declared Shift_JIS, written in Windows-31J: NEC specials (①, ～) break libxml2's
-        # Shift_JIS decoder, so decode as cp932 (a superset) and parse the text.
-        text = body.decode("cp932", errors="replace")
-        text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
-        root = parse_bytes(text.encode("utf-8"))
+def parse_feed(body: bytes, header: str | None = None) -> list[FeedItem]:
+    """Items of the RSS 1.0 feed (with a title and a link)."""
+    return [item for item in read_feed(body, header=header)[0] if item.link]
+
+
+def read_feed(body: bytes, header: str | None = None) -> tuple[list[FeedItem], ListRead]:
+    """Items of the feed, and how the list was read (repairs, items lost). The feed is
+    declared Shift_JIS and written in Windows-31J (NEC specials such as ①); a copy sent as
+    UTF-8 under that declaration is read as UTF-8 (`textcodec`). An almost-XML feed (a bare
+    `&` in one title) still yields every readable item (`xmlsafe.read_list`)."""
+    listed = read_list(body, "item", header=header, default="shift_jis")
     items = []
-    for node in root.iter(f"{RSS}item"):
-        title = (node.findtext(f"{RSS}title") or "").strip()
+    for node in listed.items:
+        title = _squash_space(node.findtext(f"{RSS}title"))
         link = (node.findtext(f"{RSS}link") or "").strip()
         date = parse_date((node.findtext(f"{DC}date") or "").strip())
-        if title and link:
+        if title:
             items.append(FeedItem(title, link, date))
-    return items
+    return items, listed
+
+
+def _squash_space(text: str | None) -> str:
+    """A title with its line breaks and runs of spaces (not the ideographic space) as one space."""
+    return re.sub(r"[ \t\r\n]+", " ", text or "").strip()
 
 
 def parse_press_page(text: str, url: str, *, site_url=lambda link: link) -> PressPage:
