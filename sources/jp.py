@@ -79,7 +79,7 @@ class JpCrawler(BaseCrawler):
             items, listed = read_feed(response.content, header=response.charset_encoding)
         except (ListUnreadable, UnsafeXml) as exc:
             # Kept whole as a dead letter by the pipeline; the run fails without a traceback.
-            raise UnexpectedContent(f"the press-release feed cannot be read: {exc}", url=feed_url,
+            raise UnexpectedContent(f"the press-release feed cannot be read: {type(exc).__name__}: {exc}", url=feed_url,
                                     status=response.status_code, body=response.content, response_sha256=sha) from None
         for note in listed.repairs:
             self.warn(f"feed {FEED_PATH}: {note}")
