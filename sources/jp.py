@@ -257,23 +257,97 @@ class _Cell:
 
 
 def _rows(doc: dict):
-    for page in doc.get("pages") or []:
+    for p, page in enumerate(doc.get("pages") or []):
         confidence = page.get("confidence") or []
         for t, table in enumerate(page.get("tables") or []):
             for r, row in enumerate(table):
                 confs = confidence[t][r] if t < len(confidence) and r < len(confidence[t]) else []
-                yield [_Cell(text or "", confs[c] if c < len(confs) else None, page["method"])
-                       for c, text in enumerate(row)], row
+                yield p, [_Cell(text or "", confs[c] if c < len(confs) else None, page["method"])
+                          for c, text in enumerate(row)], row
+
+
+# ---- the other form: text fields as label + text lines above the vehicle table ---------------
+# Some lists print 届出者 / 不具合の部位（部品名） / …状況及びその原因 / 改善措置の内容 as a label
+# line (sometimes numbered, sometimes "label：text") followed by text lines, not as table cells.
+TEXT_LINE_KEYS = ("notifier", "component", "defect_cause", "remedy")
+_ENUMERATOR = re.compile(r"^(?:[（(]?[0-9一二三四五六七八九十]{1,2}[)）.．、]|[■□●○◆◇・※])")
+
+
+def _text_label(squashed: str) -> tuple[str | None, str]:
+    """(field, text on the same line) when a squashed line is one of the text labels."""
+    line = _ENUMERATOR.sub("", squashed)
+    for key in TEXT_LINE_KEYS:
+        label = _squash(SINGLE_LABELS[key])
+        if line.startswith(label):
+            return key, line[len(label):].lstrip(":：")
+        if _similar(line.rstrip(":："), label) >= 0.85:
+            return key, ""
+    return None, ""
+
+
+def text_line_fields(page: dict) -> list[dict]:
+    """The label + text fields of one page's text, one dict per recall (a new one starts at each
+    リコール届出番号 after fields were found). A field's text ends at the next label, the next
+    リコール届出番号, the vehicle table (a line starting 車名, or the text of a table cell)."""
+    cell_lines = {_squash(line) for table in page.get("tables") or [] for row in table for cell in row
+                  for line in (cell or "").split("\n") if line.strip()}
+    segments: list[dict] = [{}]
+    key, lines = None, []
+
+    def close():
+        if key and lines:
+            segments[-1].setdefault(key, "\n".join(lines))
+
+    for line in (page.get("text") or "").split("\n"):
+        squashed = _squash(line)
+        if not squashed:
+            continue
+        if "リコール届出番号" in squashed:
+            close()
+            key, lines = None, []
+            if segments[-1]:
+                segments.append({})
+            continue
+        found, rest = _text_label(squashed)
+        if found:
+            close()
+            key, lines = found, ([rest] if rest else [])
+        elif key and (squashed in cell_lines or squashed.startswith("車名")):
+            close()
+            key, lines = None, []
+        elif key:
+            lines.append(line.strip())
+    close()
+    return segments
+
+
+def _fill_from_text_lines(recalls: list[dict], doc: dict) -> None:
+    """Single-layout recalls whose text fields were not table cells take them from the label +
+    text lines of the page their 届出番号 is on (k-th recall of a page ↔ k-th segment)."""
+    pages = doc.get("pages") or []
+    by_page: dict[int, list[dict]] = {}
+    for recall in recalls:
+        if recall["layout"] == "single" and "page" in recall:
+            by_page.setdefault(recall["page"], []).append(recall)
+    for p, on_page in by_page.items():
+        if all(all(k in r["cells"] for k in TEXT_LINE_KEYS) for r in on_page):
+            continue
+        segments = text_line_fields(pages[p])
+        for recall, fields in zip(on_page, segments):
+            for key, text in fields.items():
+                if not (recall["cells"].get(key) and recall["cells"][key].text):
+                    recall["cells"][key] = _Cell(text, None, pages[p].get("method", "text"))
 
 
 def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
-    """Records of one recall list PDF (either layout), and the row groups that could not
+    """Records of one recall list PDF (either layout; text fields as table cells or as label +
+    text lines), and the row groups that could not
     become a record (an unreadable 届出番号) with the reason."""
     press_date = parse_date(doc.get("press_date")) or parse_date(doc.get("feed_date"))
     recalls: list[dict] = []
     current: dict | None = None
     mode, columns = None, {}
-    for cells, raw_row in _rows(doc):
+    for page_index, cells, raw_row in _rows(doc):
         if not any(c.text for c in cells):
             continue
         header = _header_columns(cells, VEHICLE_HEADER, required=("maker", "name", "units"))
@@ -289,6 +363,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
             mode = None
             if "recall_number" in labelled or current is None:
                 current = _new_recall("single")
+                current["page"] = page_index
                 recalls.append(current)
             for key, cell in labelled.items():
                 current["cells"][key] = cell
@@ -306,6 +381,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
                     current["cells"][key] = _cell(cells, columns, key)
             _batch_vehicle(current, cells, columns)
             current["rows"].append(raw_row)
+    _fill_from_text_lines(recalls, doc)
     records, rejected = [], []
     for recall in recalls:
         record = _finish(recall, doc, press_date)
