@@ -78,6 +78,8 @@ def classify(status: int | None, *, body: bytes = b"", content_type: str = "", e
     if expect in (None, "bytes"):
         return None
     stripped = body.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):   # a UTF-8 BOM is not content (textcodec drops it)
+        stripped = stripped[3:].lstrip()
     if not stripped:
         return "unexpected"
     ctype = (content_type or "").lower()
