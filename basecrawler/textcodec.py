@@ -149,15 +149,28 @@ def xml_bytes(body: bytes, *, header: str | None = None, default: str | None = N
 
 
 # ---- large files (the EU report is streamed from disk) --------------------------------------
+LEGACY_BYTES = "basecrawler-cp1252"
+
+
+def _legacy_bytes(error: UnicodeDecodeError):
+    """Decode error handler: bytes that are not UTF-8 inside a UTF-8 text are read as cp1252
+    (a Latin-1 name pasted into a UTF-8 report), instead of losing the whole document."""
+    return error.object[error.start:error.end].decode("cp1252", errors="replace"), error.end
+
+
+codecs.register_error(LEGACY_BYTES, _legacy_bytes)
+
+
 def file_encoding(path: str | Path, *, header: str | None = None, chunk: int = 1 << 20) -> tuple[str | None, str | None]:
-    """(declared, actual) charset of a file, read in chunks so memory stays flat; `actual` is
-    "utf-8" when the declaration is a legacy charset but the whole file is valid UTF-8 with
-    non-ASCII bytes, else None (believe the declaration)."""
+    """(declared, actual) charset of a file, read in chunks so memory stays flat. `actual` is
+    None when the declaration holds; "utf-8" when a legacy declaration covers a file that is
+    valid UTF-8 with non-ASCII bytes; LEGACY_BYTES when a file declared (or defaulting to)
+    UTF-8 has bytes that are not UTF-8 (read them as cp1252 with `errors=LEGACY_BYTES`)."""
     with open(path, "rb") as handle:
         head = handle.read(2048)
         declared = canonical(header) or canonical(declared_in(head)) or None
-        if declared is None or _is_utf8(declared) or head.startswith(codecs.BOM_UTF8):
-            return declared, None
+        if head.startswith(codecs.BOM_UTF8) or (declared or "").startswith(("utf-16", "utf-32")):
+            return declared, None   # a BOM or a wide encoding: nothing to second-guess
         decoder = codecs.getincrementaldecoder("utf-8")()
         handle.seek(0)
         non_ascii = False
@@ -167,7 +180,9 @@ def file_encoding(path: str | Path, *, header: str | None = None, chunk: int = 1
                 decoder.decode(block)
             decoder.decode(b"", final=True)
         except UnicodeDecodeError:
-            return declared, None
+            return declared, (LEGACY_BYTES if declared is None or _is_utf8(declared) else None)
+    if declared is None or _is_utf8(declared):
+        return declared, None
     return declared, ("utf-8" if non_ascii else None)
 
 
@@ -175,8 +190,8 @@ class Utf8XmlReader:
     """A file-like object over an XML file read in `encoding`, yielding UTF-8 with the
     declaration rewritten: what iterparse needs when a file lies about its encoding."""
 
-    def __init__(self, path: str | Path, encoding: str, chunk: int = 1 << 16):
-        self._handle = open(path, "r", encoding=encoding, errors="strict", newline="")
+    def __init__(self, path: str | Path, encoding: str, chunk: int = 1 << 16, errors: str = "strict"):
+        self._handle = open(path, "r", encoding=encoding, errors=errors, newline="")
         self._chunk = chunk
         self._buffer = b""
         self._first = True

@@ -80,8 +80,10 @@ class AustraliaCrawler(BaseCrawler):
                 return  # past the last page
             entries = [entry for entry in listing_entries(html) if entry[0] not in seen]
             if not entries:
-                if page == 0:
-                    log.error("au: the first listing page has no recall links; the layout may have changed [%s]", url)
+                if page == 0:   # a listing that cannot be read: kept whole for a look (and a retry)
+                    self.dead_letter(Raw(html, url=url, response_sha256=self.http.last_sha256),
+                                     "the first listing page has no recall links; the layout may have changed",
+                                     kind="unexpected")
                 return
             seen.update(number for number, _ in entries)
             wanted = self._wanted(entries)

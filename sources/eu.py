@@ -34,7 +34,7 @@ from lxml import etree
 from basecrawler import BaseCrawler, Raw
 from basecrawler.dates import parse_date
 from basecrawler.errors import NotFound, Transient, UnexpectedContent
-from basecrawler.textcodec import Utf8XmlReader, file_encoding, repair_text
+from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding, repair_text
 from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
@@ -320,6 +320,7 @@ class EuSafetyGateCrawler(BaseCrawler):
     concurrency = 1
 
     def fetch(self) -> Iterator[Raw]:
+        self._notifications_read: dict[str, int] = {}   # report id → notifications read (any category)
         index_url = self.url("site", INDEX_PATH)
         response = self.http.get(index_url, expect="xml")
         sha = self.http.last_sha256
@@ -381,10 +382,11 @@ class EuSafetyGateCrawler(BaseCrawler):
             self.dead_letter({"reference": report.reference, "report_id": report.report_id}, exc,
                              stage="fetch", url=url)
             return
-        kept = 0
+        kept = broken = 0
         try:
             for item in self._read_report(self._report_source(download, report), report, url):
                 if "_broken" in item:
+                    broken += 1
                     self.dead_letter(Raw(item["_broken"], url=url, response_sha256=download.sha256),
                                      item["error"], stage="fetch", kind="unexpected")
                     continue
@@ -405,6 +407,10 @@ class EuSafetyGateCrawler(BaseCrawler):
             with suppress(FileNotFoundError):
                 download.path.unlink()
         log.info("eu: %s (id %s): %d vehicle notifications", report.reference, report.report_id, kept)
+        seen = self._notifications_read.pop(report.report_id, 0)
+        if seen and not kept and not broken:
+            # Weeks without a vehicle alert exist, but garbled categories look the same: say it.
+            self.warn(f"{report.reference}: none of its {seen} notifications is in a vehicle category")
 
     def _stored_date(self, case_number: str) -> str | None:
         row = self.store.get_recall(self.country, case_number)
@@ -419,6 +425,10 @@ class EuSafetyGateCrawler(BaseCrawler):
         declared, actual = file_encoding(download.path, header=download.response.charset_encoding)
         if actual is None:
             return str(download.path)
+        if actual == LEGACY_BYTES:
+            # One Latin-1 name pasted into a UTF-8 report must not cost the report's other alerts.
+            self.warn(f"{report.reference}: bytes that are not UTF-8 in a {declared or 'UTF-8'} report; read as cp1252")
+            return Utf8XmlReader(download.path, "utf-8", errors=LEGACY_BYTES)
         self.warn(f"{report.reference}: declared {declared} but the body is valid UTF-8; read as UTF-8")
         return Utf8XmlReader(download.path, actual)
 
@@ -443,6 +453,7 @@ class EuSafetyGateCrawler(BaseCrawler):
             if name != "notifications":
                 header[name] = clean_text("".join(element.itertext()))
                 continue
+            self._notifications_read[report.report_id] = self._notifications_read.get(report.report_id, 0) + 1
             category = clean_text(element.findtext("category"))
             if is_vehicle_category(category):
                 try:

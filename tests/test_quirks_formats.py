@@ -63,6 +63,17 @@ def test_streamed_file_declared_latin1_but_utf8_is_re_encoded(tmp_path):
     assert file_encoding(latin) == ("iso8859-1", None)
 
 
+def test_streamed_utf8_file_with_a_latin1_byte_keeps_every_other_character(tmp_path):
+    from basecrawler.textcodec import LEGACY_BYTES
+
+    path = tmp_path / "m.xml"
+    path.write_bytes(b'<?xml version="1.0" encoding="UTF-8"?><r><b>Citro\xebn</b><b>\xc3\xa9t\xc3\xa9</b></r>')
+    assert file_encoding(path) == ("utf-8", LEGACY_BYTES)
+    with Utf8XmlReader(path, "utf-8", errors=LEGACY_BYTES) as reader:
+        texts = [e.text for _, e in iter_xml(reader, events=("end",)) if e.tag == "b"]
+    assert texts == ["Citroën", "été"]
+
+
 # ---- lists that are almost XML ------------------------------------------------------------------
 def titles(listed):
     return [node.findtext("{http://purl.org/rss/1.0/}title") for node in listed.items]

@@ -326,4 +326,42 @@ EU = [Quirk(
 )]
 
 
+def eu_index(report_id: str) -> bytes:
+    return ('<?xml version="1.0" encoding="UTF-8"?><Safety-Gate><weeklyReport><reference>Report-2026-41</reference>'
+            '<publicationDate>09/10/2026</publicationDate><year>2026</year><week>41</week>'
+            f'<URL>https://ec.europa.eu/safety-gate-alerts/api/download/weeklyReport/detail/xml/{report_id}?language=en'
+            '</URL></weeklyReport></Safety-Gate>').encode("utf-8")
+
+
+# Declared UTF-8, but one alert's brand was pasted in Latin-1 (0xEB for ë): the report's other
+# bytes are UTF-8 (é in the description).
+EU_MIXED_REPORT = (
+    '<?xml version="1.0" encoding="UTF-8"?><Safety-Gate><report_date>09/10/2026</report_date>'
+    '<notifications><caseNumber>SR/03101/26</caseNumber><category>Motor vehicles</category>'
+    '<brand>Citro'.encode("utf-8") + b"\xeb" + 'n</brand><name>C5</name>'
+    '<description>Véhicule.</description></notifications></Safety-Gate>'.encode("utf-8"))
+
+EU += [
+    Quirk("eu-utf8-report-with-a-latin1-byte", "eu",
+          routes={r"/list/xml/": Reply(200, body=eu_index("10000310"), headers={"Content-Type": "application/xml"}),
+                  r"/detail/xml/10000310": Reply(200, body=EU_MIXED_REPORT, headers={"Content-Type": "application/xml"})},
+          records={"SR/03101/26": {"recall_date": "2026-10-09", "manufacturer_original": "Citroën",
+                                   "model_original": "C5", "summary_original": "Véhicule."}},
+          warnings=["bytes that are not UTF-8 in a utf-8 report; read as cp1252"]),
+    Quirk("eu-report-without-any-vehicle-alert", "eu", mode="incremental",
+          routes={r"/list/xml/": Reply(200, body=eu_index("10000311"), headers={"Content-Type": "application/xml"}),
+                  r"/detail/xml/10000311": Reply(200, body=(
+                      '<?xml version="1.0" encoding="UTF-8"?><Safety-Gate><report_date>09/10/2026</report_date>'
+                      '<notifications><caseNumber>SR/03111/26</caseNumber><category>Toys</category></notifications>'
+                      '</Safety-Gate>').encode("utf-8"), headers={"Content-Type": "application/xml"})},
+          warnings=["none of its 1 notifications is in a vehicle category"]),
+]
+
+AU += [
+    Quirk("au-listing-that-cannot-be-read", "au", exit_code=1,   # a full run that fetched nothing is suspect
+          routes={r"browse-all-recalls\?page=0": Reply(200, body=b"<html><body><p>Maintenance & upgrades</p></body></html>",
+                                                        headers={"Content-Type": "text/html"})},
+          dead_letters=[("unexpected", "no recall links")]),
+]
+
 CORPUS: list[Quirk] = US + CA + JP + AU + EU
