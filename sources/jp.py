@@ -208,7 +208,9 @@ def _squash_space(text: str | None) -> str:
 
 
 def parse_press_page(text: str, url: str, *, site_url=lambda link: link) -> PressPage:
-    doc = html.fromstring(text.encode("utf-8"))
+    # Already decoded (textcodec): tell lxml the bytes are UTF-8, or a page whose <meta> says
+    # Shift_JIS would be decoded a second time into mojibake.
+    doc = html.fromstring(text.encode("utf-8"), parser=html.HTMLParser(encoding="utf-8"))
     date_nodes = doc.xpath("//p[contains(concat(' ', normalize-space(@class), ' '), ' date ')]")
     date = parse_date(date_nodes[0].text_content().strip()) if date_nodes else None
     title_nodes = doc.xpath("//h2[contains(@class, 'title')]")

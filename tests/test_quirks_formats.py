@@ -141,3 +141,15 @@ def test_label_lines_are_found_numbered_or_with_text_on_the_same_line():
         "スズキ X",
     ])}
     assert text_line_fields(page) == [{"component": "燃料装置", "remedy": "全車両、交換する。"}]
+
+
+def test_press_page_sent_in_shift_jis_is_decoded_once():
+    from basecrawler.textcodec import decode_text
+    from sources.jp import parse_press_page
+
+    body = ('<html><head><meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS"></head><body>'
+            '<p class="date mb20">令和6年10月3日</p><p class="linkArrow01"><a href="/a.pdf">リコール届出一覧表</a></p>'
+            '</body></html>').encode("shift_jis")
+    page = parse_press_page(decode_text(body, default="utf-8").text, "https://www.mlit.go.jp/report/press/x.html")
+    assert page.list_pdf == "https://www.mlit.go.jp/a.pdf"
+    assert str(page.date) == "2024-10-03"
