@@ -18,7 +18,7 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from lxml import etree, html
+from lxml import html
 
 from basecrawler import BaseCrawler, FetchError, Raw
 from basecrawler.artifacts import ArtifactError, Artifacts

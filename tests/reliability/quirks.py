@@ -41,7 +41,8 @@ class Quirk:
     dead_letters: list[tuple[str, str]] = field(default_factory=list)   # (kind, phrase of the error)
     warnings: list[str] = field(default_factory=list)               # phrases in the run line
     mode: str = "full"
-    note: str = ""
+    args: tuple[str, ...] = ()          # more `run` arguments (e.g. "--since", "2026-01-01")
+    env: dict[str, str] = field(default_factory=dict)   # more environment (caps, limits …)
 
 
 CRLF = "\r\n"

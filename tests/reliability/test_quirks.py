@@ -41,10 +41,10 @@ def run_cli(quirk: Quirk, tmp_path) -> tuple[subprocess.CompletedProcess, Path]:
     with LoopbackServer(Routes(quirk.routes)) as server:
         env = {k: v for k, v in env_for_source(crawler_class, server.url).items()
                if not k.startswith("BASECRAWLER_") or k.startswith(f"BASECRAWLER_{quirk.source.upper()}_")}
-        env["OMP_THREAD_LIMIT"] = "1"
+        env.update({"OMP_THREAD_LIMIT": "1", **quirk.env})
         proc = subprocess.run(
             [sys.executable, "-m", "basecrawler", "--db", str(db), "run", "--source", quirk.source,
-             "--mode", quirk.mode], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+             "--mode", quirk.mode, *quirk.args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     return proc, db
 
 
