@@ -94,6 +94,7 @@ class RunResult:
     error: str | None = None
     http_stats: dict = field(default_factory=dict)
     enrichment_stats: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)   # input problems handled without loss
 
     @property
     def ok(self) -> bool:
@@ -108,6 +109,8 @@ class RunResult:
             f"skipped {c.skipped}{f' ({reasons})' if reasons else ''} → unparseable {c.unparseable} → "
             f"store failed {c.store_failed} → dead-lettered {c.dead_lettered} [{self.status} {self.duration_s:.1f}s]"
         )
+        if self.warnings:
+            line += f" — warnings {len(self.warnings)}: {'; '.join(self.warnings[:3])[:300]}"
         if self.error:
             line += f" — {self.error}"
         return line
@@ -148,6 +151,7 @@ class BaseCrawler(abc.ABC):
         self.counts = RunCounts()
         self._stored_keys: set[tuple[str, str]] = set()
         self._transport_bases: list[tuple[str, str]] | None = None
+        self.warnings: list[str] = []
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
 
     # ---- what a source implements -----------------------------------------------------
@@ -242,11 +246,18 @@ class BaseCrawler(abc.ABC):
         log.error("%s: dead letter (%s/%s) %s%s", self.source, stage, kind, message[:300],
                   f" [{url}]" if url else "")
 
+    def warn(self, message: str) -> None:
+        """An input problem handled with nothing lost (a repaired list, a lying charset, a list
+        with no recall in it): a WARNING, and counted in the run line."""
+        self.warnings.append(message)
+        log.warning("%s: %s", self.source, message)
+
     # ---- the pipeline -----------------------------------------------------------------
     @final
     def run(self) -> RunResult:
         started = time.monotonic()
         self.counts = RunCounts()
+        self.warnings = []
         lock = RunLock(self.store.path, self.settings.lock_timeout_s)
         self._stored_keys = set()
         self._transport_bases = None
@@ -284,6 +295,7 @@ class BaseCrawler(abc.ABC):
                 self._http = None
             self._prune_archive()
             result.duration_s = time.monotonic() - started
+            result.warnings = list(self.warnings)
             self._finish(result)
             lock.release()
         return result

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import hashlib
+import json
 import logging
 import os
 import random
@@ -29,6 +30,7 @@ import httpx
 
 from .archive import Archive
 from .config import Settings
+from .textcodec import Undecodable, decode_text
 from .errors import (Blocked, CredentialsRejected, FetchError, NotFound, RateLimited, ReplayMiss,
                      Transient, UnexpectedContent)
 
@@ -77,6 +79,8 @@ def classify(status: int | None, *, body: bytes = b"", content_type: str = "", e
     if expect in (None, "bytes"):
         return None
     stripped = body.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):   # a UTF-8 BOM is not content (textcodec drops it)
+        stripped = stripped[3:].lstrip()
     if not stripped:
         return "unexpected"
     ctype = (content_type or "").lower()
@@ -195,21 +199,29 @@ class HttpClient:
     def get_json(self, url: str, **kwargs):
         response = self.get(url, expect="json", **kwargs)
         try:
-            return response.json()
-        except ValueError as exc:
+            # JSON is UTF-8 by standard, but decode through the shared helper (a BOM, a lying
+            # charset); strict=False accepts raw control characters inside strings, which some
+            # exports carry and which would otherwise cost a whole page.
+            text = decode_text(response.content, header=response.charset_encoding, default="utf-8", sniff=False).text
+            return json.loads(text, strict=False)
+        except (ValueError, Undecodable) as exc:
             raise UnexpectedContent(f"body is not JSON: {exc}", url=url, status=response.status_code,
                                     body=response.content, response_sha256=self.last_sha256) from None
 
     def get_text(self, url: str, *, encoding: str | None = None, expect: str | None = "text", **kwargs) -> str:
-        """Body as text in its declared charset (Content-Type), else `encoding`, else UTF-8.
-        A body that is not valid in that charset is `unexpected`, not mojibake."""
+        """Body as text, decoded by `textcodec.decode_text`: the Content-Type charset, the
+        document's own declaration, then `encoding`, checked against the content (a legacy
+        declaration over a UTF-8 body is read as UTF-8, with a WARNING). A body no candidate
+        decodes is `unexpected`, not mojibake."""
         response = self.get(url, expect=expect, **kwargs)
-        charset = response.charset_encoding or encoding or "utf-8"
         try:
-            return response.content.decode(charset)
-        except (UnicodeDecodeError, LookupError) as exc:
-            raise UnexpectedContent(f"body is not valid {charset}: {exc}", url=url, status=response.status_code,
+            decoded = decode_text(response.content, header=response.charset_encoding, default=encoding or "utf-8")
+        except Undecodable as exc:
+            raise UnexpectedContent(f"{exc}", url=url, status=response.status_code,
                                     body=response.content, response_sha256=self.last_sha256) from None
+        for note in decoded.notes:
+            log.warning("%s: %s", url, note)
+        return decoded.text
 
     def get_bytes(self, url: str, **kwargs) -> bytes:
         return self.get(url, **kwargs).content
