@@ -114,7 +114,8 @@ def ca_csv() -> bytes:
         # Mojibake French, odd whitespace, no unit count.
         utf8('"2026102","2023","","Light Truck & Van","Camionnette","  FORD ","RANGER\t","","Electrical",'
              '"Ã‰lectricitÃ©","Safety Mfr","","  Fuse   box may overheat.  ","","2026-09-29"'),
-        # A row without a recall number (skipped by design, never a record).
+        # A row without a recall number: it cannot be stored without a key, so it is kept as a
+        # dead letter with the row (never a silent skip).
         utf8('"","2023","","Passenger Car","","FORD","FOCUS","","","","","","","","2026-09-28"'),
     ]
     return b"\xef\xbb\xbf" + utf8(CA_HEADER) + b"\r\n" + b"\r\n".join(rows) + b"\r\n"
@@ -136,6 +137,7 @@ CA = [Quirk(
                     "model_year": "2023", "affected_units": None, "summary_original": "Fuse   box may overheat.",
                     "extra.fr.system_type": "Électricité"},
     },
+    dead_letters=[("parse_error", "has no RECALL_NUMBER_NUM")],
 )]
 
 
