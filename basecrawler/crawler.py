@@ -90,6 +90,10 @@ class BaseCrawler(abc.ABC):
     # A source whose records are dated well before they are published (a monthly list of
     # last month's recalls) needs a longer incremental look-back than the default overlap.
     min_overlap_days: ClassVar[int] = 0
+    # Hosts besides the endpoints' (and their overrides') that downloads may reach, e.g. a
+    # CDN the agency links its documents on: "host" or "host:port". Anything else is a
+    # `foreign_host` dead letter (enforced by the HTTP client).
+    allowed_hosts: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
@@ -111,6 +115,7 @@ class BaseCrawler(abc.ABC):
         self.run_id: int | None = None
         self.counts = RunCounts()
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
+        self._ledger = None
 
     # ---- what a source implements -----------------------------------------------------
     @abc.abstractmethod
@@ -148,6 +153,34 @@ class BaseCrawler(abc.ABC):
         return self.endpoint(endpoint) + path
 
     @property
+    def ledger(self):
+        """The list ledger (see `ledger.py`) for sources that read a list before its items."""
+        if self._ledger is None:
+            from .ledger import Ledger
+
+            self._ledger = Ledger(self.store, self.source, max_attempts=self.settings.ledger_max_attempts,
+                                  retries=self._explicit_since is None and self.until is None or self.mode == "full",
+                                  requeue=self.mode == "full")
+        return self._ledger
+
+    def download_hosts(self) -> set[str]:
+        """Where this source's requests may go: every endpoint's host (declared and
+        overridden), `allowed_hosts`, and BASECRAWLER_<SOURCE>_ALLOWED_HOSTS (comma-separated)."""
+        from .http import host_key
+
+        hosts = set()
+        for name, declared in self.endpoints.items():
+            hosts.add(host_key(declared))
+            override = endpoint_override(self.source, name)
+            if override:
+                hosts.add(host_key(override))
+        extra = self.settings.source_setting(self.source, "allowed_hosts") or ""
+        for host in [*self.allowed_hosts, *extra.split(",")]:
+            if host.strip():
+                hosts.add(host_key(host.strip() if "//" in host else "//" + host.strip()))
+        return hosts
+
+    @property
     def http(self):
         if self._http is None:
             from .http import HttpClient
@@ -156,6 +189,7 @@ class BaseCrawler(abc.ABC):
                 settings=self.settings, store=self.store, transport=self._transport,
                 rate_per_s=self.rate_per_s, concurrency=self.concurrency,
                 clock=self._clock, sleep=self._sleep, source=self.source,
+                allowed_hosts=self.download_hosts() if self.endpoints else None,
             )
         return self._http
 
@@ -287,7 +321,7 @@ class BaseCrawler(abc.ABC):
                 if self._progress is not None:
                     self._progress(self.counts.fetched, None)
                 for record, raw in self._parse_item(item):
-                    if not self._in_window(record):
+                    if not self._in_window(record) and not (self._ledger is not None and self._ledger.beyond_window):
                         self.counts.out_of_range += 1
                         continue
                     batch.append((record, raw))
@@ -297,6 +331,8 @@ class BaseCrawler(abc.ABC):
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
         self._flush(batch)
+        if self._ledger is not None:
+            self._ledger.commit()  # items whose records are all stored now (or that had none)
         if fetch_error is not None:
             if isinstance(fetch_error, FetchError) and fetch_error.kind == "unexpected":
                 # The wrong kind of body (an HTML error page for JSON…): keep it as a dead letter.
@@ -333,6 +369,8 @@ class BaseCrawler(abc.ABC):
         self.counts.updated += outcome.updated
         self.counts.unchanged += outcome.unchanged
         self.counts.saved += outcome.saved
+        if self._ledger is not None:
+            self._ledger.commit()  # the list items these records came from are collected
         for row, error in outcome.failed:
             self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error",
                              recall_number=row.get("recall_number"))

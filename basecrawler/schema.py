@@ -205,7 +205,22 @@ def _m002_fts(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')")
 
 
-MIGRATIONS = [_m001_core, _m002_fts]
+def _m004_list_ledger(db: sqlite_utils.Database) -> None:
+    """Per-source ledger of list items (EU weekly reports, MLIT press releases, AU recalls):
+    which ones were processed, which keep failing and will be fetched again whatever their
+    date, and which were given up (see `basecrawler/ledger.py`)."""
+    db["list_ledger"].create(
+        {
+            "source": str, "key": str, "url": str, "listed_date": str, "data": str, "state": str,
+            "attempts": int, "last_error": str, "last_attempt_at": str, "first_seen_at": str,
+            "last_seen_at": str, "done_at": str,
+        },
+        pk=("source", "key"), if_not_exists=True,
+    )
+    db["list_ledger"].create_index(["source", "state"], if_not_exists=True)
+
+
+MIGRATIONS = [_m001_core, _m002_fts, _m004_list_ledger]
 
 
 def migrate(db: sqlite_utils.Database) -> int:
