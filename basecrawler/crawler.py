@@ -212,11 +212,13 @@ class BaseCrawler(abc.ABC):
             # The body the item came from, so the letter can be traced back to the archive.
             response_sha = self._http.last_sha256
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.store.add_dead_letter(
+        letter_id = self.store.add_dead_letter(
             source=self.source, run_id=self.run_id, stage=stage, kind=kind, error=message, raw=raw,
             recall_number=recall_number, url=url, response_sha256=response_sha,
         )
         self.counts.dead_lettered += 1
+        if stage == "fetch" and self._ledger is not None:
+            self._ledger.note_letter(letter_id)  # resolved once the list item is collected
         log.error("%s: dead letter (%s/%s) %s%s", self.source, stage, kind, message[:300],
                   f" [{url}]" if url else "")
 

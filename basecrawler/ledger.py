@@ -16,7 +16,8 @@ given_up. Only fetch-stage problems count: a parse-stage dead letter keeps the r
 is retried by `dead-letters retry`, so fetching the item again would not help.
 
 An item is marked done only once the batch holding its records is stored (`commit()`, called
-by the pipeline after each flush), so a run killed in between fetches it again.
+by the pipeline after each flush), so a run killed in between fetches it again. Marking it
+done resolves the fetch dead letters of its earlier failed attempts: what they lost is stored.
 A run with an explicit `--since/--until` window stays inside it: retries join only runs
 with the default window (and full runs).
 """
@@ -54,6 +55,7 @@ class Attempt:
         self.key = key
         self.beyond_window = beyond_window
         self.error: str | None = None
+        self.letters: list[int] = []     # fetch dead letters written during this attempt
 
     def fail(self, error: BaseException | str) -> None:
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
@@ -108,22 +110,23 @@ class Ledger:
         try:
             yield attempt
         except FetchError as exc:
-            if exc.kind in _NOT_THE_ITEMS_FAULT:
-                self._failed(key, f"{type(exc).__name__}: {exc}", count=False)
-            else:
-                self._failed(key, f"{type(exc).__name__}: {exc}")
+            self._failed(attempt, f"{type(exc).__name__}: {exc}", count=exc.kind not in _NOT_THE_ITEMS_FAULT)
             raise
         except Exception as exc:
-            self._failed(key, f"{type(exc).__name__}: {exc}")
+            self._failed(attempt, f"{type(exc).__name__}: {exc}")
             raise
         else:
             if attempt.error is None:
                 self._done.append(key)
             else:
-                self._failed(key, attempt.error)
+                self._failed(attempt, attempt.error)
         finally:
             # GeneratorExit (the pipeline stopped early) lands here: the item stays as it was.
             self.current = outer
+
+    def note_letter(self, letter_id: int | None) -> None:
+        if self.current is not None and letter_id is not None:
+            self.current.letters.append(letter_id)
 
     def fail_current(self, error: BaseException | str) -> None:
         if self.current is not None:
@@ -139,7 +142,10 @@ class Ledger:
     def commit(self) -> None:
         """Mark done the items whose records are now stored."""
         done, self._done = self._done, []
-        self.store.ledger_done(self.source, done)
+        resolved = self.store.ledger_done(self.source, done)
+        if resolved:
+            log.info("%s: %d dead letter(s) of earlier failed attempts resolved: their list items are collected",
+                     self.source, resolved)
 
     def requeue_given_up(self) -> int:
         count = self.store.ledger_requeue_given_up(self.source)
@@ -151,8 +157,10 @@ class Ledger:
         found = self.store.ledger_counts(self.source)
         return {state: found.get(state, 0) for state in STATES}
 
-    def _failed(self, key: str, error: str, *, count: bool = True) -> None:
-        outcome = self.store.ledger_failed(self.source, key, error, max_attempts=self.max_attempts, count=count)
+    def _failed(self, attempt: Attempt, error: str, *, count: bool = True) -> None:
+        key = attempt.key
+        outcome = self.store.ledger_failed(self.source, key, error, max_attempts=self.max_attempts, count=count,
+                                           letters=attempt.letters)
         if outcome.get("state") == "given_up":
             log.error("%s: list item %s given up after %d failed attempts (last: %s); a full run tries it again",
                       self.source, key, outcome["attempts"], error[:200])

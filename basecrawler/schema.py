@@ -214,6 +214,7 @@ def _m004_list_ledger(db: sqlite_utils.Database) -> None:
             "source": str, "key": str, "url": str, "listed_date": str, "data": str, "state": str,
             "attempts": int, "last_error": str, "last_attempt_at": str, "first_seen_at": str,
             "last_seen_at": str, "done_at": str,
+            "letters": str,   # JSON ids of the fetch dead letters of its failed attempts
         },
         pk=("source", "key"), if_not_exists=True,
     )

@@ -337,25 +337,44 @@ class Store:
             row["data"] = json.loads(row["data"]) if row.get("data") else {}
         return rows
 
-    def ledger_done(self, source: str, keys: Iterable[str]) -> None:
+    def ledger_done(self, source: str, keys: Iterable[str]) -> int:
+        """Mark items collected and resolve the dead letters of their failed attempts;
+        returns how many letters were resolved."""
         keys = list(keys)
         if not keys:
-            return
+            return 0
         now = utc_now_iso()
-        self.write(lambda db: db.conn.executemany(
-            "UPDATE list_ledger SET state = 'done', attempts = attempts + 1, last_attempt_at = ?, done_at = ?, "
-            "last_error = NULL WHERE source = ? AND key = ?", [[now, now, source, key] for key in keys]))
 
-    def ledger_failed(self, source: str, key: str, error: str, *, max_attempts: int, count: bool = True) -> dict:
+        def op(db):
+            resolved = 0
+            for key in keys:
+                row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?",
+                                      [source, key]).fetchone()
+                letters = json.loads(row[0]) if row and row[0] else []
+                if letters:
+                    resolved += db.conn.execute(
+                        f"UPDATE dead_letters SET resolved_at = ? WHERE resolved_at IS NULL AND id IN "
+                        f"({','.join('?' * len(letters))})", [now, *letters]).rowcount
+                db.conn.execute(
+                    "UPDATE list_ledger SET state = 'done', attempts = attempts + 1, last_attempt_at = ?, done_at = ?, "
+                    "last_error = NULL, letters = NULL WHERE source = ? AND key = ?", [now, now, source, key])
+            return resolved
+        return self.write(op)
+
+    def ledger_failed(self, source: str, key: str, error: str, *, max_attempts: int, count: bool = True,
+                      letters: Iterable[int] = ()) -> dict:
         """One failed attempt; the item becomes `given_up` once it has used `max_attempts`."""
         now = utc_now_iso()
 
         def op(db):
+            row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?", [source, key]).fetchone()
+            kept = (json.loads(row[0]) if row and row[0] else []) + list(letters)
             db.conn.execute(
                 "UPDATE list_ledger SET attempts = attempts + ?, last_error = ?, last_attempt_at = ?, "
-                "state = CASE WHEN attempts + ? >= ? THEN 'given_up' ELSE 'failing' END "
+                "state = CASE WHEN attempts + ? >= ? THEN 'given_up' ELSE 'failing' END, letters = ? "
                 "WHERE source = ? AND key = ?",
-                [int(count), error[:2000], now, int(count), max_attempts, source, key])
+                [int(count), error[:2000], now, int(count), max_attempts, json.dumps(kept) if kept else None,
+                 source, key])
             row = db.conn.execute("SELECT state, attempts FROM list_ledger WHERE source = ? AND key = ?",
                                   [source, key]).fetchone()
             return {"state": row[0], "attempts": row[1]} if row else {}

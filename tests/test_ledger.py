@@ -48,7 +48,8 @@ def recall(db, country, number):
 def dead_letters(db, source):
     store = Store(str(db))
     try:
-        return store.query("SELECT kind, stage, url, error FROM dead_letters WHERE source = ? ORDER BY id", [source])
+        return store.query("SELECT kind, stage, url, error, resolved_at FROM dead_letters WHERE source = ? ORDER BY id",
+                           [source])
     finally:
         store.close()
 
@@ -130,6 +131,8 @@ def test_eu_report_that_failed_is_fetched_again_whatever_its_date(tmp_path):
         assert {k: (r["state"], r["attempts"]) for k, r in rows.items()} == \
             {"501": ("done", 2), "502": ("done", 2), "503": ("done", 1)}
         assert "fetched again whatever their date: 501" in second.stderr
+        # The letter of the failed download is resolved: what it lost is stored now.
+        assert [(d["kind"], d["resolved_at"] is not None) for d in dead_letters(db, "eu")] == [("transient", True)]
 
         status = json.loads(cli(db, "status", "--json").stdout)
         assert status["sources"]["eu"]["ledger"] == {"listed": 0, "done": 3, "failing": 0, "given_up": 0}
@@ -163,6 +166,8 @@ def test_eu_report_given_up_after_max_attempts_and_requeued_by_a_full_run(tmp_pa
         assert "501" in site.requested
         assert recall(db, "EU", "SR/07001/26")["model_original"] == "Octavia"
         assert (ledger_rows(db, "eu")["501"]["state"]) == "done"
+        # Every failed attempt's letter (two before the give-up) is resolved.
+        assert [d["resolved_at"] is not None for d in dead_letters(db, "eu")] == [True, True]
 
 
 def test_explicit_window_does_not_pull_in_failed_items(tmp_path):
@@ -245,6 +250,7 @@ def test_jp_press_page_404_is_fetched_again_after_it_left_the_feed(tmp_path):
         assert honda["affected_units"] == 12313                  # 9972 + 2341 in the PDF
         assert honda["extra"]["notifier"] == "本田技研工業株式会社"
         assert ledger_rows(db, "jp")["/report/press/r_honda.html"]["state"] == "done"
+        assert [(d["kind"], d["resolved_at"] is not None) for d in dead_letters(db, "jp")] == [("not_found", True)]
 
 
 # ---- AU: a detail page that failed, beyond where an incremental walk stops ------------------------
