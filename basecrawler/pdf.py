@@ -141,7 +141,7 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
             pages.append(content)
             if content.method == "ocr":
                 ocr_seconds += clock() - started
-                if max_ocr_seconds is not None and ocr_seconds > max_ocr_seconds and number < total:
+                if max_ocr_seconds and ocr_seconds > max_ocr_seconds and number < total:
                     raise PdfTooBig(f"too big: OCR took {ocr_seconds:.1f}s for {number} of {total} pages, more than "
                                     f"the {max_ocr_seconds:g}s limit per document (BASECRAWLER_OCR_MAX_SECONDS)")
     except (PdfminerException, PDFSyntaxError, pdfium.PdfiumError, KeyError, ValueError, TypeError,

@@ -95,7 +95,7 @@ class AustraliaCrawler(BaseCrawler):
                 return
             listed = dict(entries)
             for number in wanted:
-                self.ledger.list(number, url=detail_path(number), listed_date=listed.get(number))
+                self.ledger.list(number, url=self.endpoints["site"] + detail_path(number), listed_date=listed.get(number))
             for number in wanted:
                 yield from self._detail_item(number)
 
