@@ -289,3 +289,40 @@ def test_au_detail_page_that_failed_is_fetched_again(tmp_path):
         assert broken.lower() in requested
         assert recall(db, "AU", broken) is not None
         assert ledger_rows(db, "au")[broken]["state"] == "done"
+
+
+# ---- the ledger's own rules ---------------------------------------------------------------------
+def test_ledger_attempt_rules(tmp_path):
+    import pytest
+    from basecrawler.errors import Blocked, Transient
+    from basecrawler.ledger import Ledger
+
+    store = Store(str(tmp_path / "l.db"))
+    ledger = Ledger(store, "xx", max_attempts=3)
+    for key in ("a", "b", "c", "d"):
+        ledger.list(key, url=f"https://example.org/{key}", listed_date="2026-01-0" + str(len(key)))
+    with ledger.attempt("a"):
+        pass
+    assert ledger.counts()["done"] == 0            # done only once its records are stored
+    ledger.commit()
+    with pytest.raises(Transient):
+        with ledger.attempt("b"):
+            raise Transient("gave up after 1 retries: GET https://example.org/b → 503")
+    with pytest.raises(Blocked):                   # the host's fault, not the item's: no attempt used
+        with ledger.attempt("c"):
+            raise Blocked("blocked by the server (403)")
+
+    def stopped_early():                           # the pipeline stopped before the item ended
+        with ledger.attempt("d"):
+            yield 1
+    items = stopped_early()
+    next(items)
+    items.close()
+    rows = {r["key"]: r for r in store.query("SELECT * FROM list_ledger")}
+    assert {k: (r["state"], r["attempts"]) for k, r in rows.items()} == {
+        "a": ("done", 1), "b": ("failing", 1), "c": ("failing", 0), "d": ("listed", 0)}
+    assert "503" in rows["b"]["last_error"]
+    # Only not-yet-collected items come back, and those the run chose are not repeated.
+    assert [item.key for item in Ledger(store, "xx").retries(chosen=["d"])] == ["b", "c"]
+    assert Ledger(store, "xx", retries=False).retries() == []
+    store.close()
