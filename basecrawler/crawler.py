@@ -129,6 +129,10 @@ class BaseCrawler(abc.ABC):
     # A source whose records are dated well before they are published (a monthly list of
     # last month's recalls) needs a longer incremental look-back than the default overlap.
     min_overlap_days: ClassVar[int] = 0
+    # Hosts besides the endpoints' (and their overrides') that downloads may reach, e.g. a
+    # CDN the agency links its documents on: "host" or "host:port". Anything else is a
+    # `foreign_host` dead letter (enforced by the HTTP client).
+    allowed_hosts: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
@@ -153,6 +157,7 @@ class BaseCrawler(abc.ABC):
         self._transport_bases: list[tuple[str, str]] | None = None
         self.warnings: list[str] = []
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
+        self._ledger = None
 
     # ---- what a source implements -----------------------------------------------------
     @abc.abstractmethod
@@ -208,6 +213,34 @@ class BaseCrawler(abc.ABC):
         return self._transport_bases
 
     @property
+    def ledger(self):
+        """The list ledger (see `ledger.py`) for sources that read a list before its items."""
+        if self._ledger is None:
+            from .ledger import Ledger
+
+            self._ledger = Ledger(self.store, self.source, max_attempts=self.settings.ledger_max_attempts,
+                                  retries=self._explicit_since is None and self.until is None or self.mode == "full",
+                                  requeue=self.mode == "full")
+        return self._ledger
+
+    def download_hosts(self) -> set[str]:
+        """Where this source's requests may go: every endpoint's host (declared and
+        overridden), `allowed_hosts`, and BASECRAWLER_<SOURCE>_ALLOWED_HOSTS (comma-separated)."""
+        from .http import host_key
+
+        hosts = set()
+        for name, declared in self.endpoints.items():
+            hosts.add(host_key(declared))
+            override = endpoint_override(self.source, name)
+            if override:
+                hosts.add(host_key(override))
+        extra = self.settings.source_setting(self.source, "allowed_hosts") or ""
+        for host in [*self.allowed_hosts, *extra.split(",")]:
+            if host.strip():
+                hosts.add(host_key(host.strip() if "//" in host else "//" + host.strip()))
+        return hosts
+
+    @property
     def http(self):
         if self._http is None:
             from .http import HttpClient
@@ -216,6 +249,7 @@ class BaseCrawler(abc.ABC):
                 settings=self.settings, store=self.store, transport=self._transport,
                 rate_per_s=self.rate_per_s, concurrency=self.concurrency,
                 clock=self._clock, sleep=self._sleep, source=self.source,
+                allowed_hosts=self.download_hosts() if self.endpoints else None,
             )
         return self._http
 
@@ -238,11 +272,13 @@ class BaseCrawler(abc.ABC):
             # The body the item came from, so the letter can be traced back to the archive.
             response_sha = self._http.last_sha256
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.store.add_dead_letter(
+        letter_id = self.store.add_dead_letter(
             source=self.source, run_id=self.run_id, stage=stage, kind=kind, error=message, raw=raw,
             recall_number=recall_number, url=url, response_sha256=response_sha,
         )
         self.counts.dead_lettered += 1
+        if stage == "fetch" and self._ledger is not None:
+            self._ledger.note_letter(letter_id)  # resolved once the list item is collected
         log.error("%s: dead letter (%s/%s) %s%s", self.source, stage, kind, message[:300],
                   f" [{url}]" if url else "")
 
@@ -365,7 +401,7 @@ class BaseCrawler(abc.ABC):
                     self._progress(self.counts.fetched, None)
                 for record, raw in self._parse_item(item):
                     record = self.prepare_record(record)
-                    if not self._in_window(record):
+                    if not self._in_window(record) and not (self._ledger is not None and self._ledger.beyond_window):
                         self.counts.out_of_range += 1
                         continue
                     batch.append((record, raw))
@@ -375,6 +411,8 @@ class BaseCrawler(abc.ABC):
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
         self._flush(batch)
+        if self._ledger is not None:
+            self._ledger.commit()  # items whose records are all stored now (or that had none)
         if fetch_error is not None:
             if isinstance(fetch_error, FetchError) and fetch_error.kind == "unexpected":
                 # The wrong kind of body (an HTML error page for JSON…): keep it as a dead letter.
@@ -426,6 +464,8 @@ class BaseCrawler(abc.ABC):
             self._stored_keys.add(key)
             setattr(self.counts, what, getattr(self.counts, what) + 1)
             self.counts.saved += 1
+        if self._ledger is not None:
+            self._ledger.commit()  # the list items these records came from are collected
         for row, error in outcome.failed:
             self.counts.store_failed += 1
             self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error",

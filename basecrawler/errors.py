@@ -12,7 +12,8 @@
         ├── Transient       (transient)     5xx, timeout, reset: retried; stays retryable
         ├── NotFound        (not_found)     404: not retried; for a detail it means "not yet"
         ├── CredentialsRejected (credentials) 401 with credentials: no retry
-        └── UnexpectedContent (unexpected)  200 with the wrong kind of body; raw kept
+        ├── UnexpectedContent (unexpected)  200 with the wrong kind of body; raw kept
+        └── ForeignHost     (foreign_host)  a URL outside the source's declared hosts: never sent
 
 `parse_error` is not an exception class: any exception raised by `parse()` is caught by
 the pipeline and recorded as a dead letter of kind `parse_error`.
@@ -88,3 +89,9 @@ class CredentialsRejected(FetchError):
 
 class UnexpectedContent(FetchError):
     kind = "unexpected"
+
+
+class ForeignHost(FetchError):
+    """A request (or a redirect) to a host the source did not declare; nothing was sent."""
+
+    kind = "foreign_host"

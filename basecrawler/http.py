@@ -31,7 +31,7 @@ import httpx
 from .archive import Archive
 from .config import Settings
 from .textcodec import Undecodable, decode_text
-from .errors import (Blocked, CredentialsRejected, FetchError, NotFound, RateLimited, ReplayMiss,
+from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, NotFound, RateLimited, ReplayMiss,
                      Transient, UnexpectedContent)
 
 log = logging.getLogger(__name__)
@@ -113,6 +113,31 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     return max(0.0, when.timestamp() - now)
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_key(url: str) -> str:
+    """"host" for a URL on its scheme's default port (or with no port), else "host:port"."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port is None or port == _DEFAULT_PORTS.get(parts.scheme):
+        return host
+    return f"{host}:{port}"
+
+
+def host_allowed(url: str, allowed: set[str] | frozenset[str] | None) -> bool:
+    """Whether a request to `url` stays on the allowed hosts (None: no restriction). A host
+    allowed without a port is allowed on the default ports only: a different port on the same
+    machine is another server."""
+    if allowed is None:
+        return True
+    parts = urlsplit(str(url))
+    if parts.scheme not in _DEFAULT_PORTS:
+        return False
+    return host_key(str(url)) in allowed
+
+
 class HostThrottle:
     """Rate, concurrency and pauses for one host, shared by every thread of the client."""
 
@@ -161,9 +186,12 @@ class Download:
 class HttpClient:
     def __init__(self, *, settings: Settings | None = None, store=None, transport: httpx.BaseTransport | None = None,
                  rate_per_s: float | None = None, concurrency: int | None = None, clock=None, sleep=None,
-                 source: str = "", headers: dict | None = None, archive: Archive | None = None):
+                 source: str = "", headers: dict | None = None, archive: Archive | None = None,
+                 allowed_hosts: set[str] | None = None):
         self.settings = settings or Settings.from_env()
         self.source = source
+        # Hosts requests may go to (see BaseCrawler.download_hosts); None: anywhere.
+        self.allowed_hosts = frozenset(allowed_hosts) if allowed_hosts is not None else None
         self.clock = clock or time.time
         self.sleep = sleep or time.sleep
         self.rate_per_s = rate_per_s or self.settings.rate_per_s
@@ -183,6 +211,8 @@ class HttpClient:
         self._client = httpx.Client(
             transport=transport, timeout=self.settings.timeout_s, follow_redirects=True,
             headers={"User-Agent": self.settings.user_agent, **(headers or {})},
+            # Every request, redirects included, is checked before it is sent.
+            event_hooks={"request": [self._check_host]},
         )
         self._throttles: dict[str, HostThrottle] = {}
         self._throttles_lock = threading.Lock()
@@ -319,6 +349,15 @@ class HttpClient:
                 self._throttles[host] = throttle
             return throttle
 
+    def _check_host(self, request: httpx.Request) -> None:
+        self._ensure_allowed(str(request.url))
+
+    def _ensure_allowed(self, url: str) -> None:
+        if not host_allowed(url, self.allowed_hosts):
+            self._count("refused/foreign_host")
+            raise ForeignHost(f"{host_key(url) or url} is not one of the source's hosts "
+                              f"({', '.join(sorted(self.allowed_hosts or ())) or 'none'}); not requested: {url}", url=url)
+
     def _count(self, key: str, n: int = 1) -> None:
         with self._stats_lock:
             self._stats[key] += n
@@ -374,6 +413,7 @@ class HttpClient:
 
     def _with_policy(self, method: str, url: str, send, *, expect: str | None, credentials: bool = False):
         """Send through the host throttle; classify; retry / pause / raise per the table."""
+        self._ensure_allowed(url)  # before any throttle wait, retry or archive entry
         throttle = self._throttle(url)
         transient_attempts = rate_limited_attempts = blocked_attempts = 0
         while True:
@@ -474,7 +514,8 @@ def _peek_file(path: Path, size: int = 1024) -> bytes:
         return handle.read(size)
 
 
-__all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError"]
+__all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
+           "host_allowed"]
 
 
 # ---- partial downloads left by killed processes ------------------------------------------

@@ -213,8 +213,23 @@ def _m003_run_counts(db: sqlite_utils.Database) -> None:
         if name not in existing:
             db["crawl_runs"].add_column(name, kind)
 
+def _m004_list_ledger(db: sqlite_utils.Database) -> None:
+    """Per-source ledger of list items (EU weekly reports, MLIT press releases, AU recalls):
+    which ones were processed, which keep failing and will be fetched again whatever their
+    date, and which were given up (see `basecrawler/ledger.py`)."""
+    db["list_ledger"].create(
+        {
+            "source": str, "key": str, "url": str, "listed_date": str, "data": str, "state": str,
+            "attempts": int, "last_error": str, "last_attempt_at": str, "first_seen_at": str,
+            "last_seen_at": str, "done_at": str,
+            "letters": str,   # JSON ids of the fetch dead letters of its failed attempts
+        },
+        pk=("source", "key"), if_not_exists=True,
+    )
+    db["list_ledger"].create_index(["source", "state"], if_not_exists=True)
 
-MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts]
+
+MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger]
 
 
 def migrate(db: sqlite_utils.Database) -> int:

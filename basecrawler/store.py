@@ -349,6 +349,79 @@ class Store:
             params.append(source)
         return self.query(sql + " ORDER BY id", params)
 
+    # ---- list ledger (basecrawler/ledger.py) -------------------------------------------
+    def ledger_list(self, source: str, key: str, *, url: str | None, listed_date: str | None,
+                    data: dict | None) -> None:
+        """Note an item of a source's list; a known item keeps its state and attempts."""
+        now = utc_now_iso()
+        self.write(lambda db: db.conn.execute(
+            "INSERT INTO list_ledger (source, key, url, listed_date, data, state, attempts, first_seen_at, last_seen_at) "
+            "VALUES (?,?,?,?,?,'listed',0,?,?) ON CONFLICT(source, key) DO UPDATE SET "
+            "url = COALESCE(excluded.url, url), listed_date = COALESCE(excluded.listed_date, listed_date), "
+            "data = COALESCE(excluded.data, data), last_seen_at = excluded.last_seen_at",
+            [source, key, url, listed_date, json.dumps(data, ensure_ascii=False, default=str) if data else None, now, now]))
+
+    def ledger_items(self, source: str, states: Iterable[str]) -> list[dict]:
+        states = list(states)
+        rows = self.query(
+            f"SELECT * FROM list_ledger WHERE source = ? AND state IN ({','.join('?' * len(states))}) "
+            "ORDER BY listed_date, key", [source, *states])
+        for row in rows:
+            row["data"] = json.loads(row["data"]) if row.get("data") else {}
+        return rows
+
+    def ledger_done(self, source: str, keys: Iterable[str]) -> int:
+        """Mark items collected and resolve the dead letters of their failed attempts;
+        returns how many letters were resolved."""
+        keys = list(keys)
+        if not keys:
+            return 0
+        now = utc_now_iso()
+
+        def op(db):
+            resolved = 0
+            for key in keys:
+                row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?",
+                                      [source, key]).fetchone()
+                letters = json.loads(row[0]) if row and row[0] else []
+                if letters:
+                    resolved += db.conn.execute(
+                        f"UPDATE dead_letters SET resolved_at = ? WHERE resolved_at IS NULL AND id IN "
+                        f"({','.join('?' * len(letters))})", [now, *letters]).rowcount
+                db.conn.execute(
+                    "UPDATE list_ledger SET state = 'done', attempts = attempts + 1, last_attempt_at = ?, done_at = ?, "
+                    "last_error = NULL, letters = NULL WHERE source = ? AND key = ?", [now, now, source, key])
+            return resolved
+        return self.write(op)
+
+    def ledger_failed(self, source: str, key: str, error: str, *, max_attempts: int, count: bool = True,
+                      letters: Iterable[int] = ()) -> dict:
+        """One failed attempt; the item becomes `given_up` once it has used `max_attempts`."""
+        now = utc_now_iso()
+
+        def op(db):
+            row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?", [source, key]).fetchone()
+            kept = (json.loads(row[0]) if row and row[0] else []) + list(letters)
+            db.conn.execute(
+                "UPDATE list_ledger SET attempts = attempts + ?, last_error = ?, last_attempt_at = ?, "
+                "state = CASE WHEN attempts + ? >= ? THEN 'given_up' ELSE 'failing' END, letters = ? "
+                "WHERE source = ? AND key = ?",
+                [int(count), error[:2000], now, int(count), max_attempts, json.dumps(kept) if kept else None,
+                 source, key])
+            row = db.conn.execute("SELECT state, attempts FROM list_ledger WHERE source = ? AND key = ?",
+                                  [source, key]).fetchone()
+            return {"state": row[0], "attempts": row[1]} if row else {}
+        return self.write(op)
+
+    def ledger_requeue_given_up(self, source: str) -> int:
+        return self.write(lambda db: db.conn.execute(
+            "UPDATE list_ledger SET state = 'failing', attempts = 0 WHERE source = ? AND state = 'given_up'",
+            [source]).rowcount)
+
+    def ledger_counts(self, source: str) -> dict[str, int]:
+        return {row["state"]: row["n"] for row in self.query(
+            "SELECT state, COUNT(*) AS n FROM list_ledger WHERE source = ? GROUP BY state", [source])}
+
     # ---- meta -------------------------------------------------------------------------
     def set_meta(self, key: str, value: str) -> None:
         self.write(lambda db: db.conn.execute(

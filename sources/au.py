@@ -67,6 +67,13 @@ class AustraliaCrawler(BaseCrawler):
 
     def fetch(self) -> Iterator[Raw]:
         seen: set[str] = set()
+        yield from self._walk_listing(seen)
+        # Recalls not yet collected (a detail page that failed) come again whatever their
+        # date, though an incremental walk stops before the listing page that holds them.
+        for entry in self.ledger.retries(seen):
+            yield from self._detail_item(entry.key)
+
+    def _walk_listing(self, seen: set[str]) -> Iterator[Raw]:
         for page in count(0):
             if page >= MAX_LISTING_PAGES:
                 log.warning("au: stopped after %d listing pages", page)
@@ -90,10 +97,17 @@ class AustraliaCrawler(BaseCrawler):
             if self.mode == "incremental" and not wanted:
                 log.info("au: listing page %d holds only stored, older recalls; stopping", page)
                 return
+            listed = dict(entries)
             for number in wanted:
-                item = self._fetch_detail_page(number)
-                if item is not None:
-                    yield item
+                self.ledger.list(number, url=self.endpoints["site"] + detail_path(number), listed_date=listed.get(number))
+            for number in wanted:
+                yield from self._detail_item(number)
+
+    def _detail_item(self, number: str) -> Iterator[Raw]:
+        with self.ledger.attempt(number):
+            item = self._fetch_detail_page(number)
+            if item is not None:
+                yield item
 
     def _wanted(self, entries: list[tuple[str, dt.date | None]]) -> list[str]:
         """Recall numbers whose detail page this run fetches (all of them in a full run)."""
@@ -117,6 +131,7 @@ class AustraliaCrawler(BaseCrawler):
         except (NotFound, UnexpectedContent, Transient) as exc:
             # One missing or broken page must not stop the others; a block (403) still fails the run.
             self.dead_letter({"recall_number": number, "url": url}, exc, stage="fetch", url=url, recall_number=number)
+            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
             return None
         return Raw({"recall_number": number, "html": html}, url=url, response_sha256=self.http.last_sha256)
 

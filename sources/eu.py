@@ -33,7 +33,7 @@ from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
 from basecrawler.dates import parse_date
-from basecrawler.errors import NotFound, Transient, UnexpectedContent
+from basecrawler.errors import ForeignHost, NotFound, Transient, UnexpectedContent
 from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding, repair_text
 from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, iter_xml, read_list, release
 
@@ -301,6 +301,24 @@ def report_request_path(report: WeeklyReport) -> str:
     return path + "?" + urlencode(query, safe="|:")
 
 
+def _oldest_first(report: WeeklyReport):
+    return report.date_for_window or dt.date.min, int(report.report_id or 0)
+
+
+def _ledger_data(report: WeeklyReport) -> dict:
+    """What the ledger keeps to fetch a report again once it has left the index."""
+    return {"reference": report.reference, "url": report.url, "year": report.year, "week": report.week,
+            "published": report.published.isoformat() if report.published else None}
+
+
+def _report_from_ledger(item) -> WeeklyReport:
+    data = item.data or {}
+    published = data.get("published")
+    return WeeklyReport(reference=data.get("reference"), published=dt.date.fromisoformat(published) if published else None,
+                        year=data.get("year"), week=data.get("week"), url=data.get("url") or item.url,
+                        report_id=item.key)
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value else None
@@ -335,18 +353,28 @@ class EuSafetyGateCrawler(BaseCrawler):
         for chunk, reason in listed.lost:
             self.dead_letter(Raw({"index_url": index_url, "item": chunk}, url=index_url, response_sha256=sha),
                              reason, stage="fetch", kind="unreadable_item")
-        chosen = sorted((r for r in reports if self._wanted(r)),
-                        key=lambda r: (r.date_for_window or dt.date.min, int(r.report_id or 0)))
+        chosen = sorted((r for r in reports if self._wanted(r)), key=_oldest_first)
         log.info("eu: %d weekly reports in the index, %d chosen (%s since %s)", len(reports), len(chosen),
                  self.mode, self.since or "the beginning")
-        first_seen: dict[str, tuple[str, bool]] = {}
         for report in chosen:
+            if report.report_id is not None:
+                self.ledger.list(report.report_id, url=report.url, listed_date=report.date_for_window,
+                                 data=_ledger_data(report))
+        # Reports not yet collected (a download that failed, a run cut short) come again,
+        # whatever their date and even once they left the index.
+        in_index = {r.report_id: r for r in reports if r.report_id}
+        retried = [in_index.get(item.key) or _report_from_ledger(item)
+                   for item in self.ledger.retries(r.report_id for r in chosen if r.report_id)]
+        first_seen: dict[str, tuple[str, bool]] = {}
+        # Oldest first, retried ones included: an alert keeps the date of its first report.
+        for report in sorted(chosen + retried, key=_oldest_first):
             if report.report_id is None:
                 self.dead_letter({"reference": report.reference, "url": report.url},
                                  "no report id in the index entry's URL", stage="fetch", kind="unexpected",
                                  url=report.url)
                 continue
-            yield from self._report_items(report, first_seen)
+            with self.ledger.attempt(report.report_id):
+                yield from self._report_items(report, first_seen)
 
     def _wanted(self, report: WeeklyReport) -> bool:
         when = report.date_for_window
@@ -378,9 +406,10 @@ class EuSafetyGateCrawler(BaseCrawler):
         url = self.report_url(report)
         try:
             url, download = self._download(report)
-        except (NotFound, UnexpectedContent, Transient) as exc:
+        except (NotFound, UnexpectedContent, Transient, ForeignHost) as exc:
             self.dead_letter({"reference": report.reference, "report_id": report.report_id}, exc,
                              stage="fetch", url=url)
+            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
             return
         kept = broken = 0
         try:
@@ -403,6 +432,7 @@ class EuSafetyGateCrawler(BaseCrawler):
         except (etree.XMLSyntaxError, UnexpectedContent) as exc:
             self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
                                  response_sha256=download.sha256), exc, stage="fetch", kind="unexpected")
+            self.ledger.fail_current(exc)  # e.g. a body cut short: a new download may be whole
         finally:
             with suppress(FileNotFoundError):
                 download.path.unlink()

@@ -91,6 +91,7 @@ class JpCrawler(BaseCrawler):
             # Garbled titles or a new title wording would otherwise skip every recall silently.
             self.warn(f"feed {FEED_PATH}: none of its {len(items)} items is titled as a recall press release")
         downloads = Artifacts(self.http, self.store, source=self.source)
+        chosen: dict[str, tuple[FeedItem, str]] = {}
         for item in recalls:
             if not item.link:
                 self.dead_letter(Raw({"feed_url": feed_url, "title": item.title}, url=feed_url, response_sha256=sha),
@@ -104,21 +105,42 @@ class JpCrawler(BaseCrawler):
             if press_url is None:
                 log.warning("jp: feed item outside %s skipped: %s", SITE_HOST, item.link)
                 continue
-            produced = self._press_release(item, press_url, downloads)
-            if produced is not None:
-                yield produced
+            key = _ledger_key(item.link)
+            chosen[key] = (item, press_url)
+            self.ledger.list(key, url=item.link, listed_date=item.date,
+                             data={"title": item.title, "link": item.link,
+                                   "date": item.date.isoformat() if item.date else None})
+        # Press releases not yet collected (a page that answered 404, a PDF that failed) come
+        # again whatever their date, even once they scrolled out of the 50-item feed.
+        for entry in self.ledger.retries(chosen):
+            data = entry.data or {}
+            item = FeedItem(data.get("title") or "", data.get("link") or entry.url or "",
+                            dt.date.fromisoformat(data["date"]) if data.get("date") else None)
+            press_url = self._site_url(item.link)
+            if press_url is not None:
+                chosen[entry.key] = (item, press_url)
+        for key, (item, press_url) in chosen.items():
+            with self.ledger.attempt(key) as attempt:
+                produced = self._press_release(item, press_url, downloads, attempt)
+                if produced is not None:
+                    yield produced
 
-    def _press_release(self, item: FeedItem, press_url: str, downloads: Artifacts) -> Raw | None:
+    def _press_release(self, item: FeedItem, press_url: str, downloads: Artifacts, attempt=None) -> Raw | None:
+        """The press release's list PDF, read; None when it is lost (dead letter). A loss
+        that a later fetch can mend fails the ledger attempt, so the next run comes back."""
         context = {"press_url": press_url, "press_title": item.title,
                    "feed_date": item.date.isoformat() if item.date else None}
+        retry_later = attempt.fail if attempt is not None else (lambda error: None)
         try:
             press = self._press_page(press_url)
         except FetchError as exc:
             self.dead_letter(Raw(context, url=press_url), exc)
+            retry_later(exc)
             return None
         if press.list_pdf is None:
-            self.dead_letter(Raw(context, url=press_url), f"no {LIST_LINK_TEXT} PDF linked from the press page",
-                             kind="unexpected")
+            message = f"no {LIST_LINK_TEXT} PDF linked from the press page"
+            self.dead_letter(Raw(context, url=press_url), message, kind="unexpected")
+            retry_later(message)
             return None
         context.update(press_date=press.date.isoformat() if press.date else None, pdf_url=press.list_pdf)
         target = f"jp:{urlsplit(press_url).path}#{LIST_LINK_TEXT}"
@@ -130,20 +152,26 @@ class JpCrawler(BaseCrawler):
             artifact = downloads.ensure(target, press.list_pdf, rediscover=rediscover)
         except (ArtifactError, FetchError) as exc:
             self.dead_letter(Raw(context, url=press.list_pdf), exc)
+            retry_later(exc)
             return None
         context.update(pdf_url=artifact.url, pdf_sha256=artifact.sha256)
         if artifact.drifted:
             context["pdf_changed"] = True
         try:
-            pages = read_pdf(artifact.path, dpi=self.ocr_dpi)
+            pages = self._read_pdf(artifact.path)
         except (PdfError, OcrUnavailable) as exc:
             # A parse-stage letter without pages: `dead-letters retry` reads the archived PDF
-            # again (e.g. once tesseract is installed) instead of needing a new crawl.
+            # again (e.g. once tesseract is installed, or with a higher page cap) instead of
+            # needing a new crawl. Kind: parse_error, encrypted or too_big.
             self.dead_letter(Raw(context, url=artifact.url, response_sha256=artifact.sha256), exc,
-                             stage="parse", kind="parse_error")
+                             stage="parse", kind=exc.kind)
             return None
         context["pages"] = [page.to_dict() for page in pages]
         return Raw(context, url=artifact.url, response_sha256=artifact.sha256)
+
+    def _read_pdf(self, source):
+        return read_pdf(source, dpi=self.ocr_dpi, max_pages=self.settings.pdf_max_pages,
+                        max_ocr_seconds=self.settings.ocr_max_seconds)
 
     def _press_page(self, url: str) -> PressPage:
         text = self.http.get_text(url, encoding="utf-8", expect="html")
@@ -166,8 +194,7 @@ class JpCrawler(BaseCrawler):
 
     def parse(self, raw):
         if "pages" not in raw and raw.get("pdf_sha256"):
-            raw = {**raw, "pages": [page.to_dict() for page in read_pdf(self._archived_pdf(raw["pdf_sha256"]),
-                                                                         dpi=self.ocr_dpi)]}
+            raw = {**raw, "pages": [page.to_dict() for page in self._read_pdf(self._archived_pdf(raw["pdf_sha256"]))]}
         records, rejected = records_from_list(raw)
         if not records and not rejected:
             methods = sorted({page.get("method") for page in raw.get("pages") or []})
@@ -180,6 +207,12 @@ class JpCrawler(BaseCrawler):
 
 
 # ---- feed and press page --------------------------------------------------------------------
+
+def _ledger_key(link: str) -> str:
+    """A press release's ledger key: its path (http or https, mirror or not, it is one page)."""
+    parts = urlsplit(link)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
 
 def parse_feed(body: bytes, header: str | None = None) -> list[FeedItem]:
     """Items of the RSS 1.0 feed (with a title and a link)."""

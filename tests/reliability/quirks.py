@@ -105,7 +105,7 @@ def ca_csv() -> bytes:
     utf8 = lambda s: s.encode("utf-8")  # noqa: E731
     rows = [
         # One recall on two rows; its French system type is Windows-1252 bytes inside a UTF-8 file.
-        utf8(f'"2026101","2024","R26-01","Passenger Car","Voiture de tourisme","MÜLLER","KÜBEL","1,250.00",'
+        utf8('"2026101","2024","R26-01","Passenger Car","Voiture de tourisme","MÜLLER","KÜBEL","1,250.00",'
              f'"Seat Belts","') + "Ceintures de sécurité".encode("cp1252")
         + utf8(f'","Safety Mfr","Sécurité - fabricant","{CA_COMMENT}","Problème : ancrage.","2026-09-30"'),
         utf8(f'"2026101","2025","R26-01","Passenger Car","Voiture de tourisme","MÜLLER","KÜBEL XL","1,250.00",'
