@@ -34,9 +34,13 @@ _INK = 160                 # grey level below which a rendered pixel counts as i
 class PdfError(CrawlerError):
     """The document cannot be read as a PDF at all."""
 
+    kind = "pdf_unreadable"
+
 
 class OcrUnavailable(PdfError):
     """A page needs OCR but Tesseract or its Japanese data is not installed."""
+
+    kind = "ocr_unavailable"
 
 
 @dataclass

@@ -11,9 +11,7 @@ from typing import IO, Iterator
 
 from lxml import etree
 
-
-class UnsafeXml(ValueError):
-    """A document that declares a DTD or entities: refused before anything is resolved."""
+from .errors import UnsafeXml
 
 
 def _refuse_dtd(tree) -> None:
