@@ -8,7 +8,9 @@ reference, on fresh databases:
 - per batch: one `INSERT INTO recalls_fts … SELECT … WHERE id > ?` per 500 rows (today's store).
 
 Every measurement is repeated (fresh database each time, variants interleaved so a busy
-neighbour hurts all of them alike); the table shows the median and the min–max spread.
+neighbour hurts all of them alike); the table shows the median and the min–max spread, of
+wall-clock time and of this process's CPU time (steadier on a shared machine: SQLite runs in
+process and WAL commits with synchronous=NORMAL do not wait for the disk).
 
     python bench/bench_upsert.py [N] [REPEATS]
 """
@@ -28,6 +30,15 @@ from basecrawler.schema import FTS_COLUMNS, FTS_INSERT_TRIGGER  # noqa: E402
 from basecrawler.store import _FEED_FTS_SQL, DATA_COLUMNS  # noqa: E402
 
 BATCH = 500
+
+
+class Timer:
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
 def raw_rows(n: int) -> list[dict]:
@@ -69,37 +80,36 @@ def open_store(path: str, per_row_trigger: bool) -> Store:
     return store
 
 
-def plain(path: str, prepared: list[tuple], per_row_trigger: bool) -> float:
+def plain(path: str, prepared: list[tuple], per_row_trigger: bool) -> Timer:
     """Seconds for executemany of ready tuples; per batch, the same one FTS statement the store uses."""
     store = open_store(path, per_row_trigger)
     conn = store.db.conn
     cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     sql = f"INSERT INTO recalls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
-    started = time.perf_counter()
-    conn.execute("BEGIN")
-    for i in range(0, len(prepared), BATCH):
-        last_id = conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
-        conn.executemany(sql, prepared[i:i + BATCH])
-        if not per_row_trigger:
-            conn.execute(_FEED_FTS_SQL, [last_id])
-    conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    with Timer() as timer:
+        conn.execute("BEGIN")
+        for i in range(0, len(prepared), BATCH):
+            last_id = conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
+            conn.executemany(sql, prepared[i:i + BATCH])
+            if not per_row_trigger:
+                conn.execute(_FEED_FTS_SQL, [last_id])
+        conn.execute("COMMIT")
     store.close()
-    return elapsed
+    return timer
 
 
-def through_store(store: Store, rows: list[dict]) -> tuple[float, int, object]:
+def through_store(store: Store, rows: list[dict]) -> tuple[Timer, int, object]:
     before = store.db.conn.total_changes
-    started = time.perf_counter()
     totals = None
-    for i in range(0, len(rows), BATCH):
-        batch = [Recall.model_validate(r) for r in rows[i:i + BATCH]]
-        result = store.upsert_recalls(batch, source="us")
-        if totals is None:
-            totals = result
-        else:
-            totals.add(result)
-    return time.perf_counter() - started, store.db.conn.total_changes - before, totals
+    with Timer() as timer:
+        for i in range(0, len(rows), BATCH):
+            batch = [Recall.model_validate(r) for r in rows[i:i + BATCH]]
+            result = store.upsert_recalls(batch, source="us")
+            if totals is None:
+                totals = result
+            else:
+                totals.add(result)
+    return timer, store.db.conn.total_changes - before, totals
 
 
 def spread(values: list[float], fmt: str) -> str:
@@ -117,40 +127,42 @@ def main() -> None:
         for r in rows
     ]
     tmp = tempfile.mkdtemp()
-    times: dict[str, list[float]] = {}
-    rerun: list[tuple[float, int, int]] = []
+    times: dict[str, list[Timer]] = {}
+    rerun: list[tuple[Timer, Timer, int, int]] = []
     for rep in range(repeats):
         for variant, per_row in (("per row", True), ("per batch", False)):
             times.setdefault(f"plain {variant}", []).append(plain(os.path.join(tmp, f"p{rep}{per_row}.db"), prepared, per_row))
             store = open_store(os.path.join(tmp, f"s{rep}{per_row}.db"), per_row)
-            first_s, first_writes, first = through_store(store, rows)
-            assert first.new == n and first_writes >= n, (first.new, first_writes)
-            times.setdefault(f"store {variant}", []).append(first_s)
+            first, first_writes, first_result = through_store(store, rows)
+            assert first_result.new == n and first_writes >= n, (first_result.new, first_writes)
+            times.setdefault(f"store {variant}", []).append(first)
             if not per_row:
-                second_s, second_writes, second = through_store(store, rows)
-                rerun.append((second_s / first_s, second_writes, second.unchanged))
+                second, second_writes, second_result = through_store(store, rows)
+                rerun.append((second, first, second_writes, second_result.unchanged))
             store.close()
 
-    def rate(key: str) -> list[float]:
-        return [n / s for s in times[key]]
+    def row(label: str, values) -> None:
+        """values(clock) -> list of numbers for clock 'wall' / 'cpu'."""
+        fmt = ",.0f" if "rec/s" in label else ".2f"
+        print(f"{label:<50}{spread(values('wall'), fmt):>26}{spread(values('cpu'), fmt):>26}")
 
-    def ratio(store_key: str, plain_key: str) -> list[float]:   # per repetition, so noise pairs up
-        return [p / s for p, s in zip(times[plain_key], times[store_key])]
+    def rate(key):
+        return lambda clock: [n / getattr(t, clock) for t in times[key]]
+
+    def ratio(fast_key, slow_key):   # per repetition, so a noisy moment hits both sides of a pair
+        return lambda clock: [getattr(s, clock) / getattr(f, clock) for s, f in zip(times[slow_key], times[fast_key])]
 
     print(f"{n:,} records, {repeats} repetitions: median (min–max)")
-    print(f"{'measure':<52}{'value':>28}")
+    print(f"{'measure':<50}{'wall clock':>26}{'process CPU':>26}")
     for variant in ("per row", "per batch"):
-        print(f"{f'plain executemany, FTS {variant} (records/s)':<52}{spread(rate(f'plain {variant}'), ',.0f'):>28}")
-        print(f"{f'store upsert incl. validation, FTS {variant} (rec/s)':<52}{spread(rate(f'store {variant}'), ',.0f'):>28}")
-        print(f"{f'ratio store / plain, both FTS {variant}':<52}{spread(ratio(f'store {variant}', f'plain {variant}'), '.2f'):>28}")
-    print(f"{'ratio store per batch / plain per row (target >= 0.7)':<52}"
-          f"{spread(ratio('store per batch', 'plain per row'), '.2f'):>28}")
-    print(f"{'store per batch / store per row (speed-up)':<52}"
-          f"{spread([r / b for r, b in zip(times['store per row'], times['store per batch'])], '.2f'):>28}")
-    print(f"{'re-run: unchanged / rows written (target 0)':<52}"
-          f"{f'{rerun[-1][2]} / {max(w for _, w, _ in rerun)}':>28}")
-    print(f"{'re-run time / first run (target < 0.20)':<52}{spread([r for r, _, _ in rerun], '.2f'):>28}")
-    print(f"{'peak RSS (MB)':<52}{rss_mb():>28.0f}")
+        row(f"plain executemany, FTS {variant} (rec/s)", rate(f"plain {variant}"))
+        row(f"store upsert + validation, FTS {variant} (rec/s)", rate(f"store {variant}"))
+        row(f"ratio store / plain, both FTS {variant}", ratio(f"store {variant}", f"plain {variant}"))
+    row("ratio store per batch / plain per row", ratio("store per batch", "plain per row"))
+    row("speed-up of the store, per batch over per row", ratio("store per batch", "store per row"))
+    row("re-run time / first run (per batch)", lambda clock: [getattr(a, clock) / getattr(b, clock) for a, b, _, _ in rerun])
+    print(f"{'re-run: unchanged / rows written (target 0)':<50}{f'{rerun[-1][3]} / {max(r[2] for r in rerun)}':>26}")
+    print(f"{'peak RSS (MB)':<50}{rss_mb():>26.0f}")
 
 
 if __name__ == "__main__":
