@@ -28,7 +28,8 @@ import httpx
 
 from .archive import Archive
 from .config import Settings
-from .errors import Blocked, FetchError, RateLimited, ReplayMiss, Transient, UnexpectedContent, subclasses
+from .errors import (Blocked, CredentialsRejected, FetchError, RateLimited, ReplayMiss, Transient, UnexpectedContent,
+                     subclasses)
 
 log = logging.getLogger(__name__)
 
@@ -374,7 +375,7 @@ class HttpClient:
                     raise
                 except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                     network_exc = exc
-                    error_kind = "transient"
+                    error_kind = Transient.kind
                     result = None
             if result is not None:
                 response = result[0] if isinstance(result, tuple) else result
@@ -393,7 +394,7 @@ class HttpClient:
             status = response.status_code if response is not None else None
             body = response.content if response is not None and not isinstance(result, tuple) else b""
             where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
-            if error_kind == "rate_limited":
+            if error_kind == RateLimited.kind:
                 rate_limited_attempts += 1
                 self._count("retries/rate_limited")
                 wait = parse_retry_after(response.headers.get("retry-after"), self.clock())
@@ -405,7 +406,7 @@ class HttpClient:
                 if rate_limited_attempts > RATE_LIMIT_RETRIES:
                     raise RateLimited(f"still rate limited after {RATE_LIMIT_RETRIES} pauses: {where}", url=url, status=status)
                 continue
-            if error_kind == "transient":
+            if error_kind == Transient.kind:
                 transient_attempts += 1
                 if transient_attempts > self.settings.max_retries:
                     self._count("gave_up/transient")
@@ -417,7 +418,7 @@ class HttpClient:
                             self.settings.max_retries, wait)
                 self.sleep(wait)
                 continue
-            if error_kind == "blocked":
+            if error_kind == Blocked.kind:
                 blocked_attempts += 1
                 self._count("blocked")
                 if blocked_attempts > self.settings.blocked_budget:
@@ -434,8 +435,8 @@ class HttpClient:
                 self._record(url, response, sha, len(body))
             exc_class = _BY_KIND[error_kind]
             detail = {
-                "unexpected": f"unexpected content (expected {expect or 'a usable body'})",
-                "credentials": "credentials rejected — check the configured key or token (not retried)",
+                UnexpectedContent.kind: f"unexpected content (expected {expect or 'a usable body'})",
+                CredentialsRejected.kind: "credentials rejected — check the configured key or token (not retried)",
             }.get(error_kind, error_kind)
             raise exc_class(f"{detail}: {where}", url=url, status=status, body=body, response_sha256=sha)
 
