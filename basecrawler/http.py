@@ -2,8 +2,8 @@
 
 - per-host politeness shared by all threads: a request rate, a concurrency cap, and pauses
   (429 Retry-After, 403 block pages) during which nothing at all is sent to that host;
-- failures classified by the pure `classify()` into the kinds of `errors.py`, each handled
-  its own way (see the table in ARCHITECTURE "HTTP");
+- failures classified by the pure `classify()` into the kinds of `errors.py` (its status table
+  is built from the `statuses` each FetchError class declares), each handled its own way;
 - conditional requests (ETag / Last-Modified) with 304 served from the raw archive;
 - every body archived by sha256, and `--record` / `--replay` for offline runs.
 """
@@ -31,26 +31,34 @@ import httpx
 from .archive import Archive
 from .config import Settings
 from .textcodec import Undecodable, decode_text
-from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, NotFound, RateLimited, ReplayMiss,
-                     Transient, UnexpectedContent)
+from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, RateLimited, ReplayMiss, Transient,
+                     UnexpectedContent, subclasses)
 
 log = logging.getLogger(__name__)
 
-RETRY_HTTP_CODES = {500, 502, 503, 504, 408, 520, 521, 522, 523, 524}
 RATE_LIMIT_RETRIES = 8          # 429s tolerated per request (each pauses the host)
 # A request carrying one of these headers has credentials: a 401 then means "rejected", not
 # "blocked", and is never retried.
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-app-token", "x-api-key", "api-key"})
 BLOCK_MARKERS = (b"access denied", b"request blocked", b"forbidden", b"captcha", b"cloudflare", b"incapsula")
 
-_EXCEPTIONS = {
-    "rate_limited": RateLimited,
-    "blocked": Blocked,
-    "transient": Transient,
-    "not_found": NotFound,
-    "credentials": CredentialsRejected,
-    "unexpected": UnexpectedContent,
-}
+
+def _classification_table() -> tuple[dict[str, type[FetchError]], dict[tuple[int, bool], type[FetchError]]]:
+    """(kind → class, (status, has credentials) → class), read from the `statuses` the
+    FetchError subclasses declare (errors.py): the classes are the only place a status is
+    given a meaning. A class marked `with_credentials` claims its statuses only for requests
+    with credentials, and wins there."""
+    by_kind: dict[str, type[FetchError]] = {}
+    by_status: dict[tuple[int, bool], type[FetchError]] = {}
+    for cls in sorted(subclasses(FetchError), key=lambda c: not c.with_credentials):
+        by_kind.setdefault(cls.kind, cls)   # a subclass inheriting its parent's kind never shadows it
+        for status in cls.statuses:
+            for credentials in ((True,) if cls.with_credentials else (False, True)):
+                by_status.setdefault((status, credentials), cls)
+    return by_kind, by_status
+
+
+_BY_KIND, _BY_STATUS = _classification_table()
 
 
 def classify(status: int | None, *, body: bytes = b"", content_type: str = "", expect: str | None = None,
@@ -61,39 +69,33 @@ def classify(status: int | None, *, body: bytes = b"", content_type: str = "", e
     "text", "bytes", "pdf" or None (anything).
     """
     if network_error:
-        return "transient"
-    if status == 429:
-        return "rate_limited"
-    if status in RETRY_HTTP_CODES or (status is not None and 500 <= status < 600):
-        return "transient"
-    if status in (404, 410):
-        return "not_found"
-    if status == 401:
-        return "credentials" if has_credentials else "blocked"
-    if status == 403:
-        return "blocked"
+        return Transient.kind
+    by_status = _BY_STATUS.get((status, has_credentials)) if status is not None else None
+    if by_status is not None:
+        return by_status.kind
     if status == 304:
         return None
     if status is None or status >= 400 or status < 200:
-        return "unexpected"
+        return UnexpectedContent.kind
     if expect in (None, "bytes"):
         return None
     stripped = body.lstrip()
     if stripped.startswith(b"\xef\xbb\xbf"):   # a UTF-8 BOM is not content (textcodec drops it)
         stripped = stripped[3:].lstrip()
+    unexpected = UnexpectedContent.kind
     if not stripped:
-        return "unexpected"
+        return unexpected
     ctype = (content_type or "").lower()
     head = stripped[:512].lower()
     looks_html = head.startswith(b"<!doctype html") or head.startswith(b"<html") or b"<html" in head[:256]
     if expect == "json":
         if looks_html or stripped[:1] not in (b"{", b"[", b'"') and not stripped[:1].isdigit():
-            return "unexpected"
+            return unexpected
         return None
     if expect == "xml":
-        return "unexpected" if looks_html and "xml" not in ctype else None
+        return unexpected if looks_html and "xml" not in ctype else None
     if expect == "pdf":
-        return None if stripped.startswith(b"%PDF") else "unexpected"
+        return None if stripped.startswith(b"%PDF") else unexpected
     return None
 
 
@@ -426,7 +428,7 @@ class HttpClient:
                     raise
                 except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                     network_exc = exc
-                    error_kind = "transient"
+                    error_kind = Transient.kind
                     result = None
             if result is not None:
                 response = result[0] if isinstance(result, tuple) else result
@@ -445,7 +447,7 @@ class HttpClient:
             status = response.status_code if response is not None else None
             body = response.content if response is not None and not isinstance(result, tuple) else b""
             where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
-            if error_kind == "rate_limited":
+            if error_kind == RateLimited.kind:
                 rate_limited_attempts += 1
                 self._count("retries/rate_limited")
                 wait = parse_retry_after(response.headers.get("retry-after"), self.clock())
@@ -457,7 +459,7 @@ class HttpClient:
                 if rate_limited_attempts > RATE_LIMIT_RETRIES:
                     raise RateLimited(f"still rate limited after {RATE_LIMIT_RETRIES} pauses: {where}", url=url, status=status)
                 continue
-            if error_kind == "transient":
+            if error_kind == Transient.kind:
                 transient_attempts += 1
                 if transient_attempts > self.settings.max_retries:
                     self._count("gave_up/transient")
@@ -469,7 +471,7 @@ class HttpClient:
                             self.settings.max_retries, wait)
                 self.sleep(wait)
                 continue
-            if error_kind == "blocked":
+            if error_kind == Blocked.kind:
                 blocked_attempts += 1
                 self._count("blocked")
                 if blocked_attempts > self.settings.blocked_budget:
@@ -484,10 +486,10 @@ class HttpClient:
             sha = self.archive.put_bytes(body) if self.archive and body else None
             if sha:
                 self._record(url, response, sha, len(body))
-            exc_class = _EXCEPTIONS[error_kind]
+            exc_class = _BY_KIND[error_kind]
             detail = {
-                "unexpected": f"unexpected content (expected {expect or 'a usable body'})",
-                "credentials": "credentials rejected — check the configured key or token (not retried)",
+                UnexpectedContent.kind: f"unexpected content (expected {expect or 'a usable body'})",
+                CredentialsRejected.kind: "credentials rejected — check the configured key or token (not retried)",
             }.get(error_kind, error_kind)
             raise exc_class(f"{detail}: {where}", url=url, status=status, body=body, response_sha256=sha)
 

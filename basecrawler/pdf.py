@@ -35,11 +35,13 @@ _INK = 160                 # grey level below which a rendered pixel counts as i
 class PdfError(CrawlerError):
     """The document cannot be read as a PDF at all."""
 
-    kind = "parse_error"
+    kind = "pdf_unreadable"
 
 
 class OcrUnavailable(PdfError):
     """A page needs OCR but Tesseract or its Japanese data is not installed."""
+
+    kind = "ocr_unavailable"
 
 
 class PdfEncrypted(PdfError):

@@ -6,7 +6,10 @@ Upsert rules (see ARCHITECTURE "Storage"):
 - a row whose merged values equal the stored ones is not written, so `updated_at` does not
   move and a re-run over the same data writes nothing;
 - a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
-- a failing batch is bisected down to the rows that break it; only those become dead letters.
+- a failing batch is bisected down to the rows that break it; only those become dead letters;
+- new rows reach the full-text index with one statement per batch (`_FEED_FTS_SQL`): a per-row
+  insert trigger cost about three times as much (bench/README.md). Updates and deletes, from
+  here or any other writer, still go through the triggers of schema.py.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import sqlite_utils
 
 from .dates import utc_now_iso
 from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
-from .schema import migrate
+from .schema import FTS_COLUMNS, FTS_INSERT_TRIGGER, migrate
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,10 @@ class Store:
         self.db = sqlite_utils.Database(conn)
         self._write_lock = threading.RLock()
         self._with_lock_retry(lambda: migrate(self.db))
+        # A database still carrying the per-row insert trigger (a schema from before it was
+        # dropped) is fed by it; feeding it here as well would index new rows twice.
+        self._feed_fts_per_batch = not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", [FTS_INSERT_TRIGGER]).fetchone()
 
     # ---- plumbing ---------------------------------------------------------------------
     @property
@@ -195,6 +202,9 @@ class Store:
         result = UpsertResult()
         stored = self.rows_by_key(((r["country"], r["recall_number"]) for r in rows), DATA_COLUMNS)
         now = utc_now_iso()
+        # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
+        # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
+        last_id = db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
         to_write: list[tuple[dict, str]] = []
         for row in rows:
             old = stored.get((row["country"], row["recall_number"]))
@@ -213,6 +223,8 @@ class Store:
                 result.by_key[(row["country"], row["recall_number"])] = outcome
             else:
                 result.failed.append((row, outcome))
+        if result.new and self._feed_fts_per_batch:
+            db.conn.execute(_FEED_FTS_SQL, [last_id])
         return result
 
     def rows_by_key(self, keys: Iterable[tuple[str, str]], columns: Iterable[str] | None = None) -> dict[tuple[str, str], dict]:
@@ -513,16 +525,18 @@ def _fold_same_key(rows: list[dict]) -> list[dict]:
     return list(by_key.values())
 
 
+_EXTRA_AT = DATA_COLUMNS.index("extra")
+_DATE_UNKNOWN_AT = DATA_COLUMNS.index("date_unknown")
+
+
 def _sql_params(row: dict, now: str) -> list:
-    params = []
-    for col in DATA_COLUMNS:
-        value = row.get(col)
-        if col == "extra":
-            value = _extra_json(value)
-        elif col == "date_unknown":
-            value = int(bool(value))
-        params.append(value)
-    params.extend([now, now])
+    # Hot path (once per written row): one comprehension, then the two columns needing a
+    # conversion, instead of a branch per column.
+    get = row.get
+    params = [get(col) for col in DATA_COLUMNS]
+    params[_EXTRA_AT] = _extra_json(params[_EXTRA_AT])
+    params[_DATE_UNKNOWN_AT] = int(bool(params[_DATE_UNKNOWN_AT]))
+    params += (now, now)
     return params
 
 
@@ -557,5 +571,7 @@ def _build_upsert_sql() -> str:
 
 
 _UPSERT_SQL = _build_upsert_sql()
+_FEED_FTS_SQL = (f"INSERT INTO recalls_fts(rowid, {', '.join(FTS_COLUMNS)}) "
+                 f"SELECT id, {', '.join(FTS_COLUMNS)} FROM recalls WHERE id > ?")
 
 __all__ = ["Store", "UpsertResult", "DATA_COLUMNS", "TEXT_FIELDS", "encode_raw", "decode_raw", "is_locked_error"]

@@ -14,11 +14,8 @@ from typing import IO, Iterator
 
 from lxml import etree
 
+from .errors import UnsafeXml
 from .textcodec import Decoded, Undecodable, set_xml_declaration, decode_text
-
-
-class UnsafeXml(ValueError):
-    """A document that declares a DTD or entities: refused before anything is resolved."""
 
 
 def _refuse_dtd(tree) -> None:

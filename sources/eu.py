@@ -428,7 +428,7 @@ class EuSafetyGateCrawler(BaseCrawler):
                 yield Raw(item, url=url, response_sha256=download.sha256)
         except UnsafeXml as exc:
             self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
-                                 response_sha256=download.sha256), exc, stage="fetch", kind="unsafe_xml")
+                                 response_sha256=download.sha256), exc, stage="fetch", kind=exc.kind)
         except (etree.XMLSyntaxError, UnexpectedContent) as exc:
             self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
                                  response_sha256=download.sha256), exc, stage="fetch", kind="unexpected")

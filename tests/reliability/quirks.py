@@ -106,7 +106,7 @@ def ca_csv() -> bytes:
     rows = [
         # One recall on two rows; its French system type is Windows-1252 bytes inside a UTF-8 file.
         utf8('"2026101","2024","R26-01","Passenger Car","Voiture de tourisme","MÜLLER","KÜBEL","1,250.00",'
-             f'"Seat Belts","') + "Ceintures de sécurité".encode("cp1252")
+             '"Seat Belts","') + "Ceintures de sécurité".encode("cp1252")
         + utf8(f'","Safety Mfr","Sécurité - fabricant","{CA_COMMENT}","Problème : ancrage.","2026-09-30"'),
         utf8(f'"2026101","2025","R26-01","Passenger Car","Voiture de tourisme","MÜLLER","KÜBEL XL","1,250.00",'
              f'"Seat Belts","Ceintures de sécurité","Safety Mfr","Sécurité - fabricant","{CA_COMMENT}",'
