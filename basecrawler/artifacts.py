@@ -44,7 +44,7 @@ _CONTENT_RANGE_RE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
 class ArtifactError(CrawlerError):
     """A document could not be brought to the `complete` state; `.state` says why."""
 
-    kind = "unexpected"
+    kind = "artifact"
 
     def __init__(self, message: str, *, target_key: str, url: str, state: str,
                  response_sha256: str | None = None):
@@ -376,8 +376,8 @@ class Artifacts:
         self._save(key, attempts=(row.get("attempts") or 0) + 1, last_attempt_at=utc_now_iso())
 
 
-class _RangeRefused(Exception):
-    pass
+class _RangeRefused(CrawlerError):
+    kind = "range_refused"   # internal: the server ignored Range; never escapes this module
 
 
 def _declared_total(response: httpx.Response) -> int | None:

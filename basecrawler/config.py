@@ -49,6 +49,11 @@ class Settings:
     transient_retry_delay_s: float = 300.0
     # Run lock
     lock_timeout_s: float | None = None   # None: wait as long as it takes
+    # List ledger (EU index, MLIT feed, AU listing): attempts before an item is given up.
+    ledger_max_attempts: int = 5
+    # Documents: beyond these a PDF is a `too_big` dead letter instead of hours of OCR.
+    pdf_max_pages: int = 50
+    ocr_max_seconds: float = 120.0
     extras: dict = field(default_factory=dict)
 
     @classmethod
@@ -74,6 +79,9 @@ class Settings:
             "replay_dir": ("BASECRAWLER_REPLAY_DIR", str),
             "lock_timeout_s": ("BASECRAWLER_LOCK_TIMEOUT", float),
             "record_dir": ("BASECRAWLER_RECORD_DIR", str),
+            "ledger_max_attempts": ("BASECRAWLER_LEDGER_MAX_ATTEMPTS", int),
+            "pdf_max_pages": ("BASECRAWLER_PDF_MAX_PAGES", int),
+            "ocr_max_seconds": ("BASECRAWLER_OCR_MAX_SECONDS", float),
         }
         for attr, (name, convert) in mapping.items():
             raw = _env(name)

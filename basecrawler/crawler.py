@@ -94,6 +94,7 @@ class RunResult:
     error: str | None = None
     http_stats: dict = field(default_factory=dict)
     enrichment_stats: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)   # input problems handled without loss
 
     @property
     def ok(self) -> bool:
@@ -108,6 +109,8 @@ class RunResult:
             f"skipped {c.skipped}{f' ({reasons})' if reasons else ''} → unparseable {c.unparseable} → "
             f"store failed {c.store_failed} → dead-lettered {c.dead_lettered} [{self.status} {self.duration_s:.1f}s]"
         )
+        if self.warnings:
+            line += f" — warnings {len(self.warnings)}: {'; '.join(self.warnings[:3])[:300]}"
         if self.error:
             line += f" — {self.error}"
         return line
@@ -131,6 +134,10 @@ class BaseCrawler(abc.ABC):
     # A source whose records are dated well before they are published (a monthly list of
     # last month's recalls) needs a longer incremental look-back than the default overlap.
     min_overlap_days: ClassVar[int] = 0
+    # Hosts besides the endpoints' (and their overrides') that downloads may reach, e.g. a
+    # CDN the agency links its documents on: "host" or "host:port". Anything else is a
+    # `foreign_host` dead letter (enforced by the HTTP client).
+    allowed_hosts: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
@@ -157,7 +164,9 @@ class BaseCrawler(abc.ABC):
         self.counts = RunCounts()
         self._stored_keys: set[tuple[str, str]] = set()
         self._transport_bases: list[tuple[str, str]] | None = None
+        self.warnings: list[str] = []
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
+        self._ledger = None
 
     # ---- what a source implements -----------------------------------------------------
     @abc.abstractmethod
@@ -213,6 +222,34 @@ class BaseCrawler(abc.ABC):
         return self._transport_bases
 
     @property
+    def ledger(self):
+        """The list ledger (see `ledger.py`) for sources that read a list before its items."""
+        if self._ledger is None:
+            from .ledger import Ledger
+
+            self._ledger = Ledger(self.store, self.source, max_attempts=self.settings.ledger_max_attempts,
+                                  retries=self._explicit_since is None and self.until is None or self.mode == "full",
+                                  requeue=self.mode == "full")
+        return self._ledger
+
+    def download_hosts(self) -> set[str]:
+        """Where this source's requests may go: every endpoint's host (declared and
+        overridden), `allowed_hosts`, and BASECRAWLER_<SOURCE>_ALLOWED_HOSTS (comma-separated)."""
+        from .http import host_key
+
+        hosts = set()
+        for name, declared in self.endpoints.items():
+            hosts.add(host_key(declared))
+            override = endpoint_override(self.source, name)
+            if override:
+                hosts.add(host_key(override))
+        extra = self.settings.source_setting(self.source, "allowed_hosts") or ""
+        for host in [*self.allowed_hosts, *extra.split(",")]:
+            if host.strip():
+                hosts.add(host_key(host.strip() if "//" in host else "//" + host.strip()))
+        return hosts
+
+    @property
     def http(self):
         if self._http is None:
             from .http import HttpClient
@@ -221,6 +258,7 @@ class BaseCrawler(abc.ABC):
                 settings=self.settings, store=self.store, transport=self._transport,
                 rate_per_s=self.rate_per_s, concurrency=self.concurrency,
                 clock=self._clock, sleep=self._sleep, source=self.source,
+                allowed_hosts=self.download_hosts() if self.endpoints else None,
             )
         return self._http
 
@@ -251,19 +289,28 @@ class BaseCrawler(abc.ABC):
             # The body the item came from, so the letter can be traced back to the archive.
             response_sha = self._http.last_sha256
         message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.store.add_dead_letter(
+        letter_id = self.store.add_dead_letter(
             source=self.source, run_id=self.run_id, stage=stage, kind=kind, error=message, raw=raw,
             recall_number=recall_number, url=url, response_sha256=response_sha,
         )
         self.counts.dead_lettered += 1
+        if stage == "fetch" and self._ledger is not None:
+            self._ledger.note_letter(letter_id)  # resolved once the list item is collected
         log.error("%s: dead letter (%s/%s) %s%s", self.source, stage, kind, message[:300],
                   f" [{url}]" if url else "")
+
+    def warn(self, message: str) -> None:
+        """An input problem handled with nothing lost (a repaired list, a lying charset, a list
+        with no recall in it): a WARNING, and counted in the run line."""
+        self.warnings.append(message)
+        log.warning("%s: %s", self.source, message)
 
     # ---- the pipeline -----------------------------------------------------------------
     @final
     def run(self) -> RunResult:
         started = time.monotonic()
         self.counts = RunCounts()
+        self.warnings = []
         lock = RunLock(self.store.path, self.settings.lock_timeout_s)
         self._stored_keys = set()
         self._transport_bases = None
@@ -303,6 +350,7 @@ class BaseCrawler(abc.ABC):
                 self._http = None
             self._prune_archive()
             result.duration_s = time.monotonic() - started
+            result.warnings = list(self.warnings)
             self._finish(result)
             lock.release()
         return result
@@ -374,7 +422,7 @@ class BaseCrawler(abc.ABC):
                     self._progress(self.counts.fetched, None)
                 for record, raw in self._parse_item(item):
                     record = self.prepare_record(record)
-                    if not self._in_window(record):
+                    if not self._in_window(record) and not (self._ledger is not None and self._ledger.beyond_window):
                         self.counts.out_of_range += 1
                         continue
                     batch.append((record, raw))
@@ -387,6 +435,8 @@ class BaseCrawler(abc.ABC):
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
         self._flush(batch)
+        if self._ledger is not None:
+            self._ledger.commit()  # items whose records are all stored now (or that had none)
         if interrupted:
             raise Interrupted()
         if fetch_error is not None:
@@ -441,6 +491,8 @@ class BaseCrawler(abc.ABC):
             self._stored_keys.add(key)
             setattr(self.counts, what, getattr(self.counts, what) + 1)
             self.counts.saved += 1
+        if self._ledger is not None:
+            self._ledger.commit()  # the list items these records came from are collected
         for row, error in outcome.failed:
             self.counts.store_failed += 1
             self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error",

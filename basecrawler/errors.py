@@ -1,34 +1,63 @@
-"""The one exception tree of basecrawler: every failure a source or the framework can raise.
+"""The one exception tree of the project: every error basecrawler, translate or a source raises.
 
-    CrawlerError
-    ├── ConfigError                  bad configuration or usage (exit code 2)
-    │   └── UnknownSource            `--source xx` names no registered source
-    ├── DuplicateSource              two classes claim the same `source` id
-    ├── SourceFailed                 a whole source run failed (wraps the cause)
-    ├── ReplayMiss                   --replay has no recorded exchange for a request
-    └── FetchError                   an HTTP exchange failed; `.kind` is its class
-        ├── RateLimited     (rate_limited)  429: the host is paused, never the item's fault
-        ├── Blocked         (blocked)       403 block page: pause, then fail the source
-        ├── Transient       (transient)     5xx, timeout, reset: retried; stays retryable
-        ├── NotFound        (not_found)     404: not retried; for a detail it means "not yet"
-        ├── CredentialsRejected (credentials) 401 with credentials: no retry
-        └── UnexpectedContent (unexpected)  200 with the wrong kind of body; raw kept
+Every class has a distinct `.kind`, a short stable name: dead letters store it, logs and the
+translation report show it (tests/test_errors.py walks all packages to keep it so).
 
-`parse_error` is not an exception class: any exception raised by `parse()` is caught by
-the pipeline and recorded as a dead letter of kind `parse_error`.
+    CrawlerError (error)                                  root of everything below
+    ├── ConfigError (config)                              bad configuration or usage: exit code 2
+    │   ├── UnknownSource (unknown_source)                `--source xx` names no registered source
+    │   └── NoBackendConfigured (no_backend)              translate.errors: no translation backend
+    ├── DuplicateSource (duplicate_source)                two classes claim the same `source` id
+    ├── SourceFailed (source_failed)                      a whole source run failed (wraps the cause)
+    ├── ReplayMiss (replay_miss)                          --replay has no recorded exchange for a request
+    ├── RunLockTimeout (run_lock_timeout)                 another crawl kept the run lock; also a TimeoutError
+    ├── SchedulerAlreadyRunning (scheduler_running)       another `schedule` holds the daemon lock; also a RuntimeError
+    ├── UnsafeXml (unsafe_xml)                            a document declaring a DTD, refused; also a ValueError
+    ├── ArtifactError (artifact)                          basecrawler.artifacts: a document never became complete
+    ├── PdfError (pdf_unreadable)                         basecrawler.pdf: not a readable PDF
+    │   ├── OcrUnavailable (ocr_unavailable)              a scanned page but no tesseract / Japanese data
+    │   ├── PdfEncrypted (encrypted)                      the document needs a password
+    │   └── PdfTooBig (too_big)                           over BASECRAWLER_PDF_MAX_PAGES or _OCR_MAX_SECONDS
+    ├── FetchError (fetch_error)                          an HTTP exchange failed; http.py's table is built
+    │   │                                                 from the `statuses` each subclass declares
+    │   ├── RateLimited (rate_limited)        429         the host is paused, never the item's fault
+    │   ├── Blocked (blocked)                 401, 403    block page: pause, then fail the source
+    │   ├── Transient (transient)             408, 5xx    and timeouts / resets: retried, stays retryable
+    │   ├── NotFound (not_found)              404, 410    not retried; for a detail it means "not yet"
+    │   ├── CredentialsRejected (credentials) 401         only when the request carried credentials
+    │   ├── UnexpectedContent (unexpected)    any other   or a 200 with the wrong kind of body; raw kept
+    │   └── ForeignHost (foreign_host)                    a URL outside the source's declared hosts: never sent
+    └── TranslationError (translation)                    translate.errors: the worker's backend failures
+        ├── BackendUnavailable (backend_unavailable)      nothing can be translated now: stop, rows stay pending
+        │   ├── BackendDown (backend_down)
+        │   ├── BackendRateLimited (backend_rate_limited)
+        │   ├── BackendQuotaExhausted (backend_quota)
+        │   ├── BackendCredentialsRejected (backend_credentials)
+        │   └── BackendUnexpected (backend_unexpected)
+        └── BackendItemError (backend_item)               only this request's texts failed
+
+`parse_error`, `validation` and `store_error` are dead-letter kinds, not exception classes: the
+pipeline records whatever `parse()` raises, a record the model refuses, or a row the database
+refuses under those names.
 """
 from __future__ import annotations
 
 
 class CrawlerError(Exception):
-    """Root of every basecrawler error."""
+    """Root of every error the project raises."""
+
+    kind = "error"
 
 
 class ConfigError(CrawlerError):
     """Configuration or command-line usage that cannot work."""
 
+    kind = "config"
+
 
 class UnknownSource(ConfigError):
+    kind = "unknown_source"
+
     def __init__(self, source_id: str, known: list[str]):
         self.source_id = source_id
         self.known = known
@@ -36,21 +65,47 @@ class UnknownSource(ConfigError):
 
 
 class DuplicateSource(CrawlerError):
-    pass
+    kind = "duplicate_source"
 
 
 class SourceFailed(CrawlerError):
-    pass
+    kind = "source_failed"
 
 
 class ReplayMiss(CrawlerError):
-    pass
+    kind = "replay_miss"
+
+
+# The three below also keep their old built-in base, so existing `except TimeoutError` /
+# `except ValueError` / `except RuntimeError` handlers keep catching them.
+class RunLockTimeout(CrawlerError, TimeoutError):
+    """Another crawl held the run lock longer than BASECRAWLER_LOCK_TIMEOUT."""
+
+    kind = "run_lock_timeout"
+
+
+class SchedulerAlreadyRunning(CrawlerError, RuntimeError):
+    """Another `schedule` process holds the scheduler lock of this database."""
+
+    kind = "scheduler_running"
+
+
+class UnsafeXml(CrawlerError, ValueError):
+    """A document that declares a DTD or entities: refused before anything is resolved."""
+
+    kind = "unsafe_xml"
 
 
 class FetchError(CrawlerError):
-    """An HTTP exchange that did not give the caller what it asked for."""
+    """An HTTP exchange that did not give the caller what it asked for.
+
+    Subclasses declare the HTTP `statuses` they stand for; `basecrawler.http` builds its
+    classification table from them. `with_credentials` marks a class that claims its statuses
+    only when the request carried credentials (and then wins over the class without)."""
 
     kind = "fetch_error"
+    statuses: frozenset[int] = frozenset()
+    with_credentials = False
 
     def __init__(self, message: str, *, url: str | None = None, status: int | None = None,
                  body: bytes | None = None, response_sha256: str | None = None):
@@ -63,20 +118,27 @@ class FetchError(CrawlerError):
 
 class RateLimited(FetchError):
     kind = "rate_limited"
+    statuses = frozenset({429})
 
 
 class Blocked(FetchError):
     kind = "blocked"
+    statuses = frozenset({401, 403})
 
 
 class Transient(FetchError):
+    """Also what a timeout, reset or other network failure becomes."""
+
     kind = "transient"
+    # 408 and every 5xx, which includes the CDN-specific 520-524.
+    statuses = frozenset({408, *range(500, 600)})
 
 
 class NotFound(FetchError):
     """The thing asked for does not exist (yet). Sources may raise it from fetch_detail()."""
 
     kind = "not_found"
+    statuses = frozenset({404, 410})
 
     def __init__(self, message: str = "not found", **kw):
         super().__init__(message, **kw)
@@ -84,7 +146,27 @@ class NotFound(FetchError):
 
 class CredentialsRejected(FetchError):
     kind = "credentials"
+    statuses = frozenset({401})
+    with_credentials = True
 
 
 class UnexpectedContent(FetchError):
+    """Every other non-2xx status, and a 2xx whose body is not what was asked for."""
+
     kind = "unexpected"
+
+
+class ForeignHost(FetchError):
+    """A request (or a redirect) to a host the source did not declare; nothing was sent."""
+
+    kind = "foreign_host"
+
+
+def subclasses(root: type) -> list[type]:
+    """Every class below `root`, depth first, each once."""
+    found: list[type] = []
+    for cls in root.__subclasses__():
+        if cls not in found:
+            found.append(cls)
+            found.extend(c for c in subclasses(cls) if c not in found)
+    return found

@@ -2,8 +2,8 @@
 
 - per-host politeness shared by all threads: a request rate, a concurrency cap, and pauses
   (429 Retry-After, 403 block pages) during which nothing at all is sent to that host;
-- failures classified by the pure `classify()` into the kinds of `errors.py`, each handled
-  its own way (see the table in ARCHITECTURE "HTTP");
+- failures classified by the pure `classify()` into the kinds of `errors.py` (its status table
+  is built from the `statuses` each FetchError class declares), each handled its own way;
 - conditional requests (ETag / Last-Modified) with 304 served from the raw archive;
 - every body archived by sha256, and `--record` / `--replay` for offline runs.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import hashlib
+import json
 import logging
 import os
 import random
@@ -30,12 +31,12 @@ import httpx
 
 from .archive import Archive
 from .config import Settings
-from .errors import (Blocked, CredentialsRejected, FetchError, NotFound, RateLimited, ReplayMiss,
-                     Transient, UnexpectedContent)
+from .textcodec import Undecodable, decode_text
+from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, RateLimited, ReplayMiss, Transient,
+                     UnexpectedContent, subclasses)
 
 log = logging.getLogger(__name__)
 
-RETRY_HTTP_CODES = {500, 502, 503, 504, 408, 520, 521, 522, 523, 524}
 RATE_LIMIT_RETRIES = 8          # 429s tolerated per request (each pauses the host)
 UNREACHABLE_RETRIES = 1         # name resolution failed / connection refused: retried once
 UNREACHABLE_WAIT_S = 1.0
@@ -44,14 +45,23 @@ UNREACHABLE_WAIT_S = 1.0
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-app-token", "x-api-key", "api-key"})
 BLOCK_MARKERS = (b"access denied", b"request blocked", b"forbidden", b"captcha", b"cloudflare", b"incapsula")
 
-_EXCEPTIONS = {
-    "rate_limited": RateLimited,
-    "blocked": Blocked,
-    "transient": Transient,
-    "not_found": NotFound,
-    "credentials": CredentialsRejected,
-    "unexpected": UnexpectedContent,
-}
+
+def _classification_table() -> tuple[dict[str, type[FetchError]], dict[tuple[int, bool], type[FetchError]]]:
+    """(kind → class, (status, has credentials) → class), read from the `statuses` the
+    FetchError subclasses declare (errors.py): the classes are the only place a status is
+    given a meaning. A class marked `with_credentials` claims its statuses only for requests
+    with credentials, and wins there."""
+    by_kind: dict[str, type[FetchError]] = {}
+    by_status: dict[tuple[int, bool], type[FetchError]] = {}
+    for cls in sorted(subclasses(FetchError), key=lambda c: not c.with_credentials):
+        by_kind.setdefault(cls.kind, cls)   # a subclass inheriting its parent's kind never shadows it
+        for status in cls.statuses:
+            for credentials in ((True,) if cls.with_credentials else (False, True)):
+                by_status.setdefault((status, credentials), cls)
+    return by_kind, by_status
+
+
+_BY_KIND, _BY_STATUS = _classification_table()
 
 
 def classify(status: int | None, *, body: bytes = b"", content_type: str = "", expect: str | None = None,
@@ -62,37 +72,33 @@ def classify(status: int | None, *, body: bytes = b"", content_type: str = "", e
     "text", "bytes", "pdf" or None (anything).
     """
     if network_error:
-        return "transient"
-    if status == 429:
-        return "rate_limited"
-    if status in RETRY_HTTP_CODES or (status is not None and 500 <= status < 600):
-        return "transient"
-    if status in (404, 410):
-        return "not_found"
-    if status == 401:
-        return "credentials" if has_credentials else "blocked"
-    if status == 403:
-        return "blocked"
+        return Transient.kind
+    by_status = _BY_STATUS.get((status, has_credentials)) if status is not None else None
+    if by_status is not None:
+        return by_status.kind
     if status == 304:
         return None
     if status is None or status >= 400 or status < 200:
-        return "unexpected"
+        return UnexpectedContent.kind
     if expect in (None, "bytes"):
         return None
     stripped = body.lstrip()
+    if stripped.startswith(b"\xef\xbb\xbf"):   # a UTF-8 BOM is not content (textcodec drops it)
+        stripped = stripped[3:].lstrip()
+    unexpected = UnexpectedContent.kind
     if not stripped:
-        return "unexpected"
+        return unexpected
     ctype = (content_type or "").lower()
     head = stripped[:512].lower()
     looks_html = head.startswith(b"<!doctype html") or head.startswith(b"<html") or b"<html" in head[:256]
     if expect == "json":
         if looks_html or stripped[:1] not in (b"{", b"[", b'"') and not stripped[:1].isdigit():
-            return "unexpected"
+            return unexpected
         return None
     if expect == "xml":
-        return "unexpected" if looks_html and "xml" not in ctype else None
+        return unexpected if looks_html and "xml" not in ctype else None
     if expect == "pdf":
-        return None if stripped.startswith(b"%PDF") else "unexpected"
+        return None if stripped.startswith(b"%PDF") else unexpected
     return None
 
 
@@ -110,6 +116,31 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     if when is None:
         return None
     return max(0.0, when.timestamp() - now)
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def host_key(url: str) -> str:
+    """"host" for a URL on its scheme's default port (or with no port), else "host:port"."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port
+    if port is None or port == _DEFAULT_PORTS.get(parts.scheme):
+        return host
+    return f"{host}:{port}"
+
+
+def host_allowed(url: str, allowed: set[str] | frozenset[str] | None) -> bool:
+    """Whether a request to `url` stays on the allowed hosts (None: no restriction). A host
+    allowed without a port is allowed on the default ports only: a different port on the same
+    machine is another server."""
+    if allowed is None:
+        return True
+    parts = urlsplit(str(url))
+    if parts.scheme not in _DEFAULT_PORTS:
+        return False
+    return host_key(str(url)) in allowed
 
 
 class HostThrottle:
@@ -160,9 +191,12 @@ class Download:
 class HttpClient:
     def __init__(self, *, settings: Settings | None = None, store=None, transport: httpx.BaseTransport | None = None,
                  rate_per_s: float | None = None, concurrency: int | None = None, clock=None, sleep=None,
-                 source: str = "", headers: dict | None = None, archive: Archive | None = None):
+                 source: str = "", headers: dict | None = None, archive: Archive | None = None,
+                 allowed_hosts: set[str] | None = None):
         self.settings = settings or Settings.from_env()
         self.source = source
+        # Hosts requests may go to (see BaseCrawler.download_hosts); None: anywhere.
+        self.allowed_hosts = frozenset(allowed_hosts) if allowed_hosts is not None else None
         self.clock = clock or time.time
         self.sleep = sleep or time.sleep
         self.rate_per_s = rate_per_s or self.settings.rate_per_s
@@ -182,6 +216,8 @@ class HttpClient:
         self._client = httpx.Client(
             transport=transport, timeout=self.settings.timeout_s, follow_redirects=True,
             headers={"User-Agent": self.settings.user_agent, **(headers or {})},
+            # Every request, redirects included, is checked before it is sent.
+            event_hooks={"request": [self._check_host]},
         )
         self._throttles: dict[str, HostThrottle] = {}
         self._throttles_lock = threading.Lock()
@@ -198,21 +234,29 @@ class HttpClient:
     def get_json(self, url: str, **kwargs):
         response = self.get(url, expect="json", **kwargs)
         try:
-            return response.json()
-        except ValueError as exc:
+            # JSON is UTF-8 by standard, but decode through the shared helper (a BOM, a lying
+            # charset); strict=False accepts raw control characters inside strings, which some
+            # exports carry and which would otherwise cost a whole page.
+            text = decode_text(response.content, header=response.charset_encoding, default="utf-8", sniff=False).text
+            return json.loads(text, strict=False)
+        except (ValueError, Undecodable) as exc:
             raise UnexpectedContent(f"body is not JSON: {exc}", url=url, status=response.status_code,
                                     body=response.content, response_sha256=self.last_sha256) from None
 
     def get_text(self, url: str, *, encoding: str | None = None, expect: str | None = "text", **kwargs) -> str:
-        """Body as text in its declared charset (Content-Type), else `encoding`, else UTF-8.
-        A body that is not valid in that charset is `unexpected`, not mojibake."""
+        """Body as text, decoded by `textcodec.decode_text`: the Content-Type charset, the
+        document's own declaration, then `encoding`, checked against the content (a legacy
+        declaration over a UTF-8 body is read as UTF-8, with a WARNING). A body no candidate
+        decodes is `unexpected`, not mojibake."""
         response = self.get(url, expect=expect, **kwargs)
-        charset = response.charset_encoding or encoding or "utf-8"
         try:
-            return response.content.decode(charset)
-        except (UnicodeDecodeError, LookupError) as exc:
-            raise UnexpectedContent(f"body is not valid {charset}: {exc}", url=url, status=response.status_code,
+            decoded = decode_text(response.content, header=response.charset_encoding, default=encoding or "utf-8")
+        except Undecodable as exc:
+            raise UnexpectedContent(f"{exc}", url=url, status=response.status_code,
                                     body=response.content, response_sha256=self.last_sha256) from None
+        for note in decoded.notes:
+            log.warning("%s: %s", url, note)
+        return decoded.text
 
     def get_bytes(self, url: str, **kwargs) -> bytes:
         return self.get(url, **kwargs).content
@@ -310,6 +354,15 @@ class HttpClient:
                 self._throttles[host] = throttle
             return throttle
 
+    def _check_host(self, request: httpx.Request) -> None:
+        self._ensure_allowed(str(request.url))
+
+    def _ensure_allowed(self, url: str) -> None:
+        if not host_allowed(url, self.allowed_hosts):
+            self._count("refused/foreign_host")
+            raise ForeignHost(f"{host_key(url) or url} is not one of the source's hosts "
+                              f"({', '.join(sorted(self.allowed_hosts or ())) or 'none'}); not requested: {url}", url=url)
+
     def _count(self, key: str, n: int = 1) -> None:
         with self._stats_lock:
             self._stats[key] += n
@@ -365,6 +418,7 @@ class HttpClient:
 
     def _with_policy(self, method: str, url: str, send, *, expect: str | None, credentials: bool = False):
         """Send through the host throttle; classify; retry / pause / raise per the table."""
+        self._ensure_allowed(url)  # before any throttle wait, retry or archive entry
         throttle = self._throttle(url)
         transient_attempts = rate_limited_attempts = blocked_attempts = 0
         while True:
@@ -377,7 +431,7 @@ class HttpClient:
                     raise
                 except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                     network_exc = exc
-                    error_kind = "transient"
+                    error_kind = Transient.kind
                     result = None
             if result is not None:
                 response = result[0] if isinstance(result, tuple) else result
@@ -396,7 +450,7 @@ class HttpClient:
             status = response.status_code if response is not None else None
             body = response.content if response is not None and not isinstance(result, tuple) else b""
             where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
-            if error_kind == "rate_limited":
+            if error_kind == RateLimited.kind:
                 rate_limited_attempts += 1
                 self._count("retries/rate_limited")
                 wait = parse_retry_after(response.headers.get("retry-after"), self.clock())
@@ -408,7 +462,7 @@ class HttpClient:
                 if rate_limited_attempts > RATE_LIMIT_RETRIES:
                     raise RateLimited(f"still rate limited after {RATE_LIMIT_RETRIES} pauses: {where}", url=url, status=status)
                 continue
-            if error_kind == "transient":
+            if error_kind == Transient.kind:
                 transient_attempts += 1
                 # A host that cannot be resolved or refuses connections (offline, wrong name) will
                 # not come back within a back-off ladder: one quick retry, then give up.
@@ -425,7 +479,7 @@ class HttpClient:
                             else "transient failure", transient_attempts, retries, wait)
                 self.sleep(wait)
                 continue
-            if error_kind == "blocked":
+            if error_kind == Blocked.kind:
                 blocked_attempts += 1
                 self._count("blocked")
                 if blocked_attempts > self.settings.blocked_budget:
@@ -440,10 +494,10 @@ class HttpClient:
             sha = self.archive.put_bytes(body) if self.archive and body else None
             if sha:
                 self._record(url, response, sha, len(body))
-            exc_class = _EXCEPTIONS[error_kind]
+            exc_class = _BY_KIND[error_kind]
             detail = {
-                "unexpected": f"unexpected content (expected {expect or 'a usable body'})",
-                "credentials": "credentials rejected — check the configured key or token (not retried)",
+                UnexpectedContent.kind: f"unexpected content (expected {expect or 'a usable body'})",
+                CredentialsRejected.kind: "credentials rejected — check the configured key or token (not retried)",
             }.get(error_kind, error_kind)
             raise exc_class(f"{detail}: {where}", url=url, status=status, body=body, response_sha256=sha)
 
@@ -484,7 +538,8 @@ def _peek_file(path: Path, size: int = 1024) -> bytes:
         return handle.read(size)
 
 
-__all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError"]
+__all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
+           "host_allowed"]
 
 
 # ---- partial downloads left by killed processes ------------------------------------------

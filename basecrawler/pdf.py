@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import statistics
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,9 +35,26 @@ _INK = 160                 # grey level below which a rendered pixel counts as i
 class PdfError(CrawlerError):
     """The document cannot be read as a PDF at all."""
 
+    kind = "pdf_unreadable"
+
 
 class OcrUnavailable(PdfError):
     """A page needs OCR but Tesseract or its Japanese data is not installed."""
+
+    kind = "ocr_unavailable"
+
+
+class PdfEncrypted(PdfError):
+    """The document needs a password to be opened."""
+
+    kind = "encrypted"
+
+
+class PdfTooBig(PdfError):
+    """More pages, or more OCR time, than one document may take (BASECRAWLER_PDF_MAX_PAGES,
+    BASECRAWLER_OCR_MAX_SECONDS): a 2,000-page scan must not hold a crawl for hours."""
+
+    kind = "too_big"
 
 
 @dataclass
@@ -82,9 +100,13 @@ class _Box:
 # ---- entry point ------------------------------------------------------------------------------
 
 def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = True,
-             lang: str = DEFAULT_LANG) -> list[PageContent]:
+             lang: str = DEFAULT_LANG, max_pages: int | None = None, max_ocr_seconds: float | None = None,
+             clock=time.monotonic) -> list[PageContent]:
     """Every page's tables and text. Raises PdfError for a document that is not a readable
-    PDF, OcrUnavailable when a page needs OCR that is not installed."""
+    PDF, PdfEncrypted when it needs a password, PdfTooBig beyond `max_pages` pages (checked
+    before any page is read) or once OCR has taken more than `max_ocr_seconds` (checked after
+    each OCR'd page, so the last page may overrun the cap by its own duration),
+    OcrUnavailable when a page needs OCR that is not installed."""
     import pdfplumber
     import pypdfium2 as pdfium
     from pdfminer.pdfparser import PDFSyntaxError
@@ -94,18 +116,36 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
     if not data.lstrip()[:4] == b"%PDF":
         raise PdfError(f"not a PDF (starts with {data[:8]!r})")
     try:
-        plumber = pdfplumber.open(io.BytesIO(data))
-    except (PdfminerException, PDFSyntaxError, ValueError, TypeError) as exc:
-        raise PdfError(f"unreadable PDF: {type(exc).__name__}: {exc}") from None
-    try:
+        # PDFium first: it counts pages without parsing them, and names a password error.
         document = pdfium.PdfDocument(data)
     except (pdfium.PdfiumError, ValueError, TypeError) as exc:
-        plumber.close()
+        if "password" in str(exc).lower():
+            raise PdfEncrypted("encrypted PDF: it needs a password to be opened") from None
+        raise PdfError(f"unreadable PDF: {type(exc).__name__}: {exc}") from None
+    total = len(document)
+    if max_pages and total > max_pages:
+        document.close()
+        raise PdfTooBig(f"too big: {total} pages, more than the {max_pages}-page limit per document "
+                        "(BASECRAWLER_PDF_MAX_PAGES)")
+    try:
+        plumber = pdfplumber.open(io.BytesIO(data))
+    except (PdfminerException, PDFSyntaxError, ValueError, TypeError) as exc:
+        document.close()
+        if _is_password_error(exc):
+            raise PdfEncrypted("encrypted PDF: it needs a password to be opened") from None
         raise PdfError(f"unreadable PDF: {type(exc).__name__}: {exc}") from None
     pages = []
+    ocr_seconds = 0.0
     try:
         for number, (page, pdfium_page) in enumerate(zip(plumber.pages, document), start=1):
-            pages.append(_read_page(number, page, pdfium_page, dpi=dpi, ocr=ocr, lang=lang))
+            started = clock()
+            content = _read_page(number, page, pdfium_page, dpi=dpi, ocr=ocr, lang=lang)
+            pages.append(content)
+            if content.method == "ocr":
+                ocr_seconds += clock() - started
+                if max_ocr_seconds and ocr_seconds > max_ocr_seconds and number < total:
+                    raise PdfTooBig(f"too big: OCR took {ocr_seconds:.1f}s for {number} of {total} pages, more than "
+                                    f"the {max_ocr_seconds:g}s limit per document (BASECRAWLER_OCR_MAX_SECONDS)")
     except (PdfminerException, PDFSyntaxError, pdfium.PdfiumError, KeyError, ValueError, TypeError,
             AssertionError) as exc:
         raise PdfError(f"unreadable PDF page: {type(exc).__name__}: {exc}") from None
@@ -115,6 +155,12 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
     if not pages:
         raise PdfError("PDF has no pages")
     return pages
+
+
+def _is_password_error(exc: BaseException) -> bool:
+    """pdfminer's PDFPasswordIncorrect / PDFEncryptionError arrive wrapped, with no message."""
+    causes = [exc, *getattr(exc, "args", ())]
+    return any("password" in type(c).__name__.lower() or "encrypt" in type(c).__name__.lower() for c in causes)
 
 
 def _read_page(number, page, pdfium_page, *, dpi, ocr, lang) -> PageContent:
@@ -478,5 +524,5 @@ def _needs_space(previous: _Box, box: _Box) -> bool:
     return latin and gap > height * 0.3
 
 
-__all__ = ["read_pdf", "tidy_ocr_text", "PageContent", "PdfError", "OcrUnavailable", "check_ocr", "ocr_page", "ocr_image",
+__all__ = ["read_pdf", "tidy_ocr_text", "PageContent", "PdfError", "OcrUnavailable", "PdfEncrypted", "PdfTooBig", "check_ocr", "ocr_page", "ocr_image",
            "render_page", "find_grid_lines", "erase_lines", "grid_cells", "DEFAULT_DPI"]

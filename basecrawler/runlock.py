@@ -12,11 +12,9 @@ import os
 import time
 from pathlib import Path
 
+from .errors import RunLockTimeout
+
 log = logging.getLogger(__name__)
-
-
-class RunLockTimeout(TimeoutError):
-    pass
 
 
 class RunLock:

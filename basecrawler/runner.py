@@ -128,6 +128,18 @@ def job_hooks() -> dict[str, Callable]:
 
 
 
+def translation_backend_factory() -> Callable | None:
+    """`backend_from_env(environ)` of the installed translation package (entry point
+    `basecrawler.translation` → `backend_from_env`), or None; for `doctor`'s reachability check."""
+    for entry_point in importlib.metadata.entry_points(group="basecrawler.translation"):
+        if entry_point.name == "backend_from_env":
+            try:
+                return entry_point.load()
+            except Exception as exc:
+                log.warning("translation backend factory could not be loaded: %s", exc)
+    return None
+
+
 class stop_on_signals:
     """`with stop_on_signals() as stop:` — SIGINT/SIGTERM set `stop` (a threading.Event) instead
     of raising, so the running source ends at its next item boundary with its run recorded
@@ -162,5 +174,6 @@ class stop_on_signals:
         self._restore()
 
 
-__all__ = ["RunSummary", "run_sources", "register_job_hook", "job_hooks", "stop_on_signals", "JOB_HOOK_GROUP",
+__all__ = ["RunSummary", "run_sources", "register_job_hook", "job_hooks", "stop_on_signals",
+           "translation_backend_factory", "JOB_HOOK_GROUP",
            "REPLAY_HINT"]

@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 
 from .config import Settings, _env
 from .dates import utc_now_iso
-from .errors import ConfigError
+from .errors import ConfigError, SchedulerAlreadyRunning
 from .runlock import RunLock
 from .runner import RunSummary, job_hooks, run_sources, stop_on_signals
 from .store import Store
@@ -36,10 +36,6 @@ MAX_STORED_ERRORS = 20
 META_NEXT_RUN = "scheduler.next_run"
 META_LAST_JOB = "scheduler.last_job"
 META_ERRORS = "scheduler.errors"
-
-
-class SchedulerAlreadyRunning(RuntimeError):
-    """Another `schedule` process holds the scheduler lock of this database."""
 
 
 # ---- configuration ---------------------------------------------------------------------------

@@ -214,7 +214,37 @@ def _m003_run_counts(db: sqlite_utils.Database) -> None:
             db["crawl_runs"].add_column(name, kind)
 
 
-MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts]
+def _m004_list_ledger(db: sqlite_utils.Database) -> None:
+    """Per-source ledger of list items (EU weekly reports, MLIT press releases, AU recalls):
+    which ones were processed, which keep failing and will be fetched again whatever their
+    date, and which were given up (see `basecrawler/ledger.py`)."""
+    db["list_ledger"].create(
+        {
+            "source": str, "key": str, "url": str, "listed_date": str, "data": str, "state": str,
+            "attempts": int, "last_error": str, "last_attempt_at": str, "first_seen_at": str,
+            "last_seen_at": str, "done_at": str,
+            "letters": str,   # JSON ids of the fetch dead letters of its failed attempts
+        },
+        pk=("source", "key"), if_not_exists=True,
+    )
+    db["list_ledger"].create_index(["source", "state"], if_not_exists=True)
+
+
+FTS_INSERT_TRIGGER = "recalls_fts_ai"
+
+
+def _m006_fts_fed_per_batch(db: sqlite_utils.Database) -> None:
+    """New rows reach recalls_fts with one INSERT … SELECT per upsert batch (store.py), not a
+    trigger per row: same index, about three times faster to build (bench/README.md).
+
+    Only the insert trigger goes: updates (the translation worker, upserts of changed rows) and
+    deletes keep theirs, so no other writer has to know about the index. The store is the only
+    module that inserts recalls; a script inserting rows by hand must feed recalls_fts itself
+    (or run `INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')`)."""
+    db.execute(f"DROP TRIGGER IF EXISTS {FTS_INSERT_TRIGGER}")
+
+
+MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m006_fts_fed_per_batch]
 
 
 def migrate(db: sqlite_utils.Database) -> int:

@@ -6,7 +6,10 @@ Upsert rules (see ARCHITECTURE "Storage"):
 - a row whose merged values equal the stored ones is not written, so `updated_at` does not
   move and a re-run over the same data writes nothing;
 - a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
-- a failing batch is bisected down to the rows that break it; only those become dead letters.
+- a failing batch is bisected down to the rows that break it; only those become dead letters;
+- new rows reach the full-text index with one statement per batch (`_FEED_FTS_SQL`): a per-row
+  insert trigger cost about three times as much (bench/README.md). Updates and deletes, from
+  here or any other writer, still go through the triggers of schema.py.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ import sqlite_utils
 
 from .dates import utc_now_iso
 from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
-from .schema import migrate
+from .schema import FTS_COLUMNS, FTS_INSERT_TRIGGER, migrate
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,10 @@ class Store:
         self.db = sqlite_utils.Database(conn)
         self._write_lock = threading.RLock()
         self._with_lock_retry(lambda: migrate(self.db))
+        # A database still carrying the per-row insert trigger (a schema from before it was
+        # dropped) is fed by it; feeding it here as well would index new rows twice.
+        self._feed_fts_per_batch = not conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", [FTS_INSERT_TRIGGER]).fetchone()
 
     # ---- plumbing ---------------------------------------------------------------------
     @property
@@ -195,6 +202,9 @@ class Store:
         result = UpsertResult()
         stored = self.rows_by_key(((r["country"], r["recall_number"]) for r in rows), DATA_COLUMNS)
         now = utc_now_iso()
+        # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
+        # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
+        last_id = db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
         to_write: list[tuple[dict, str]] = []
         for row in rows:
             old = stored.get((row["country"], row["recall_number"]))
@@ -213,6 +223,8 @@ class Store:
                 result.by_key[(row["country"], row["recall_number"])] = outcome
             else:
                 result.failed.append((row, outcome))
+        if result.new and self._feed_fts_per_batch:
+            db.conn.execute(_FEED_FTS_SQL, [last_id])
         return result
 
     def rows_by_key(self, keys: Iterable[tuple[str, str]], columns: Iterable[str] | None = None) -> dict[tuple[str, str], dict]:
@@ -349,6 +361,79 @@ class Store:
             params.append(source)
         return self.query(sql + " ORDER BY id", params)
 
+    # ---- list ledger (basecrawler/ledger.py) -------------------------------------------
+    def ledger_list(self, source: str, key: str, *, url: str | None, listed_date: str | None,
+                    data: dict | None) -> None:
+        """Note an item of a source's list; a known item keeps its state and attempts."""
+        now = utc_now_iso()
+        self.write(lambda db: db.conn.execute(
+            "INSERT INTO list_ledger (source, key, url, listed_date, data, state, attempts, first_seen_at, last_seen_at) "
+            "VALUES (?,?,?,?,?,'listed',0,?,?) ON CONFLICT(source, key) DO UPDATE SET "
+            "url = COALESCE(excluded.url, url), listed_date = COALESCE(excluded.listed_date, listed_date), "
+            "data = COALESCE(excluded.data, data), last_seen_at = excluded.last_seen_at",
+            [source, key, url, listed_date, json.dumps(data, ensure_ascii=False, default=str) if data else None, now, now]))
+
+    def ledger_items(self, source: str, states: Iterable[str]) -> list[dict]:
+        states = list(states)
+        rows = self.query(
+            f"SELECT * FROM list_ledger WHERE source = ? AND state IN ({','.join('?' * len(states))}) "
+            "ORDER BY listed_date, key", [source, *states])
+        for row in rows:
+            row["data"] = json.loads(row["data"]) if row.get("data") else {}
+        return rows
+
+    def ledger_done(self, source: str, keys: Iterable[str]) -> int:
+        """Mark items collected and resolve the dead letters of their failed attempts;
+        returns how many letters were resolved."""
+        keys = list(keys)
+        if not keys:
+            return 0
+        now = utc_now_iso()
+
+        def op(db):
+            resolved = 0
+            for key in keys:
+                row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?",
+                                      [source, key]).fetchone()
+                letters = json.loads(row[0]) if row and row[0] else []
+                if letters:
+                    resolved += db.conn.execute(
+                        f"UPDATE dead_letters SET resolved_at = ? WHERE resolved_at IS NULL AND id IN "
+                        f"({','.join('?' * len(letters))})", [now, *letters]).rowcount
+                db.conn.execute(
+                    "UPDATE list_ledger SET state = 'done', attempts = attempts + 1, last_attempt_at = ?, done_at = ?, "
+                    "last_error = NULL, letters = NULL WHERE source = ? AND key = ?", [now, now, source, key])
+            return resolved
+        return self.write(op)
+
+    def ledger_failed(self, source: str, key: str, error: str, *, max_attempts: int, count: bool = True,
+                      letters: Iterable[int] = ()) -> dict:
+        """One failed attempt; the item becomes `given_up` once it has used `max_attempts`."""
+        now = utc_now_iso()
+
+        def op(db):
+            row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?", [source, key]).fetchone()
+            kept = (json.loads(row[0]) if row and row[0] else []) + list(letters)
+            db.conn.execute(
+                "UPDATE list_ledger SET attempts = attempts + ?, last_error = ?, last_attempt_at = ?, "
+                "state = CASE WHEN attempts + ? >= ? THEN 'given_up' ELSE 'failing' END, letters = ? "
+                "WHERE source = ? AND key = ?",
+                [int(count), error[:2000], now, int(count), max_attempts, json.dumps(kept) if kept else None,
+                 source, key])
+            row = db.conn.execute("SELECT state, attempts FROM list_ledger WHERE source = ? AND key = ?",
+                                  [source, key]).fetchone()
+            return {"state": row[0], "attempts": row[1]} if row else {}
+        return self.write(op)
+
+    def ledger_requeue_given_up(self, source: str) -> int:
+        return self.write(lambda db: db.conn.execute(
+            "UPDATE list_ledger SET state = 'failing', attempts = 0 WHERE source = ? AND state = 'given_up'",
+            [source]).rowcount)
+
+    def ledger_counts(self, source: str) -> dict[str, int]:
+        return {row["state"]: row["n"] for row in self.query(
+            "SELECT state, COUNT(*) AS n FROM list_ledger WHERE source = ? GROUP BY state", [source])}
+
     # ---- meta -------------------------------------------------------------------------
     def set_meta(self, key: str, value: str) -> None:
         self.write(lambda db: db.conn.execute(
@@ -440,16 +525,18 @@ def _fold_same_key(rows: list[dict]) -> list[dict]:
     return list(by_key.values())
 
 
+_EXTRA_AT = DATA_COLUMNS.index("extra")
+_DATE_UNKNOWN_AT = DATA_COLUMNS.index("date_unknown")
+
+
 def _sql_params(row: dict, now: str) -> list:
-    params = []
-    for col in DATA_COLUMNS:
-        value = row.get(col)
-        if col == "extra":
-            value = _extra_json(value)
-        elif col == "date_unknown":
-            value = int(bool(value))
-        params.append(value)
-    params.extend([now, now])
+    # Hot path (once per written row): one comprehension, then the two columns needing a
+    # conversion, instead of a branch per column.
+    get = row.get
+    params = [get(col) for col in DATA_COLUMNS]
+    params[_EXTRA_AT] = _extra_json(params[_EXTRA_AT])
+    params[_DATE_UNKNOWN_AT] = int(bool(params[_DATE_UNKNOWN_AT]))
+    params += (now, now)
     return params
 
 
@@ -484,5 +571,7 @@ def _build_upsert_sql() -> str:
 
 
 _UPSERT_SQL = _build_upsert_sql()
+_FEED_FTS_SQL = (f"INSERT INTO recalls_fts(rowid, {', '.join(FTS_COLUMNS)}) "
+                 f"SELECT id, {', '.join(FTS_COLUMNS)} FROM recalls WHERE id > ?")
 
 __all__ = ["Store", "UpsertResult", "DATA_COLUMNS", "TEXT_FIELDS", "encode_raw", "decode_raw", "is_locked_error"]

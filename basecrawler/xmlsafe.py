@@ -4,16 +4,18 @@ one; no real feed or report we read declares one).
 
     for event, element in iter_xml(path_or_file, events=("end",)): ...; release(element)
     root = parse_bytes(body)
+    listed = read_list(body, "item", header=charset)   # a list that may be almost-XML
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import IO, Iterator
 
 from lxml import etree
 
-
-class UnsafeXml(ValueError):
-    """A document that declares a DTD or entities: refused before anything is resolved."""
+from .errors import UnsafeXml
+from .textcodec import Decoded, Undecodable, set_xml_declaration, decode_text
 
 
 def _refuse_dtd(tree) -> None:
@@ -57,3 +59,91 @@ def release(element: etree._Element) -> None:
     if parent is not None:
         while element.getprevious() is not None:
             del parent[0]
+
+
+# ---- lists that are almost XML ---------------------------------------------------------------
+# A feed or index is a list of independent items: one item with a bare `&` (seen in a real
+# MLIT feed) or a stray control character must not cost the others. Repairs are textual and
+# never add what XML safety forbids: the parser still resolves no entity and loads no DTD.
+_BARE_AMP = re.compile(r"&(?!(?:[A-Za-z_][\w.-]*|#[0-9]+|#x[0-9A-Fa-f]+);)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
+
+
+class ListUnreadable(ValueError):
+    """Not one item of a list document could be read (the caller keeps the raw body)."""
+
+
+@dataclass
+class ListRead:
+    items: list                                    # parsed item elements, in document order
+    root: etree._Element | None                    # the whole document when it parsed
+    lost: list[tuple[str, str]] = field(default_factory=list)    # (raw item text, why) for dead letters
+    repairs: list[str] = field(default_factory=list)              # what was repaired, for a WARNING
+    decoded: Decoded | None = None
+
+
+def _strict(text: str) -> etree._Element:
+    return parse_bytes(set_xml_declaration(text).encode("utf-8"))
+
+
+def _repair(text: str) -> tuple[str, list[str]]:
+    notes = []
+    text, controls = _CONTROL.subn("", text)
+    if controls:
+        notes.append(f"removed {controls} control character(s) XML does not allow")
+    text, amps = _BARE_AMP.subn("&amp;", text)
+    if amps:
+        notes.append(f"escaped {amps} bare '&'")
+    return text, notes
+
+
+def read_list(body: bytes, item: str, *, header: str | None = None, default: str | None = None) -> ListRead:
+    """Every readable `<item>` element (local name, any namespace) of a list document.
+
+    Decodes with `textcodec.decode_text` (declaration and content), parses strictly; if the
+    document is not well-formed, repairs bare `&` and forbidden control characters; if it still
+    is not, reads item by item (each `<item>…</item>` inside the root's start tag, so namespaces
+    hold) and reports each unreadable one in `lost`. Raises UnsafeXml for a DTD, ListUnreadable
+    when nothing at all can be read."""
+    try:
+        decoded = decode_text(body, header=header, default=default)
+    except Undecodable as exc:
+        raise ListUnreadable(str(exc)) from None
+    text = decoded.text
+    if _DOCTYPE.search(text):   # anywhere: item-by-item reading must not meet one either
+        raise UnsafeXml("refused: the document declares a DTD; entities and DTDs are never processed")
+    repairs = list(decoded.notes)
+
+    def items_of(root):
+        return [e for e in root.iter() if isinstance(e.tag, str) and etree.QName(e).localname == item]
+
+    try:
+        root = _strict(text)
+        return ListRead(items_of(root), root, [], repairs, decoded)
+    except etree.XMLSyntaxError as exc:
+        first_error = str(exc)
+    fixed, notes = _repair(text)
+    if notes:
+        try:
+            root = _strict(fixed)
+            return ListRead(items_of(root), root, [], repairs + notes, decoded)
+        except etree.XMLSyntaxError:
+            pass
+    # Item by item, inside a copy of the root's start tag.
+    start = re.search(r"<([A-Za-z_][\w.:-]*)(\s[^<>]*)?>", re.sub(r"^\s*<\?xml[^>]*\?>", "", fixed))
+    chunks = list(re.finditer(rf"<((?:[\w.-]+:)?{re.escape(item)})(?=[\s>/])[^<>]*?(?:/>|>.*?</\1\s*>)", fixed, re.S))
+    if start is None or not chunks:
+        raise ListUnreadable(f"not well-formed and no <{item}> element could be delimited: {first_error}")
+    opening, closing = start.group(0), f"</{start.group(1)}>"
+    items, lost = [], []
+    for chunk in chunks:
+        try:
+            wrapper = _strict(opening + chunk.group(0) + closing)
+            items.extend(e for e in wrapper if isinstance(e.tag, str))
+        except etree.XMLSyntaxError as exc:
+            lost.append((chunk.group(0), f"unreadable <{item}> in a list that is not well-formed: {exc}"))
+    if not items:
+        raise ListUnreadable(f"not well-formed and none of its {len(chunks)} <{item}> elements is readable: {first_error}")
+    return ListRead(items, None, lost, repairs + notes + [
+        f"not well-formed ({first_error}); read item by item: {len(items)} read, {len(lost)} lost"], decoded)

@@ -1,13 +1,24 @@
-"""Upsert throughput: 100,000 recalls through Store.upsert_recalls (validation included)
-compared in the same run with a plain sqlite3.executemany of the same rows into the same
-schema (the physical reference); then a re-run of the unchanged data.
+"""Upsert throughput: N recalls through Store.upsert_recalls (validation included) compared in
+the same run with a plain sqlite3.executemany of the same rows into the same schema (the
+physical reference); then a re-run of the unchanged data.
 
-    python bench/bench_upsert.py [N]
+Two ways of feeding the FTS5 trigram index are measured, each for the store and for the plain
+reference, on fresh databases:
+- per row: an AFTER INSERT trigger (the schema before migration _m006);
+- per batch: one `INSERT INTO recalls_fts … SELECT … WHERE id > ?` per 500 rows (today's store).
+
+Every measurement is repeated (fresh database each time, variants interleaved so a busy
+neighbour hurts all of them alike); the table shows the median and the min–max spread, of
+wall-clock time and of this process's CPU time (steadier on a shared machine: SQLite runs in
+process and WAL commits with synchronous=NORMAL do not wait for the disk).
+
+    python bench/bench_upsert.py [N] [REPEATS]
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -15,7 +26,19 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from basecrawler import Recall, Store  # noqa: E402
-from basecrawler.store import DATA_COLUMNS  # noqa: E402
+from basecrawler.schema import FTS_COLUMNS, FTS_INSERT_TRIGGER  # noqa: E402
+from basecrawler.store import _FEED_FTS_SQL, DATA_COLUMNS  # noqa: E402
+
+BATCH = 500
+
+
+class Timer:
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
 def raw_rows(n: int) -> list[dict]:
@@ -42,55 +65,104 @@ def rss_mb() -> float:
     return 0.0
 
 
+def open_store(path: str, per_row_trigger: bool) -> Store:
+    """A fresh store; with `per_row_trigger` the old AFTER INSERT trigger is put back, which
+    the store notices on opening (it then leaves feeding the index to the trigger)."""
+    store = Store(path)
+    if per_row_trigger:
+        cols = ", ".join(FTS_COLUMNS)
+        store.db.conn.execute(
+            f"CREATE TRIGGER {FTS_INSERT_TRIGGER} AFTER INSERT ON recalls BEGIN "
+            f"INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {', '.join('new.' + c for c in FTS_COLUMNS)}); END")
+        store.close()
+        store = Store(path)
+        assert not store._feed_fts_per_batch
+    return store
+
+
+def plain(path: str, prepared: list[tuple], per_row_trigger: bool) -> Timer:
+    """Seconds for executemany of ready tuples; per batch, the same one FTS statement the store uses."""
+    store = open_store(path, per_row_trigger)
+    conn = store.db.conn
+    cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
+    sql = f"INSERT INTO recalls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    with Timer() as timer:
+        conn.execute("BEGIN")
+        for i in range(0, len(prepared), BATCH):
+            last_id = conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
+            conn.executemany(sql, prepared[i:i + BATCH])
+            if not per_row_trigger:
+                conn.execute(_FEED_FTS_SQL, [last_id])
+        conn.execute("COMMIT")
+    store.close()
+    return timer
+
+
+def through_store(store: Store, rows: list[dict]) -> tuple[Timer, int, object]:
+    before = store.db.conn.total_changes
+    totals = None
+    with Timer() as timer:
+        for i in range(0, len(rows), BATCH):
+            batch = [Recall.model_validate(r) for r in rows[i:i + BATCH]]
+            result = store.upsert_recalls(batch, source="us")
+            if totals is None:
+                totals = result
+            else:
+                totals.add(result)
+    return timer, store.db.conn.total_changes - before, totals
+
+
+def spread(values: list[float], fmt: str) -> str:
+    return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     rows = raw_rows(n)
-    tmp = tempfile.mkdtemp()
-
-    # Reference: plain executemany of already-prepared tuples into the same schema.
-    ref_store = Store(os.path.join(tmp, "ref.db"))
-    cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     prepared = [
         ("us", r["country"], r["recall_number"], r["recall_date"], 0, r["manufacturer_original"], r["model_original"],
          r["component_original"], r["summary_original"], None, r["consequence_original"], r["remedy_original"],
          r["model_year"], int(r["affected_units"]), "en", r["source_url"], json.dumps(r["extra"]), "t", "t")
         for r in rows
     ]
-    conn = ref_store.db.conn
-    started = time.perf_counter()
-    conn.execute("BEGIN")
-    for i in range(0, n, 500):
-        conn.executemany(f"INSERT INTO recalls ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", prepared[i:i + 500])
-    conn.execute("COMMIT")
-    plain_s = time.perf_counter() - started
+    tmp = tempfile.mkdtemp()
+    times: dict[str, list[Timer]] = {}
+    rerun: list[tuple[Timer, Timer, int, int]] = []
+    for rep in range(repeats):
+        for variant, per_row in (("per row", True), ("per batch", False)):
+            times.setdefault(f"plain {variant}", []).append(plain(os.path.join(tmp, f"p{rep}{per_row}.db"), prepared, per_row))
+            store = open_store(os.path.join(tmp, f"s{rep}{per_row}.db"), per_row)
+            first, first_writes, first_result = through_store(store, rows)
+            assert first_result.new == n and first_writes >= n, (first_result.new, first_writes)
+            times.setdefault(f"store {variant}", []).append(first)
+            if not per_row:
+                second, second_writes, second_result = through_store(store, rows)
+                rerun.append((second, first, second_writes, second_result.unchanged))
+            store.close()
 
-    store = Store(os.path.join(tmp, "bench.db"))
+    def row(label: str, values) -> None:
+        """values(clock) -> list of numbers for clock 'wall' / 'cpu'."""
+        fmt = ",.0f" if "rec/s" in label else ".2f"
+        print(f"{label:<50}{spread(values('wall'), fmt):>26}{spread(values('cpu'), fmt):>26}")
 
-    def through_store() -> tuple[float, int, object]:
-        before = store.db.conn.total_changes
-        started = time.perf_counter()
-        totals = None
-        for i in range(0, n, 500):
-            batch = [Recall.model_validate(r) for r in rows[i:i + 500]]
-            result = store.upsert_recalls(batch, source="us")
-            if totals is None:
-                totals = result
-            else:
-                totals.add(result)
-        return time.perf_counter() - started, store.db.conn.total_changes - before, totals
+    def rate(key):
+        return lambda clock: [n / getattr(t, clock) for t in times[key]]
 
-    first_s, first_writes, first = through_store()
-    second_s, second_writes, second = through_store()
+    def ratio(fast_key, slow_key):   # per repetition, so a noisy moment hits both sides of a pair
+        return lambda clock: [getattr(s, clock) / getattr(f, clock) for s, f in zip(times[slow_key], times[fast_key])]
 
-    print(f"{'measure':<44}{'value':>14}")
-    print(f"{'records':<44}{n:>14,}")
-    print(f"{'plain executemany (records/s)':<44}{n / plain_s:>14,.0f}")
-    print(f"{'store upsert incl. validation (records/s)':<44}{n / first_s:>14,.0f}")
-    print(f"{'ratio store / plain (target >= 0.5)':<44}{plain_s / first_s:>14.2f}")
-    print(f"{'first run: new / rows written':<44}{f'{first.new} / {first_writes}':>14}")
-    print(f"{'re-run: unchanged / rows written (target 0)':<44}{f'{second.unchanged} / {second_writes}':>14}")
-    print(f"{'re-run time / first run (target < 0.20)':<44}{second_s / first_s:>14.2f}")
-    print(f"{'peak RSS (MB)':<44}{rss_mb():>14.0f}")
+    print(f"{n:,} records, {repeats} repetitions: median (min–max)")
+    print(f"{'measure':<50}{'wall clock':>26}{'process CPU':>26}")
+    for variant in ("per row", "per batch"):
+        row(f"plain executemany, FTS {variant} (rec/s)", rate(f"plain {variant}"))
+        row(f"store upsert + validation, FTS {variant} (rec/s)", rate(f"store {variant}"))
+        row(f"ratio store / plain, both FTS {variant}", ratio(f"store {variant}", f"plain {variant}"))
+    row("ratio store per batch / plain per row", ratio("store per batch", "plain per row"))
+    row("speed-up of the store, per batch over per row", ratio("store per batch", "store per row"))
+    row("re-run time / first run (per batch)", lambda clock: [getattr(a, clock) / getattr(b, clock) for a, b, _, _ in rerun])
+    print(f"{'re-run: unchanged / rows written (target 0)':<50}{f'{rerun[-1][3]} / {max(r[2] for r in rerun)}':>26}")
+    print(f"{'peak RSS (MB)':<50}{rss_mb():>26.0f}")
 
 
 if __name__ == "__main__":

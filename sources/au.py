@@ -38,6 +38,8 @@ MAX_LISTING_PAGES = 2000          # ~5,500 campaigns at 20 a page is ~280 pages
 _RECALL_LINK = re.compile(r"/recalls/(rec-\d+)/?(?:[?#].*)?$", re.IGNORECASE)
 _DMY = re.compile(r"\b\d{1,2}/\d{1,2}/\d{4}\b")
 _YEAR = re.compile(r"\b(19|20)\d{2}\b")
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 # Drupal field machine name → Recall field.
 FIELD_MAP = {
@@ -65,6 +67,13 @@ class AustraliaCrawler(BaseCrawler):
 
     def fetch(self) -> Iterator[Raw]:
         seen: set[str] = set()
+        yield from self._walk_listing(seen)
+        # Recalls not yet collected (a detail page that failed) come again whatever their
+        # date, though an incremental walk stops before the listing page that holds them.
+        for entry in self.ledger.retries(seen):
+            yield from self._detail_item(entry.key)
+
+    def _walk_listing(self, seen: set[str]) -> Iterator[Raw]:
         for page in count(0):
             if page >= MAX_LISTING_PAGES:
                 log.warning("au: stopped after %d listing pages", page)
@@ -78,18 +87,27 @@ class AustraliaCrawler(BaseCrawler):
                 return  # past the last page
             entries = [entry for entry in listing_entries(html) if entry[0] not in seen]
             if not entries:
-                if page == 0:
-                    log.error("au: the first listing page has no recall links; the layout may have changed [%s]", url)
+                if page == 0:   # a listing that cannot be read: kept whole for a look (and a retry)
+                    self.dead_letter(Raw(html, url=url, response_sha256=self.http.last_sha256),
+                                     "the first listing page has no recall links; the layout may have changed",
+                                     kind="unexpected")
                 return
             seen.update(number for number, _ in entries)
             wanted = self._wanted(entries)
             if self.mode == "incremental" and not wanted:
                 log.info("au: listing page %d holds only stored, older recalls; stopping", page)
                 return
+            listed = dict(entries)
             for number in wanted:
-                item = self._fetch_detail_page(number)
-                if item is not None:
-                    yield item
+                self.ledger.list(number, url=self.endpoints["site"] + detail_path(number), listed_date=listed.get(number))
+            for number in wanted:
+                yield from self._detail_item(number)
+
+    def _detail_item(self, number: str) -> Iterator[Raw]:
+        with self.ledger.attempt(number):
+            item = self._fetch_detail_page(number)
+            if item is not None:
+                yield item
 
     def _wanted(self, entries: list[tuple[str, dt.date | None]]) -> list[str]:
         """Recall numbers whose detail page this run fetches (all of them in a full run)."""
@@ -113,6 +131,7 @@ class AustraliaCrawler(BaseCrawler):
         except (NotFound, UnexpectedContent, Transient) as exc:
             # One missing or broken page must not stop the others; a block (403) still fails the run.
             self.dead_letter({"recall_number": number, "url": url}, exc, stage="fetch", url=url, recall_number=number)
+            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
             return None
         return Raw({"recall_number": number, "html": html}, url=url, response_sha256=self.http.last_sha256)
 
@@ -129,9 +148,20 @@ def detail_path(number: str) -> str:
 
 
 # ---- listing ---------------------------------------------------------------------------
+def html_document(html: str):
+    """An lxml tree of a page as the site may really send it: lxml refuses text that starts with
+    an XML encoding declaration (XHTML served as HTML) or holds NUL / control characters, and
+    either would otherwise cost a whole listing page; the HTML parser recovers the rest."""
+    html = _XML_DECL.sub("", html.lstrip("\ufeff"), count=1)
+    html, removed = _CONTROL.subn("", html)
+    if removed:
+        log.warning("au: removed %d control character(s) from a page", removed)
+    return lxml.html.fromstring(html)
+
+
 def listing_entries(html: str) -> list[tuple[str, dt.date | None]]:
     """(recall number, listed date or None) for every recall link on a listing page, in order."""
-    doc = lxml.html.fromstring(html)
+    doc = html_document(html)
     entries: dict[str, dt.date | None] = {}
     for link in doc.iter("a"):
         match = _RECALL_LINK.search(link.get("href") or "")
@@ -159,7 +189,7 @@ def _row_date(link) -> dt.date | None:
 # ---- detail ----------------------------------------------------------------------------
 def parse_detail(html: str) -> dict:
     """Recall fields of one detail page (recall_number and source_url are added by the caller)."""
-    doc = lxml.html.fromstring(html)
+    doc = html_document(html)
     fields = drupal_fields(doc)
     if not any(name in fields for name in (*FIELD_MAP, "field-r-original-publish-date")):
         raise ValueError("no recall fields on the detail page; the layout may have changed")

@@ -42,11 +42,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterator
 
-import ftfy
 import ftfy.badness
 
 from basecrawler import BaseCrawler, Raw
 from basecrawler.dates import parse_date
+from basecrawler.textcodec import repair_text
 from basecrawler.model import parse_units, year_range
 
 log = logging.getLogger(__name__)
@@ -241,8 +241,8 @@ def clean_text(value: str | None, recall_number: str = "", column: str = "") -> 
     if _NOT_UTF8.search(value):
         value = value.encode("utf-8", "surrogateescape").decode("cp1252", errors="replace")
         log.warning("ca: recall %s %s is not UTF-8; read as Windows-1252", recall_number, column)
-    fixed = ftfy.fix_encoding(value)
-    if fixed != value:
+    fixed, repaired = repair_text(value)   # the framework's mojibake rule, shared with every source
+    if repaired:
         log.info("ca: recall %s %s: repaired mojibake", recall_number, column)
     if ftfy.badness.is_bad(fixed):
         log.warning("ca: recall %s %s looks garbled and cannot be repaired reliably; stored as read: %.60r",

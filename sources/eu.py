@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import io
 import logging
 import re
 from contextlib import suppress
@@ -34,8 +33,9 @@ from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
 from basecrawler.dates import parse_date
-from basecrawler.errors import NotFound, Transient, UnexpectedContent
-from basecrawler.xmlsafe import UnsafeXml, iter_xml, release
+from basecrawler.errors import ForeignHost, NotFound, Transient, UnexpectedContent
+from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding, repair_text
+from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,8 @@ def clean_text(value: str | None) -> str | None:
         text = _TAG_RE.sub(" ", text)
     if "&" in text:
         text = html.unescape(text)
+    if not text.isascii():
+        text = repair_text(text)[0]   # UTF-8 decoded twice upstream ("MÃ¼ller")
     text = re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()
     # Legacy reports prefix some fields with the literal word "null".
     while text[:5].lower() == "null ":
@@ -255,11 +257,24 @@ def report_id_from_url(url: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def parse_index(source: str | IO[bytes]) -> list[WeeklyReport]:
+def parse_index(source: bytes | str | IO[bytes], header: str | None = None) -> list[WeeklyReport]:
+    """Entries of the weekly-report index (bytes, a path or a binary file)."""
+    if not isinstance(source, bytes):
+        if isinstance(source, str):
+            with open(source, "rb") as handle:
+                source = handle.read()
+        else:
+            source = source.read()
+    return read_index(source, header=header)[0]
+
+
+def read_index(body: bytes, header: str | None = None) -> tuple[list[WeeklyReport], ListRead]:
+    """Entries of the index and how it was read: the index is small and a list, so an
+    almost-XML index (a bare `&`, a stray control character, one broken entry) still yields
+    every readable entry (`xmlsafe.read_list`), decoded by declaration and content."""
+    listed = read_list(body, "weeklyReport", header=header)
     reports = []
-    for _, element in iter_xml(source, events=("end",)):
-        if _local(element.tag) != "weeklyReport":
-            continue
+    for element in listed.items:
         fields = {_local(child.tag): clean_text("".join(child.itertext())) for child in element
                   if isinstance(child.tag, str)}
         url = (fields.get("URL") or "").strip().rstrip(",").strip() or None
@@ -268,8 +283,7 @@ def parse_index(source: str | IO[bytes]) -> list[WeeklyReport]:
             year=_int(fields.get("year")), week=_int(fields.get("week")), url=url,
             report_id=report_id_from_url(url),
         ))
-        release(element)
-    return reports
+    return reports, listed
 
 
 def report_request_path(report: WeeklyReport) -> str:
@@ -285,6 +299,24 @@ def report_request_path(report: WeeklyReport) -> str:
     if not any(key == "language" for key, _ in query):
         query.insert(0, ("language", "en"))
     return path + "?" + urlencode(query, safe="|:")
+
+
+def _oldest_first(report: WeeklyReport):
+    return report.date_for_window or dt.date.min, int(report.report_id or 0)
+
+
+def _ledger_data(report: WeeklyReport) -> dict:
+    """What the ledger keeps to fetch a report again once it has left the index."""
+    return {"reference": report.reference, "url": report.url, "year": report.year, "week": report.week,
+            "published": report.published.isoformat() if report.published else None}
+
+
+def _report_from_ledger(item) -> WeeklyReport:
+    data = item.data or {}
+    published = data.get("published")
+    return WeeklyReport(reference=data.get("reference"), published=dt.date.fromisoformat(published) if published else None,
+                        year=data.get("year"), week=data.get("week"), url=data.get("url") or item.url,
+                        report_id=item.key)
 
 
 def _int(value: str | None) -> int | None:
@@ -306,21 +338,43 @@ class EuSafetyGateCrawler(BaseCrawler):
     concurrency = 1
 
     def fetch(self) -> Iterator[Raw]:
+        self._notifications_read: dict[str, int] = {}   # report id → notifications read (any category)
         index_url = self.url("site", INDEX_PATH)
         response = self.http.get(index_url, expect="xml")
-        reports = parse_index(io.BytesIO(response.content))
-        chosen = sorted((r for r in reports if self._wanted(r)),
-                        key=lambda r: (r.date_for_window or dt.date.min, int(r.report_id or 0)))
+        sha = self.http.last_sha256
+        try:
+            reports, listed = read_index(response.content, header=response.charset_encoding)
+        except (ListUnreadable, UnsafeXml) as exc:
+            # Kept whole as a dead letter by the pipeline; the run fails without a traceback.
+            raise UnexpectedContent(f"the weekly-report index cannot be read: {type(exc).__name__}: {exc}", url=index_url,
+                                    status=response.status_code, body=response.content, response_sha256=sha) from None
+        for note in listed.repairs:
+            self.warn(f"index: {note}")
+        for chunk, reason in listed.lost:
+            self.dead_letter(Raw({"index_url": index_url, "item": chunk}, url=index_url, response_sha256=sha),
+                             reason, stage="fetch", kind="unreadable_item")
+        chosen = sorted((r for r in reports if self._wanted(r)), key=_oldest_first)
         log.info("eu: %d weekly reports in the index, %d chosen (%s since %s)", len(reports), len(chosen),
                  self.mode, self.since or "the beginning")
-        first_seen: dict[str, tuple[str, bool]] = {}
         for report in chosen:
+            if report.report_id is not None:
+                self.ledger.list(report.report_id, url=report.url, listed_date=report.date_for_window,
+                                 data=_ledger_data(report))
+        # Reports not yet collected (a download that failed, a run cut short) come again,
+        # whatever their date and even once they left the index.
+        in_index = {r.report_id: r for r in reports if r.report_id}
+        retried = [in_index.get(item.key) or _report_from_ledger(item)
+                   for item in self.ledger.retries(r.report_id for r in chosen if r.report_id)]
+        first_seen: dict[str, tuple[str, bool]] = {}
+        # Oldest first, retried ones included: an alert keeps the date of its first report.
+        for report in sorted(chosen + retried, key=_oldest_first):
             if report.report_id is None:
                 self.dead_letter({"reference": report.reference, "url": report.url},
                                  "no report id in the index entry's URL", stage="fetch", kind="unexpected",
                                  url=report.url)
                 continue
-            yield from self._report_items(report, first_seen)
+            with self.ledger.attempt(report.report_id):
+                yield from self._report_items(report, first_seen)
 
     def _wanted(self, report: WeeklyReport) -> bool:
         when = report.date_for_window
@@ -352,14 +406,16 @@ class EuSafetyGateCrawler(BaseCrawler):
         url = self.report_url(report)
         try:
             url, download = self._download(report)
-        except (NotFound, UnexpectedContent, Transient) as exc:
+        except (NotFound, UnexpectedContent, Transient, ForeignHost) as exc:
             self.dead_letter({"reference": report.reference, "report_id": report.report_id}, exc,
                              stage="fetch", url=url)
+            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
             return
-        kept = 0
+        kept = broken = 0
         try:
-            for item in self._read_report(download.path, report, url):
+            for item in self._read_report(self._report_source(download, report), report, url):
                 if "_broken" in item:
+                    broken += 1
                     self.dead_letter(Raw(item["_broken"], url=url, response_sha256=download.sha256),
                                      item["error"], stage="fetch", kind="unexpected")
                     continue
@@ -372,14 +428,19 @@ class EuSafetyGateCrawler(BaseCrawler):
                 yield Raw(item, url=url, response_sha256=download.sha256)
         except UnsafeXml as exc:
             self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
-                                 response_sha256=download.sha256), exc, stage="fetch", kind="unsafe_xml")
+                                 response_sha256=download.sha256), exc, stage="fetch", kind=exc.kind)
         except (etree.XMLSyntaxError, UnexpectedContent) as exc:
             self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
                                  response_sha256=download.sha256), exc, stage="fetch", kind="unexpected")
+            self.ledger.fail_current(exc)  # e.g. a body cut short: a new download may be whole
         finally:
             with suppress(FileNotFoundError):
                 download.path.unlink()
         log.info("eu: %s (id %s): %d vehicle notifications", report.reference, report.report_id, kept)
+        seen = self._notifications_read.pop(report.report_id, 0)
+        if seen and not kept and not broken:
+            # Weeks without a vehicle alert exist, but garbled categories look the same: say it.
+            self.warn(f"{report.reference}: none of its {seen} notifications is in a vehicle category")
 
     def _stored_date(self, case_number: str) -> str | None:
         row = self.store.get_recall(self.country, case_number)
@@ -387,9 +448,30 @@ class EuSafetyGateCrawler(BaseCrawler):
             return row["recall_date"]
         return None
 
-    def _read_report(self, path, report: WeeklyReport, url: str) -> Iterator[dict]:
+    def _report_source(self, download, report: WeeklyReport):
+        """The report file for iterparse: as it is, or re-encoded when it declares a legacy
+        charset (ISO-8859-1) but is UTF-8 throughout — libxml2 would believe the declaration and
+        store `MÃ¼ller`. Checked by streaming, so memory stays flat."""
+        declared, actual = file_encoding(download.path, header=download.response.charset_encoding)
+        if actual is None:
+            return str(download.path)
+        if actual == LEGACY_BYTES:
+            # One Latin-1 name pasted into a UTF-8 report must not cost the report's other alerts.
+            self.warn(f"{report.reference}: bytes that are not UTF-8 in a {declared or 'UTF-8'} report; read as cp1252")
+            return Utf8XmlReader(download.path, "utf-8", errors=LEGACY_BYTES)
+        self.warn(f"{report.reference}: declared {declared} but the body is valid UTF-8; read as UTF-8")
+        return Utf8XmlReader(download.path, actual)
+
+    def _read_report(self, source, report: WeeklyReport, url: str) -> Iterator[dict]:
         header: dict = {}
-        for event, element in iter_xml(str(path)):
+        try:
+            yield from self._report_elements(source, header, report, url)
+        finally:
+            if hasattr(source, "close"):
+                source.close()
+
+    def _report_elements(self, source, header: dict, report: WeeklyReport, url: str) -> Iterator[dict]:
+        for event, element in iter_xml(source):
             name = _local(element.tag)
             parent = element.getparent()
             if event == "start":
@@ -401,6 +483,7 @@ class EuSafetyGateCrawler(BaseCrawler):
             if name != "notifications":
                 header[name] = clean_text("".join(element.itertext()))
                 continue
+            self._notifications_read[report.report_id] = self._notifications_read.get(report.report_id, 0) + 1
             category = clean_text(element.findtext("category"))
             if is_vehicle_category(category):
                 try:

@@ -18,11 +18,12 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from lxml import etree, html
+from lxml import html
 
 from basecrawler import BaseCrawler, FetchError, Raw
 from basecrawler.artifacts import ArtifactError, Artifacts
-from basecrawler.xmlsafe import parse_bytes
+from basecrawler.errors import UnexpectedContent
+from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, read_list
 from basecrawler.dates import parse_date
 from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf
 
@@ -71,10 +72,30 @@ class JpCrawler(BaseCrawler):
     min_overlap_days = 45
 
     def fetch(self):
-        feed = self.http.get_bytes(self.url("site", FEED_PATH), expect="xml")
+        feed_url = self.url("site", FEED_PATH)
+        response = self.http.get(feed_url, expect="xml")
+        sha = self.http.last_sha256
+        try:
+            items, listed = read_feed(response.content, header=response.charset_encoding)
+        except (ListUnreadable, UnsafeXml) as exc:
+            # Kept whole as a dead letter by the pipeline; the run fails without a traceback.
+            raise UnexpectedContent(f"the press-release feed cannot be read: {type(exc).__name__}: {exc}", url=feed_url,
+                                    status=response.status_code, body=response.content, response_sha256=sha) from None
+        for note in listed.repairs:
+            self.warn(f"feed {FEED_PATH}: {note}")
+        for chunk, reason in listed.lost:
+            self.dead_letter(Raw({"feed_url": feed_url, "item": chunk}, url=feed_url, response_sha256=sha),
+                             reason, stage="fetch", kind="unreadable_item")
+        recalls = [item for item in items if RECALL_TITLE_RE.match(item.title)]
+        if not recalls:
+            # Garbled titles or a new title wording would otherwise skip every recall silently.
+            self.warn(f"feed {FEED_PATH}: none of its {len(items)} items is titled as a recall press release")
         downloads = Artifacts(self.http, self.store, source=self.source)
-        for item in parse_feed(feed):
-            if not RECALL_TITLE_RE.match(item.title):
+        chosen: dict[str, tuple[FeedItem, str]] = {}
+        for item in recalls:
+            if not item.link:
+                self.dead_letter(Raw({"feed_url": feed_url, "title": item.title}, url=feed_url, response_sha256=sha),
+                                 "recall item of the feed without a link", stage="fetch", kind="unreadable_item")
                 continue
             if self.since and item.date and item.date < self.since:
                 continue
@@ -84,21 +105,42 @@ class JpCrawler(BaseCrawler):
             if press_url is None:
                 log.warning("jp: feed item outside %s skipped: %s", SITE_HOST, item.link)
                 continue
-            produced = self._press_release(item, press_url, downloads)
-            if produced is not None:
-                yield produced
+            key = _ledger_key(item.link)
+            chosen[key] = (item, press_url)
+            self.ledger.list(key, url=item.link, listed_date=item.date,
+                             data={"title": item.title, "link": item.link,
+                                   "date": item.date.isoformat() if item.date else None})
+        # Press releases not yet collected (a page that answered 404, a PDF that failed) come
+        # again whatever their date, even once they scrolled out of the 50-item feed.
+        for entry in self.ledger.retries(chosen):
+            data = entry.data or {}
+            item = FeedItem(data.get("title") or "", data.get("link") or entry.url or "",
+                            dt.date.fromisoformat(data["date"]) if data.get("date") else None)
+            press_url = self._site_url(item.link)
+            if press_url is not None:
+                chosen[entry.key] = (item, press_url)
+        for key, (item, press_url) in chosen.items():
+            with self.ledger.attempt(key) as attempt:
+                produced = self._press_release(item, press_url, downloads, attempt)
+                if produced is not None:
+                    yield produced
 
-    def _press_release(self, item: FeedItem, press_url: str, downloads: Artifacts) -> Raw | None:
+    def _press_release(self, item: FeedItem, press_url: str, downloads: Artifacts, attempt=None) -> Raw | None:
+        """The press release's list PDF, read; None when it is lost (dead letter). A loss
+        that a later fetch can mend fails the ledger attempt, so the next run comes back."""
         context = {"press_url": press_url, "press_title": item.title,
                    "feed_date": item.date.isoformat() if item.date else None}
+        retry_later = attempt.fail if attempt is not None else (lambda error: None)
         try:
             press = self._press_page(press_url)
         except FetchError as exc:
             self.dead_letter(Raw(context, url=press_url), exc)
+            retry_later(exc)
             return None
         if press.list_pdf is None:
-            self.dead_letter(Raw(context, url=press_url), f"no {LIST_LINK_TEXT} PDF linked from the press page",
-                             kind="unexpected")
+            message = f"no {LIST_LINK_TEXT} PDF linked from the press page"
+            self.dead_letter(Raw(context, url=press_url), message, kind="unexpected")
+            retry_later(message)
             return None
         context.update(press_date=press.date.isoformat() if press.date else None, pdf_url=press.list_pdf)
         target = f"jp:{urlsplit(press_url).path}#{LIST_LINK_TEXT}"
@@ -110,20 +152,26 @@ class JpCrawler(BaseCrawler):
             artifact = downloads.ensure(target, press.list_pdf, rediscover=rediscover)
         except (ArtifactError, FetchError) as exc:
             self.dead_letter(Raw(context, url=press.list_pdf), exc)
+            retry_later(exc)
             return None
         context.update(pdf_url=artifact.url, pdf_sha256=artifact.sha256)
         if artifact.drifted:
             context["pdf_changed"] = True
         try:
-            pages = read_pdf(artifact.path, dpi=self.ocr_dpi)
+            pages = self._read_pdf(artifact.path)
         except (PdfError, OcrUnavailable) as exc:
             # A parse-stage letter without pages: `dead-letters retry` reads the archived PDF
-            # again (e.g. once tesseract is installed) instead of needing a new crawl.
+            # again (e.g. once tesseract is installed, or with a higher page cap) instead of
+            # needing a new crawl. Kind: parse_error, encrypted or too_big.
             self.dead_letter(Raw(context, url=artifact.url, response_sha256=artifact.sha256), exc,
-                             stage="parse", kind="parse_error")
+                             stage="parse", kind=exc.kind)
             return None
         context["pages"] = [page.to_dict() for page in pages]
         return Raw(context, url=artifact.url, response_sha256=artifact.sha256)
+
+    def _read_pdf(self, source):
+        return read_pdf(source, dpi=self.ocr_dpi, max_pages=self.settings.pdf_max_pages,
+                        max_ocr_seconds=self.settings.ocr_max_seconds)
 
     def _press_page(self, url: str) -> PressPage:
         text = self.http.get_text(url, encoding="utf-8", expect="html")
@@ -146,8 +194,7 @@ class JpCrawler(BaseCrawler):
 
     def parse(self, raw):
         if "pages" not in raw and raw.get("pdf_sha256"):
-            raw = {**raw, "pages": [page.to_dict() for page in read_pdf(self._archived_pdf(raw["pdf_sha256"]),
-                                                                         dpi=self.ocr_dpi)]}
+            raw = {**raw, "pages": [page.to_dict() for page in self._read_pdf(self._archived_pdf(raw["pdf_sha256"]))]}
         records, rejected = records_from_list(raw)
         if not records and not rejected:
             methods = sorted({page.get("method") for page in raw.get("pages") or []})
@@ -161,31 +208,42 @@ class JpCrawler(BaseCrawler):
 
 # ---- feed and press page --------------------------------------------------------------------
 
-def parse_feed(body: bytes) -> list[FeedItem]:
-    """Items of the RSS 1.0 feed. The bytes go to lxml so the declared encoding is honoured;
-    no DTD, no entities, no network."""
-    try:
-        root = parse_bytes(body)
-    except etree.XMLSyntaxError as exc:
-        if "encoding" not in str(exc).lower() and "invalid bytes" not in str(exc).lower():
-            raise
-        # Declared Shift_JIS, written in Windows-31J: NEC specials (①, ～) break libxml2's
-        # Shift_JIS decoder, so decode as cp932 (a superset) and parse the text.
-        text = body.decode("cp932", errors="replace")
-        text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text)
-        root = parse_bytes(text.encode("utf-8"))
+def _ledger_key(link: str) -> str:
+    """A press release's ledger key: its path (http or https, mirror or not, it is one page)."""
+    parts = urlsplit(link)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def parse_feed(body: bytes, header: str | None = None) -> list[FeedItem]:
+    """Items of the RSS 1.0 feed (with a title and a link)."""
+    return [item for item in read_feed(body, header=header)[0] if item.link]
+
+
+def read_feed(body: bytes, header: str | None = None) -> tuple[list[FeedItem], ListRead]:
+    """Items of the feed, and how the list was read (repairs, items lost). The feed is
+    declared Shift_JIS and written in Windows-31J (NEC specials such as ①); a copy sent as
+    UTF-8 under that declaration is read as UTF-8 (`textcodec`). An almost-XML feed (a bare
+    `&` in one title) still yields every readable item (`xmlsafe.read_list`)."""
+    listed = read_list(body, "item", header=header, default="shift_jis")
     items = []
-    for node in root.iter(f"{RSS}item"):
-        title = (node.findtext(f"{RSS}title") or "").strip()
+    for node in listed.items:
+        title = _squash_space(node.findtext(f"{RSS}title"))
         link = (node.findtext(f"{RSS}link") or "").strip()
         date = parse_date((node.findtext(f"{DC}date") or "").strip())
-        if title and link:
+        if title:
             items.append(FeedItem(title, link, date))
-    return items
+    return items, listed
+
+
+def _squash_space(text: str | None) -> str:
+    """A title with its line breaks and runs of spaces (not the ideographic space) as one space."""
+    return re.sub(r"[ \t\r\n]+", " ", text or "").strip()
 
 
 def parse_press_page(text: str, url: str, *, site_url=lambda link: link) -> PressPage:
-    doc = html.fromstring(text.encode("utf-8"))
+    # Already decoded (textcodec): tell lxml the bytes are UTF-8, or a page whose <meta> says
+    # Shift_JIS would be decoded a second time into mojibake.
+    doc = html.fromstring(text.encode("utf-8"), parser=html.HTMLParser(encoding="utf-8"))
     date_nodes = doc.xpath("//p[contains(concat(' ', normalize-space(@class), ' '), ' date ')]")
     date = parse_date(date_nodes[0].text_content().strip()) if date_nodes else None
     title_nodes = doc.xpath("//h2[contains(@class, 'title')]")
@@ -234,23 +292,97 @@ class _Cell:
 
 
 def _rows(doc: dict):
-    for page in doc.get("pages") or []:
+    for p, page in enumerate(doc.get("pages") or []):
         confidence = page.get("confidence") or []
         for t, table in enumerate(page.get("tables") or []):
             for r, row in enumerate(table):
                 confs = confidence[t][r] if t < len(confidence) and r < len(confidence[t]) else []
-                yield [_Cell(text or "", confs[c] if c < len(confs) else None, page["method"])
-                       for c, text in enumerate(row)], row
+                yield p, [_Cell(text or "", confs[c] if c < len(confs) else None, page["method"])
+                          for c, text in enumerate(row)], row
+
+
+# ---- the other form: text fields as label + text lines above the vehicle table ---------------
+# Some lists print 届出者 / 不具合の部位（部品名） / …状況及びその原因 / 改善措置の内容 as a label
+# line (sometimes numbered, sometimes "label：text") followed by text lines, not as table cells.
+TEXT_LINE_KEYS = ("notifier", "component", "defect_cause", "remedy")
+_ENUMERATOR = re.compile(r"^(?:[（(]?[0-9一二三四五六七八九十]{1,2}[)）.．、]|[■□●○◆◇・※])")
+
+
+def _text_label(squashed: str) -> tuple[str | None, str]:
+    """(field, text on the same line) when a squashed line is one of the text labels."""
+    line = _ENUMERATOR.sub("", squashed)
+    for key in TEXT_LINE_KEYS:
+        label = _squash(SINGLE_LABELS[key])
+        if line.startswith(label):
+            return key, line[len(label):].lstrip(":：")
+        if _similar(line.rstrip(":："), label) >= 0.85:
+            return key, ""
+    return None, ""
+
+
+def text_line_fields(page: dict) -> list[dict]:
+    """The label + text fields of one page's text, one dict per recall (a new one starts at each
+    リコール届出番号 after fields were found). A field's text ends at the next label, the next
+    リコール届出番号, the vehicle table (a line starting 車名, or the text of a table cell)."""
+    cell_lines = {_squash(line) for table in page.get("tables") or [] for row in table for cell in row
+                  for line in (cell or "").split("\n") if line.strip()}
+    segments: list[dict] = [{}]
+    key, lines = None, []
+
+    def close():
+        if key and lines:
+            segments[-1].setdefault(key, "\n".join(lines))
+
+    for line in (page.get("text") or "").split("\n"):
+        squashed = _squash(line)
+        if not squashed:
+            continue
+        if "リコール届出番号" in squashed:
+            close()
+            key, lines = None, []
+            if segments[-1]:
+                segments.append({})
+            continue
+        found, rest = _text_label(squashed)
+        if found:
+            close()
+            key, lines = found, ([rest] if rest else [])
+        elif key and (squashed in cell_lines or squashed.startswith("車名")):
+            close()
+            key, lines = None, []
+        elif key:
+            lines.append(line.strip())
+    close()
+    return segments
+
+
+def _fill_from_text_lines(recalls: list[dict], doc: dict) -> None:
+    """Single-layout recalls whose text fields were not table cells take them from the label +
+    text lines of the page their 届出番号 is on (k-th recall of a page ↔ k-th segment)."""
+    pages = doc.get("pages") or []
+    by_page: dict[int, list[dict]] = {}
+    for recall in recalls:
+        if recall["layout"] == "single" and "page" in recall:
+            by_page.setdefault(recall["page"], []).append(recall)
+    for p, on_page in by_page.items():
+        if all(all(k in r["cells"] for k in TEXT_LINE_KEYS) for r in on_page):
+            continue
+        segments = text_line_fields(pages[p])
+        for recall, fields in zip(on_page, segments):
+            for key, text in fields.items():
+                if not (recall["cells"].get(key) and recall["cells"][key].text):
+                    recall["cells"][key] = _Cell(text, None, pages[p].get("method", "text"))
 
 
 def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
-    """Records of one recall list PDF (either layout), and the row groups that could not
+    """Records of one recall list PDF (either layout; text fields as table cells or as label +
+    text lines), and the row groups that could not
     become a record (an unreadable 届出番号) with the reason."""
     press_date = parse_date(doc.get("press_date")) or parse_date(doc.get("feed_date"))
     recalls: list[dict] = []
     current: dict | None = None
     mode, columns = None, {}
-    for cells, raw_row in _rows(doc):
+    for page_index, cells, raw_row in _rows(doc):
         if not any(c.text for c in cells):
             continue
         header = _header_columns(cells, VEHICLE_HEADER, required=("maker", "name", "units"))
@@ -266,6 +398,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
             mode = None
             if "recall_number" in labelled or current is None:
                 current = _new_recall("single")
+                current["page"] = page_index
                 recalls.append(current)
             for key, cell in labelled.items():
                 current["cells"][key] = cell
@@ -283,6 +416,7 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
                     current["cells"][key] = _cell(cells, columns, key)
             _batch_vehicle(current, cells, columns)
             current["rows"].append(raw_row)
+    _fill_from_text_lines(recalls, doc)
     records, rejected = [], []
     for recall in recalls:
         record = _finish(recall, doc, press_date)

@@ -62,16 +62,13 @@ def test_a_timeout_still_gets_the_full_retry_ladder(db_path):
     assert client.stats()["requests"] == 5
 
 
-PORT = None
-
-
 class Unreachable(BaseCrawler):
     source = "un"
     country = "UN"
-    endpoints = {"site": "http://127.0.0.1:1"}
+    endpoints = {"site": "http://127.0.0.1:1"}     # the fixtures point it at a closed port
 
     def fetch(self):
-        yield self.http.get_json(f"http://127.0.0.1:{PORT}/list")
+        yield self.http.get_json(self.url("site", "/list"))
 
     def parse(self, raw):
         return None
@@ -84,8 +81,7 @@ class AlsoUnreachable(Unreachable):
 
 @pytest.fixture
 def offline(monkeypatch):
-    global PORT
-    PORT = _closed_port()
+    monkeypatch.setattr(Unreachable, "endpoints", {"site": f"http://127.0.0.1:{_closed_port()}"})
     monkeypatch.setattr(run_command, "discover", lambda: {"un": Unreachable, "un2": AlsoUnreachable})
 
 
@@ -109,8 +105,7 @@ def test_no_replay_hint_when_a_source_was_reached(db_path, monkeypatch, capsys):
         def parse(self, raw):
             return {"recall_number": raw["id"], "recall_date": "2024-01-01"}
 
-    global PORT
-    PORT = _closed_port()
+    monkeypatch.setattr(Unreachable, "endpoints", {"site": f"http://127.0.0.1:{_closed_port()}"})
     monkeypatch.setattr(run_command, "discover", lambda: {"ok": Reached, "un": Unreachable})
     assert main(["--db", db_path, "run", "--all"]) == 1
     err = capsys.readouterr().err

@@ -140,3 +140,62 @@ def test_run_lock_timeout_is_a_failed_run_not_a_stuck_waiting_row(tmp_path):
         holder.release()
     assert result.status == "failed" and "still held" in result.error
     assert [r["status"] for r in store.query("SELECT status FROM crawl_runs")] == ["failed"]
+
+
+# ---- the full-text index fed per batch (issue #15.8) -------------------------------------------
+def _fts_consistent(store) -> bool:
+    """FTS5's own check that the external-content index holds exactly the table's text."""
+    try:
+        store.db.conn.execute("INSERT INTO recalls_fts(recalls_fts, rank) VALUES ('integrity-check', 1)")
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def _matches(store, term: str) -> list[str]:
+    return [r["recall_number"] for r in store.query(
+        "SELECT recall_number FROM recalls WHERE id IN (SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH ?) "
+        "ORDER BY recall_number", [f'"{term}"'])]
+
+
+def test_new_rows_reach_the_index_without_an_insert_trigger(store):
+    triggers = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert triggers == {"recalls_fts_au", "recalls_fts_ad"}
+    store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+                                 summary_original="Brake hose may rupture"),
+                          Recall(country="JP", recall_number="JP-1", recall_date="2024-01-02", source_lang="ja",
+                                 summary_original="燃料ポンプが停止するおそれ")], source="t")
+    assert _matches(store, "hose") == ["24V001"] and _matches(store, "燃料ポ") == ["JP-1"]
+    # A changed original goes through the update trigger; a second batch appends after the first.
+    store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+                                 summary_original="Fuel pump may fail"),
+                          Recall(country="CA", recall_number="2024-9", recall_date="2024-01-03",
+                                 summary_original="Brake fluid leak")], source="t")
+    assert _matches(store, "hose") == [] and _matches(store, "pump") == ["24V001"]
+    assert _matches(store, "brake") == ["2024-9"]
+    assert _fts_consistent(store)
+
+
+def test_rows_refused_by_the_database_are_not_indexed(store):
+    result = store.upsert_recalls([Recall(country="US", recall_number="A1", recall_date="2024-01-01",
+                                          summary_original="kept airbag row"),
+                                   Recall(country="US", recall_number="A2", recall_date="2024-01-01",
+                                          summary_original="refused airbag row", affected_units=2 ** 70)],
+                                  source="t")
+    assert (result.new, len(result.failed)) == (1, 1)
+    assert _matches(store, "airbag") == ["A1"] and _fts_consistent(store)
+
+
+def test_a_database_still_fed_by_the_insert_trigger_is_not_indexed_twice(tmp_path):
+    from basecrawler.schema import FTS_COLUMNS
+    Store(tmp_path / "t.db").close()
+    conn = sqlite3.connect(tmp_path / "t.db")
+    cols = ", ".join(FTS_COLUMNS)
+    conn.execute(f"CREATE TRIGGER recalls_fts_ai AFTER INSERT ON recalls BEGIN "
+                 f"INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {', '.join('new.' + c for c in FTS_COLUMNS)}); END")
+    conn.commit()
+    conn.close()
+    store = Store(tmp_path / "t.db")
+    store.upsert_recalls([Recall(country="US", recall_number="B1", recall_date="2024-01-01",
+                                 summary_original="seat belt latch")], source="t")
+    assert _matches(store, "latch") == ["B1"] and _fts_consistent(store)

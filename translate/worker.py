@@ -335,7 +335,7 @@ class _Worker:
             return _Text(None, "failed", f"backend error: {output}")
         restored, lost = unmask(output, masked)
         restored = normalize_text(restored)
-        reason = guards.check(text, restored, lang, protected=masked.slots, lost=lost)
+        reason = guards.check(text, restored, lang, protected=masked.slots, lost=lost, exempt=masked.replaced)
         if reason:
             log.warning("blocked a %s translation: %s", lang, reason)
             return _Text(None, "blocked", reason)

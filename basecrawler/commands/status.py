@@ -62,6 +62,7 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
                 "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') END AS s, "
                 "COUNT(*) AS n FROM recalls WHERE source = ? GROUP BY s ORDER BY s", [source_id])},
         }
+        entry["ledger"] = ledger_status(store, source_id)
         if last:
             entry["last_run"] = {
                 "id": last["id"], "status": last["status"], "mode": last["mode"],
@@ -84,6 +85,20 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
         "dead_letters_open": store.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL"),
         "sources": sources,
     }
+
+
+# ---- list ledger (basecrawler/ledger.py) ---------------------------------------------------
+def ledger_status(store: Store, source_id: str) -> dict:
+    """listed / done / failing / given_up counts of the source's list items ({} when the
+    source keeps no ledger)."""
+    from ..ledger import STATES
+
+    found = store.ledger_counts(source_id)
+    return {state: found.get(state, 0) for state in STATES} if found else {}
+
+
+def ledger_line(counts: dict) -> str:
+    return "list items " + ", ".join(f"{state.replace('_', ' ')} {counts[state]}" for state in counts)
 
 
 def cmd_status(args) -> int:
@@ -118,6 +133,8 @@ def cmd_status(args) -> int:
             extras.append("enrichment " + ", ".join(f"{k} {v}" for k, v in entry["enrichment"].items()))
         if entry["translation"]:
             extras.append("translation " + ", ".join(f"{k} {v}" for k, v in entry["translation"].items()))
+        if entry.get("ledger"):
+            extras.append(ledger_line(entry["ledger"]))
         if extras:
             print("       " + "; ".join(extras))
         print("       " + _freshness_line(entry))

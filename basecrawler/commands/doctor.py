@@ -1,0 +1,213 @@
+"""`doctor`: is this machine ready to crawl? One line per check, ✓ or ✗ with the fix; `--json`.
+
+Checks what a run needs and cannot fix itself: tesseract and its Japanese data (scanned MLIT
+PDFs), the Japanese font, a writable database location with free disk, the archive's size,
+the translation backend (when one is configured), every source endpoint after its
+`BASECRAWLER_<SOURCE>_<ENDPOINT>_URL` override (one short GET each, timed) and a running
+scheduler. Read-only: it creates no database, folder or lock file. Exit 0 when every check
+holds, 1 otherwise.
+"""
+from __future__ import annotations
+
+import fcntl
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+
+from ..config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
+from ..errors import ConfigError
+from ..runner import translation_backend_factory
+
+OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/setup does)"
+# IPA Gothic, the font scripts/setup installs (the Japanese fixtures are drawn with it).
+FONT_GLOBS = ("/usr/share/fonts/opentype/ipafont-gothic/ipag*.ttf", "/usr/share/fonts/truetype/fonts-japanese-gothic.ttf")
+MIN_FREE_BYTES = 1 << 30
+DEFAULT_TIMEOUT_S = 5.0
+OFFLINE_HINT = "check the network or proxy; offline, crawl with --replay fixtures/replay"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    seconds: float | None = None
+
+    def line(self) -> str:
+        text = f"{'✓' if self.ok else '✗'} {self.name}: {self.detail}"
+        return text if self.ok or not self.fix else f"{text} — fix: {self.fix}"
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("doctor", help="check tesseract, disk, backend, source endpoints and scheduler",
+                            description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                        help=f"seconds per network check (default {DEFAULT_TIMEOUT_S:g})")
+    parser.set_defaults(func=cmd_doctor)
+
+
+def cmd_doctor(args) -> int:
+    checks = run_checks(args.settings, timeout_s=args.timeout)
+    ok = all(c.ok for c in checks)
+    if args.json:
+        print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, ensure_ascii=False, indent=2))
+    else:
+        for check in checks:
+            print(check.line())
+    sys.stdout.flush()
+    return 0 if ok else 1
+
+
+def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sources: dict | None = None,
+               environ=os.environ) -> list[Check]:
+    if sources is None:
+        from ..registry import discover
+        sources = discover()
+    checks = [*check_ocr(), check_font(), *check_database(settings.db_path), check_archive(settings.db_path)]
+    probes = [(f"source {sid} {name}", base) for sid, cls in sorted(sources.items())
+              for name, base in _endpoints(sid, cls)]
+    backend = _backend_probe(environ)
+    if isinstance(backend, Check):
+        checks.append(backend)
+    else:
+        probes.insert(0, backend)
+    with ThreadPoolExecutor(max_workers=8) as pool:   # all hosts at once: the slowest sets the wait
+        checks += pool.map(lambda probe: check_reachable(*probe, timeout_s=timeout_s, user_agent=settings.user_agent),
+                           probes)
+    checks.append(check_scheduler(settings.db_path))
+    return checks
+
+
+# ---- checks ---------------------------------------------------------------------------------
+def check_ocr() -> list[Check]:
+    import pytesseract
+
+    command = shutil.which(pytesseract.pytesseract.tesseract_cmd)   # what OCR will run, found on PATH
+    if command is None:
+        return [Check("tesseract", False, "not found on PATH", OCR_PACKAGES),
+                Check("tesseract Japanese data", False, "cannot ask without tesseract", OCR_PACKAGES)]
+    # Asked directly rather than through pytesseract.get_languages(), which answers once per process.
+    try:
+        answer = subprocess.run([command, "--list-langs"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return [Check("tesseract", False, f"{command} does not run ({type(exc).__name__})", OCR_PACKAGES),
+                Check("tesseract Japanese data", False, "cannot ask without tesseract", OCR_PACKAGES)]
+    languages = [line.strip() for line in answer.stdout.splitlines()[1:] if line.strip()]
+    found = Check("tesseract", True, command)
+    if "jpn" not in languages:
+        return [found, Check("tesseract Japanese data", False, f"no jpn (has: {', '.join(languages) or 'none'})",
+                             "sudo apt-get install tesseract-ocr-jpn")]
+    return [found, Check("tesseract Japanese data", True, "jpn installed")]
+
+
+def check_font() -> Check:
+    for pattern in FONT_GLOBS:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return Check("OCR font", True, found[0])
+    return Check("OCR font", False, "IPA Gothic not found", "sudo apt-get install fonts-ipafont-gothic")
+
+
+def check_database(db_path: str) -> list[Check]:
+    path = Path(db_path)
+    # The nearest folder that exists: the store creates the missing ones below it.
+    folder = path.parent.resolve()
+    while not folder.exists():
+        folder = folder.parent
+    if path.exists():
+        writable, what = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK), f"{path} (exists)"
+    else:
+        writable, what = os.access(folder, os.W_OK), f"{path} (new, under {folder})"
+    checks = [Check("database writable", writable, what,
+                    None if writable else f"make {folder} writable for this user or use --db / BASECRAWLER_DB")]
+    free = shutil.disk_usage(folder).free
+    checks.append(Check("free disk", free >= MIN_FREE_BYTES, f"{_size(free)} free on {folder}",
+                        f"free space on that disk (at least {_size(MIN_FREE_BYTES)}) or lower "
+                        "BASECRAWLER_ARCHIVE_RETENTION_DAYS"))
+    return checks
+
+
+def check_archive(db_path: str) -> Check:
+    parts = []
+    for name in ("archive", "artifacts"):
+        root = db_directory(db_path) / name
+        files = [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+        parts.append(f"{name} {_size(sum(p.stat().st_size for p in files))} in {len(files)} files")
+    return Check("archive size", True, ", ".join(parts))
+
+
+def check_reachable(name: str, url: str, *, timeout_s: float, user_agent: str = DEFAULT_USER_AGENT) -> Check:
+    started = time.monotonic()
+    try:
+        with httpx.Client(timeout=timeout_s, headers={"User-Agent": user_agent}) as client:
+            with client.stream("GET", url) as response:   # the status is enough: no body read
+                status = response.status_code
+    except httpx.HTTPError as exc:
+        seconds = round(time.monotonic() - started, 3)
+        return Check(name, False, f"{url} unreachable after {seconds * 1000:.0f} ms ({type(exc).__name__})",
+                     OFFLINE_HINT, seconds)
+    seconds = round(time.monotonic() - started, 3)
+    ok = status < 500
+    return Check(name, ok, f"{url} answered HTTP {status} in {seconds * 1000:.0f} ms",
+                 None if ok else "the host has a problem; try again later", seconds)
+
+
+def check_scheduler(db_path: str) -> Check:
+    from ..scheduler import daemon_lock
+    lock_path = daemon_lock(db_path).path
+    fix = "start it: basecrawler schedule (README, Daily use)"
+    if lock_path is None or not lock_path.exists():
+        return Check("scheduler", False, "not running (no lock file)", fix)
+    # Probe the lock the way `schedule` holds it, on a read-only descriptor: nothing is written.
+    fd = os.open(lock_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = lock_path.read_text().strip() or "?"
+        return Check("scheduler", True, f"running (pid {pid}, {lock_path.name})")
+    finally:
+        os.close(fd)   # closing drops a lock we may have taken
+    return Check("scheduler", False, f"not running ({lock_path.name} is free)", fix)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def _endpoints(source_id: str, cls) -> list[tuple[str, str]]:
+    """(endpoint name, base URL after the environment override) for one source class."""
+    return [(name, (endpoint_override(source_id, name) or base).rstrip("/") + "/")
+            for name, base in sorted(getattr(cls, "endpoints", {}).items())]
+
+
+def _backend_probe(environ) -> Check | tuple[str, str]:
+    """A Check when there is nothing to reach, else (name, URL) to probe."""
+    if not (environ.get("BASECRAWLER_TRANSLATE_BACKEND") or "").strip():
+        return Check("translation backend", True, "none configured (rows stay pending; see `translate --help`)")
+    backend_from_env = translation_backend_factory()   # the optional translation package, via its entry point
+    if backend_from_env is None:
+        return Check("translation backend", False, "the translation package is not installed", "run scripts/setup")
+    try:
+        backend = backend_from_env(environ)
+    except ConfigError as exc:
+        return Check("translation backend", False, str(exc), "see `basecrawler translate --help`")
+    try:
+        return f"translation backend {backend.name}", backend.base_url + "/"
+    finally:
+        backend.close()
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
