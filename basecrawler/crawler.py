@@ -116,9 +116,11 @@ class RunResult:
         return line
 
 
-class Interrupted(BaseException):
-    """A stop was requested (SIGINT/SIGTERM). A BaseException like KeyboardInterrupt, so a
-    source's own `except Exception` around an item never turns it into a dead letter."""
+class Interrupted(CrawlerError):
+    """A stop was requested (SIGINT/SIGTERM). Never a dead letter: `dead_letter()` re-raises it
+    when a source's own `except Exception` around an item catches it."""
+
+    kind = "interrupted"
 
 
 class BaseCrawler(abc.ABC):
@@ -274,6 +276,8 @@ class BaseCrawler(abc.ABC):
                     kind: str | None = None, url: str | None = None, recall_number: str | None = None) -> None:
         """Keep an item the source could not turn into records (and count it). Sources call this
         for a per-item failure they catch themselves, e.g. one unreadable PDF of many."""
+        if isinstance(error, Interrupted):
+            raise error  # a requested stop, caught by an `except Exception` on its way out
         if isinstance(raw, Raw):
             url = url or raw.url
             response_sha = raw.response_sha256

@@ -3,6 +3,7 @@ joins the daily job (and the command line) through entry points, so no module of
 imports translate/."""
 import ast
 import threading
+import time
 from pathlib import Path
 
 from basecrawler import BaseCrawler
@@ -89,3 +90,30 @@ def test_no_module_of_basecrawler_imports_translate():
             if any(name == "translate" or name.startswith("translate.") for name in names):
                 importers.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert importers == []
+
+
+def test_a_stop_during_a_wait_is_never_a_dead_letter(settings, store):
+    class Careful(BaseCrawler):
+        """Catches every exception around its own waits and keeps the item as a dead letter."""
+        source = "cc"
+        country = "CC"
+
+        def fetch(self):
+            for n in range(3):
+                try:
+                    if n == 1:
+                        self._stop.set()           # SIGTERM arrives during the back-off wait …
+                        self._sleep(30)            # … which ends at once
+                    yield {"id": f"cc-{n}"}
+                except Exception as exc:
+                    self.dead_letter({"n": n}, exc)
+
+        def parse(self, raw):
+            return {"recall_number": raw["id"], "recall_date": "2024-05-01"}
+
+    started = time.monotonic()
+    summary = run_sources({"cc": Careful}, settings=settings, stop=threading.Event(), store=store)
+    assert time.monotonic() - started < 5
+    assert summary.statuses() == {"cc": "interrupted"}
+    assert store.count_recalls("cc") == 1
+    assert store.query("SELECT COUNT(*) AS n FROM dead_letters")[0]["n"] == 0
