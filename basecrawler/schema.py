@@ -205,7 +205,20 @@ def _m002_fts(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')")
 
 
-MIGRATIONS = [_m001_core, _m002_fts]
+def _m005_manufacturer_key(db: sqlite_utils.Database) -> None:
+    """`recalls.manufacturer_key`: the published manufacturer normalised by the rule table in
+    basecrawler/manufacturers.py (Ford / FORD / Ford Motor Company → FORD), for facets and
+    filters; manufacturer_original stays as published. Filled here for existing rows; the store
+    writes it with every upsert."""
+    from .manufacturers import refill_manufacturer_keys
+
+    if "manufacturer_key" not in db["recalls"].columns_dict:
+        db["recalls"].add_column("manufacturer_key", str)
+    db["recalls"].create_index(["manufacturer_key"], if_not_exists=True)
+    refill_manufacturer_keys(db.conn)
+
+
+MIGRATIONS = [_m001_core, _m002_fts, _m005_manufacturer_key]
 
 
 def migrate(db: sqlite_utils.Database) -> int:

@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Iterator
 
+from .manufacturers import manufacturer_key
 from .schema import FTS_COLUMNS
 
 TRIGRAM = 3
@@ -81,7 +82,12 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
         params.extend(c.upper() for c in filters.countries)
     if filters.manufacturer:
-        where.append(_either_language("manufacturer", filters.manufacturer, params))
+        # The normalised key finds every spelling of the maker ("Ford Motor Company" finds FORD,
+        # Ford, FORD MOTOR CO.); a substring of the published or Korean name still matches too.
+        key_params: list = [manufacturer_key(filters.manufacturer)]
+        either = _either_language("manufacturer", filters.manufacturer, key_params)
+        where.append(f"(r.manufacturer_key = ? OR {either})")
+        params.extend(key_params)
     if filters.model:
         where.append(_either_language("model", filters.model, params))
     if filters.year is not None:

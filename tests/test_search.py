@@ -89,8 +89,15 @@ def test_country_filter(filled):
 
 
 def test_manufacturer_filter_matches_original_or_korean(filled):
-    assert numbers(filled, manufacturer="toyota") == ["24V-202"]
+    assert numbers(filled, manufacturer="Engineering") == ["24V-202"]
     assert numbers(filled, manufacturer="도요타") == ["JP-4980"]
+
+
+def test_manufacturer_filter_uses_the_normalised_key(filled):
+    # "toyota" is TOYOTA, as are "Toyota Motor Engineering" and トヨタ自動車株式会社 (rule table);
+    # "Ford Motor Company" finds the plain "Ford" of Canada as well.
+    assert numbers(filled, manufacturer="toyota") == ["24V-202", "JP-4980"]
+    assert numbers(filled, manufacturer="Ford Motor Company") == ["24V-101", "2024-150"]
 
 
 def test_model_year_filter_matches_inside_a_range(filled):

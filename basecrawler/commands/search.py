@@ -23,7 +23,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The filters search and export share; all combine with AND."""
     parser.add_argument("--country", action="append", metavar="CC",
                         help="country code, e.g. JP (repeatable or comma-separated)")
-    parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer contains TEXT (original or Korean)")
+    parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer: the same normalised maker (Ford = FORD MOTOR CO.) or a name containing TEXT (original or Korean)")
     parser.add_argument("--model", metavar="TEXT", help="model contains TEXT (original or Korean)")
     parser.add_argument("--year", type=_year, metavar="YYYY", help="model year (inside a range like 2019-2021 too)")
     parser.add_argument("--since", type=iso_date, metavar="DATE", help="recall date on or after (YYYY-MM-DD)")
