@@ -8,7 +8,7 @@ import shutil
 import sys
 import unicodedata
 
-from ..search import RecallFilter, count, search
+from ..search import RecallFilter, count, search, untranslated_hint
 from ..store import Store
 from . import iso_date
 
@@ -52,13 +52,18 @@ def cmd_search(args) -> int:
     try:
         rows = search(store.db.conn, filters, limit=max(args.limit, 0))
         total = count(store.db.conn, filters) if not args.json else None
+        hint = untranslated_hint(store.db.conn, filters) if not rows else None
     finally:
         store.close()
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
+        if hint:  # stdout stays pure JSON for machines
+            print(f"basecrawler: {hint}", file=sys.stderr)
         return 0
     print_table(rows, sys.stdout)
     print(f"{len(rows)} of {total} matching recalls" + (" (newest first; --limit for more)" if total > len(rows) else ""))
+    if hint:
+        print(hint)
     return 0
 
 
