@@ -11,8 +11,9 @@ What makes it open on data lives in basecrawler/web/: a Datasette plugin (plugin
 that matches 1–2 character Japanese and Korean terms like the CLI, a default column set, the
 Korean-with-original cell, a month facet), a template for a recall's page as a card
 (templates/row.html) and a stylesheet and script (static/). The chart of recalls per month
-per country is the maintained datasette-vega plugin (its JavaScript ships inside the wheel,
-so it works offline) on the canned query `recalls_per_month`.
+per country is a dashboard of the maintained datasette-dashboards plugin (Vega-Lite ships inside
+its wheel, so it draws offline) at /-/dashboards/recalls; the same numbers as a table are the
+canned query `recalls_per_month`.
 """
 from __future__ import annotations
 
@@ -41,9 +42,8 @@ DEFAULT_COLUMNS = ("country", "recall_number", "recall_date", "manufacturer_orig
                    "summary_ko", "source_url")
 
 CHART_QUERY = "recalls_per_month"
-# datasette-vega keeps its chart settings in the URL fragment.
-CHART_FRAGMENT = ("g.mark=bar&g.x_column=month&g.x_type=ordinal&g.y_column=recalls"
-                  "&g.y_type=quantitative&g.color_column=country")
+DASHBOARD = "recalls"
+DASHBOARD_PATH = f"/-/dashboards/{DASHBOARD}"
 CHART_SQL = """\
 SELECT substr(recall_date, 1, 7) AS month, country, count(*) AS recalls
 FROM recalls
@@ -93,10 +93,21 @@ def database_name(db_path: str | Path) -> str:
 def build_metadata(db_path: str | Path) -> dict:
     """Datasette metadata: titles, descriptions, facets and canned queries per table."""
     name = database_name(db_path)
-    chart_url = f"/{name}/{CHART_QUERY}#{CHART_FRAGMENT}"
     return {
         "title": "basecrawler — vehicle recalls",
         "description": "Public vehicle recall data from government sources, with Korean translations. Read-only.",
+        "plugins": {"datasette-dashboards": {DASHBOARD: {
+            "title": "Vehicle recalls",
+            "description": "Recalls per month per country, the last ten years with a known recall date.",
+            "layout": [["per-month"]],
+            "charts": {"per-month": {
+                "title": "Recalls per month per country", "db": name, "query": CHART_SQL, "library": "vega-lite",
+                "display": {"mark": {"type": "bar", "tooltip": True},
+                            "encoding": {"x": {"field": "month", "type": "ordinal", "title": "month"},
+                                         "y": {"field": "recalls", "type": "quantitative", "title": "recalls"},
+                                         "color": {"field": "country", "type": "nominal", "title": "country"}}},
+            }},
+        }}},
         "databases": {
             name: {
                 "tables": {
@@ -105,7 +116,7 @@ def build_metadata(db_path: str | Path) -> dict:
                         "description_html": (
                             "One row per recall; click its id for the recall's page. Search finds Japanese, "
                             "Korean and English words of any length. "
-                            f'<a href="{chart_url}">Chart: recalls per month per country</a>'),
+                            f'<a href="{DASHBOARD_PATH}">Chart: recalls per month per country</a>'),
                         "columns": RECALL_COLUMN_DESCRIPTIONS,
                         "facets": ["country", "source", "manufacturer_key", "model_year", {"month": "recall_date"}],
                         "sort_desc": "recall_date",
@@ -130,7 +141,7 @@ def build_metadata(db_path: str | Path) -> dict:
                     CHART_QUERY: {
                         "title": "Recalls per month per country",
                         "description_html": ("The last ten years of recalls with a known date. "
-                                             f'<a href="#{CHART_FRAGMENT}">Show as a chart</a>'),
+                                             f'<a href="{DASHBOARD_PATH}">Show as a chart</a>'),
                         "sql": CHART_SQL,
                         "hide_sql": True,
                     },
@@ -225,4 +236,4 @@ class BrowseServer:
 
 
 __all__ = ["BrowseServer", "build_metadata", "datasette_command", "datasette_available", "database_name",
-           "INSTALL_HINT", "DEFAULT_COLUMNS", "CHART_QUERY", "CHART_FRAGMENT"]
+           "INSTALL_HINT", "DEFAULT_COLUMNS", "CHART_QUERY", "DASHBOARD_PATH"]

@@ -112,8 +112,10 @@ def test_metadata_describes_columns_and_links_the_chart(tmp_path):
     table = database["tables"]["recalls"]
     assert "fts_table" not in table          # the plugin answers ?_search= (see test_search_matches_short_terms…)
     assert "Korean" in table["columns"]["summary_ko"]
-    assert "/basecrawler/recalls_per_month#g.mark=bar" in table["description_html"]
+    assert 'href="/-/dashboards/recalls"' in table["description_html"]
     assert "recalls_per_month" in database["queries"]
+    chart = build_metadata(tmp_path / "basecrawler.db")["plugins"]["datasette-dashboards"]["recalls"]["charts"]["per-month"]
+    assert chart["db"] == "basecrawler" and chart["display"]["encoding"]["color"]["field"] == "country"
     assert database_name("/x/y/basecrawler.db") == "basecrawler"
 
 
