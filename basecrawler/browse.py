@@ -116,7 +116,8 @@ def build_metadata(db_path: str | Path) -> dict:
                         "description_html": (
                             "One row per recall; click its id for the recall's page. Search finds Japanese, "
                             "Korean and English words of any length. "
-                            f'<a href="{DASHBOARD_PATH}">Chart: recalls per month per country</a>'),
+                            f'<a href="{DASHBOARD_PATH}">Chart: recalls per month per country</a> · '
+                            f'<a href="/{name}/recalls?_bc_all=1">Show every column</a>'),
                         "columns": RECALL_COLUMN_DESCRIPTIONS,
                         "facets": ["country", "source", "manufacturer_key", "model_year", {"month": "recall_date"}],
                         "sort_desc": "recall_date",

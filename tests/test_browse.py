@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.browse import DEFAULT_COLUMNS, BrowseServer, build_metadata, database_name
+from basecrawler.browse import DEFAULT_COLUMNS, WEB_DIR, BrowseServer, build_metadata, database_name
 from basecrawler.cli import main
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
@@ -88,9 +88,29 @@ def test_bare_table_url_opens_on_the_default_columns(server):
     location = urllib.parse.urlsplit(caught.value.headers["location"])
     assert location.path == "/recalls/recalls"
     assert [v for k, v in urllib.parse.parse_qsl(location.query) if k == "_col"] == list(DEFAULT_COLUMNS)
-    # Any query (a search, a facet, "show all columns" with a filter) is served as asked.
+    # JSON is served as asked: the API keeps every column.
     data = get_json(f"{server.url}/recalls/recalls.json?country=US")
     assert "extra" in data["columns"]
+
+
+@pytest.mark.parametrize("query, expected", [
+    (b"", [("_col", c) for c in DEFAULT_COLUMNS]),
+    (urllib.parse.urlencode({"_search": "燃料", "country": "JP"}).encode(), [("_search", "燃料"), ("country", "JP")] + [("_col", c) for c in DEFAULT_COLUMNS]),
+    (b"_col=country", None),
+    (b"_nocol=extra", None),
+    (b"_bc_all=1", None),
+])
+def test_default_columns_keep_the_rest_of_the_query(query, expected, monkeypatch):
+    monkeypatch.syspath_prepend(str(WEB_DIR / "plugins"))   # where `browse` loads the plugin from
+    from basecrawler_web import default_columns_location
+
+    location = default_columns_location("/recalls/recalls", query)
+    if expected is None:
+        assert location is None
+    else:
+        assert urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query) == expected
+    assert default_columns_location("/recalls/crawl_runs", b"") is None
+    assert default_columns_location("/recalls/recalls.json", b"") is None
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):

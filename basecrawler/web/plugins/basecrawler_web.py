@@ -3,7 +3,8 @@
 - Search: `?_search=` on recalls runs the CLI's own text condition (basecrawler.search), so
   terms of 1–2 characters (燃料, 브레) fall back to LIKE exactly as `basecrawler search` does;
   Datasette's built-in FTS search would ask the trigram index, which cannot match them.
-- Opens on data: the bare table URL redirects to a short default column set.
+- Opens on data: the table page without a column choice redirects to the same query with a
+  short default column set (?_bc_all=1 shows every column).
 - Cells: the Korean summary shows the original beside it (or alone while untranslated); the
   source link is short.
 - A "month" facet type (recalls per YYYY-MM of recall_date) — Datasette facets by day only.
@@ -51,20 +52,35 @@ def filters_from_request(request, database, table, datasette):
     return FilterArguments([f"id IN ({sql})"], named, [f'search matches "{text}"'], context)
 
 
+ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
+
+
+def default_columns_location(path: str, query_string: bytes) -> str | None:
+    """Where to send a request for the recalls HTML page that chose no columns: the same query
+    plus the default column set. None when the request is served as it is (JSON and other
+    formats, other tables, a column choice or ?_bc_all=1 present)."""
+    if not path.endswith(f"/{TABLE}") or path.count("/") != 2:
+        return None
+    pairs = urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    if any(key in ("_col", "_nocol", ALL_COLUMNS_ARG) for key, _ in pairs):
+        return None
+    return f"{path}?{urllib.parse.urlencode(pairs + [('_col', c) for c in DEFAULT_COLUMNS])}"
+
+
 @hookimpl
 def asgi_wrapper(datasette):
     def wrap(app):
-        async def redirect_bare_table(scope, receive, send):
-            if (scope["type"] == "http" and scope.get("method") == "GET" and not scope.get("query_string")
-                    and scope["path"].rstrip("/").endswith(f"/{TABLE}") and scope["path"].count("/") == 2):
-                query = urllib.parse.urlencode([("_col", c) for c in DEFAULT_COLUMNS])
-                await send({"type": "http.response.start", "status": 302,
-                            "headers": [(b"location", f"{scope['path']}?{query}".encode()),
-                                        (b"content-type", b"text/plain")]})
-                await send({"type": "http.response.body", "body": b""})
+        async def default_columns(scope, receive, send):
+            location = None
+            if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
+                location = default_columns_location(scope["path"], scope.get("query_string") or b"")
+            if location is None:
+                await app(scope, receive, send)
                 return
-            await app(scope, receive, send)
-        return redirect_bare_table
+            await send({"type": "http.response.start", "status": 302,
+                        "headers": [(b"location", location.encode("latin-1")), (b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b""})
+        return default_columns
     return wrap
 
 
