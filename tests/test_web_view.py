@@ -123,6 +123,8 @@ def test_search_finds_one_and_two_character_terms_like_the_cli(server, profile, 
     query = urllib.parse.urlencode({"_search": term})
     dom = page(server, profile, f"/recalls/recalls?{query}", shot)
     assert f'{len(numbers)} row{"s" if len(numbers) > 1 else ""} where search matches "{term}"' in dom
+    # A Korean term only reaches translated recalls: 5 of the fixture's 12 are.
+    assert ("5 of 12 recalls translated" in dom) == (term == "연료")
     assert f'value="{term}"' in dom                       # the search box keeps the term
     found = [n for n in ("JP-5001", "JP-4980", "JP-4901", "24V-202") if f">{n}<" in dom]
     assert found == numbers

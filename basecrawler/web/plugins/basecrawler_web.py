@@ -7,6 +7,7 @@
   short default column set (?_bc_all=1 shows every column).
 - Cells: the Korean summary shows the original beside it (or alone while untranslated); the
   source link is short.
+- A Korean search says how many recalls are translated while some are not (as `search` does).
 - A "month" facet type (recalls per YYYY-MM of recall_date) — Datasette facets by day only.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from datasette.database import QueryInterrupted
 from datasette.utils import path_with_added_args, path_with_removed_args
 
 from basecrawler.browse import DEFAULT_COLUMNS
-from basecrawler.search import RecallFilter, build_query
+from basecrawler.search import RecallFilter, build_query, has_korean
 
 TABLE = "recalls"
 
@@ -49,7 +50,19 @@ def filters_from_request(request, database, table, datasette):
         return FilterArguments([], extra_context=context)
     sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
     sql, named = _named(sql, params)
-    return FilterArguments([f"id IN ({sql})"], named, [f'search matches "{text}"'], context)
+    description = f'search matches "{text}"'
+    if not has_korean(text):
+        return FilterArguments([f"id IN ({sql})"], named, [description], context)
+
+    async def with_translation_progress():
+        # As the CLI says it: Korean words only find rows the translator has reached.
+        db = datasette.get_database(database)
+        translated, total = (await db.execute("SELECT COUNT(translated_at), COUNT(*) FROM recalls")).rows[0]
+        note = description
+        if translated < total:
+            note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
+        return FilterArguments([f"id IN ({sql})"], named, [note], context)
+    return with_translation_progress()
 
 
 ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
