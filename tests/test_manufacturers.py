@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.manufacturers import manufacturer_key
+from basecrawler.manufacturers import manufacturer_key, refill_manufacturer_keys
 from basecrawler.schema import MIGRATIONS
 
 
@@ -70,3 +70,17 @@ def test_migration_fills_the_key_for_existing_rows(tmp_path):
         store.close()
     assert rows == [{"manufacturer_original": "FORD MOTOR CO.", "manufacturer_key": "FORD"},
                     {"manufacturer_original": "Ford", "manufacturer_key": "FORD"}]
+
+
+def test_refill_keeps_the_search_index_and_its_trigger(store):
+    store.upsert_recalls([Recall(country="US", recall_number="1", recall_date="2024-01-01", source_lang="en",
+                                 manufacturer_original="Ford Motor Company", summary_original="brake hose")], source="t")
+    triggers = store.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+    store.write(lambda db: db.conn.execute("UPDATE recalls SET manufacturer_key = NULL"))
+    assert store.write(lambda db: refill_manufacturer_keys(db.conn)) == 1
+    assert store.query("SELECT manufacturer_key FROM recalls") == [{"manufacturer_key": "FORD"}]
+    assert store.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name") == triggers
+    # The index still follows later changes (its update trigger is back).
+    store.write(lambda db: db.conn.execute("UPDATE recalls SET summary_original = 'fuel pump'"))
+    assert store.query("SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH '\"fuel pump\"'") == [{"rowid": 1}]
+    assert store.query("SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH '\"brake hose\"'") == []
