@@ -6,6 +6,14 @@ and a crash of the web view cannot touch a crawl. The database is opened the way
 mutable files, read-only (`mode=ro`), and not with `-i`: immutable mode tells SQLite to ignore
 the write-ahead log, so rows a crawl committed but not yet checkpointed would be invisible (or
 the file could look corrupt while the scheduler writes).
+
+What makes it open on data lives in basecrawler/web/: a Datasette plugin (plugins/: search
+that matches 1–2 character Japanese and Korean terms like the CLI, a default column set, the
+Korean-with-original cell, a month facet), a template for a recall's page as a card
+(templates/row.html) and a stylesheet and script (static/). The chart of recalls per month
+per country is a dashboard of the maintained datasette-dashboards plugin (Vega-Lite ships inside
+its wheel, so it draws offline) at /-/dashboards/recalls; the same numbers as a table are the
+canned query `recalls_per_month`.
 """
 from __future__ import annotations
 
@@ -26,6 +34,25 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = "the web view needs Datasette: pip install 'basecrawler[web]'"
 
+WEB_DIR = Path(__file__).parent / "web"
+STATIC_MOUNT = "bc-static"   # URL prefix of web/static; not a name a database file would get
+
+# What /recalls shows first; every other column is a click away ("Show all columns").
+DEFAULT_COLUMNS = ("country", "recall_number", "recall_date", "manufacturer_original", "model_original",
+                   "summary_ko", "source_url")
+
+CHART_QUERY = "recalls_per_month"
+DASHBOARD = "recalls"
+DASHBOARD_PATH = f"/-/dashboards/{DASHBOARD}"
+CHART_SQL = """\
+SELECT substr(recall_date, 1, 7) AS month, country, count(*) AS recalls
+FROM recalls
+WHERE COALESCE(date_unknown, 0) = 0
+  AND recall_date >= date((SELECT max(recall_date) FROM recalls WHERE COALESCE(date_unknown, 0) = 0),
+                          'start of month', '-119 months')
+GROUP BY month, country
+ORDER BY month, country"""
+
 RECALL_COLUMN_DESCRIPTIONS = {
     "id": "row id (stable within this database)",
     "source": "basecrawler source id that collected the record",
@@ -34,6 +61,7 @@ RECALL_COLUMN_DESCRIPTIONS = {
     "recall_date": "recall date (1970-01-01 when the source's date could not be read, see date_unknown)",
     "date_unknown": "1 when the published date could not be parsed",
     "manufacturer_original": "manufacturer, as published", "manufacturer_ko": "manufacturer, Korean translation",
+    "manufacturer_key": "manufacturer normalised by basecrawler/manufacturers.py (Ford Motor Company → FORD)",
     "model_original": "model(s), as published", "model_ko": "model(s), Korean translation",
     "component_original": "affected component or system, as published", "component_ko": "component, Korean translation",
     "summary_original": "summary of the defect, as published", "summary_ko": "summary, Korean translation",
@@ -63,23 +91,39 @@ def database_name(db_path: str | Path) -> str:
 
 
 def build_metadata(db_path: str | Path) -> dict:
-    """Datasette metadata: titles, descriptions, facets and full-text search per table."""
+    """Datasette metadata: titles, descriptions, facets and canned queries per table."""
+    name = database_name(db_path)
     return {
         "title": "basecrawler — vehicle recalls",
         "description": "Public vehicle recall data from government sources, with Korean translations. Read-only.",
+        "plugins": {"datasette-dashboards": {DASHBOARD: {
+            "title": "Vehicle recalls",
+            "description": "Recalls per month per country, the last ten years with a known recall date.",
+            "layout": [["per-month"]],
+            "charts": {"per-month": {
+                "title": "Recalls per month per country", "db": name, "query": CHART_SQL, "library": "vega-lite",
+                "display": {"mark": {"type": "bar", "tooltip": True},
+                            "encoding": {"x": {"field": "month", "type": "ordinal", "title": "month"},
+                                         "y": {"field": "recalls", "type": "quantitative", "title": "recalls"},
+                                         "color": {"field": "country", "type": "nominal", "title": "country"}}},
+            }},
+        }}},
         "databases": {
-            database_name(db_path): {
+            name: {
                 "tables": {
                     "recalls": {
                         "title": "Vehicle recalls",
-                        "description": "One row per recall (country + recall_number). Search covers original "
-                                       "and Korean text; terms of three or more characters match anywhere.",
+                        "description_html": (
+                            "One row per recall; click its id for the recall's page. Search finds Japanese, "
+                            "Korean and English words of any length. "
+                            f'<a href="{DASHBOARD_PATH}">Chart: recalls per month per country</a> · '
+                            f'<a href="/{name}/recalls?_bc_all=1">Show every column</a>'),
                         "columns": RECALL_COLUMN_DESCRIPTIONS,
-                        "facets": ["country", "manufacturer_original", "model_year", "translation_status"],
-                        "fts_table": "recalls_fts",
-                        "fts_pk": "id",
+                        "facets": ["country", "source", "manufacturer_key", "model_year", {"month": "recall_date"}],
                         "sort_desc": "recall_date",
                         "label_column": "recall_number",
+                        # No fts_table: the plugin answers ?_search= with the CLI's search, which
+                        # also matches terms too short for the trigram index.
                     },
                     "crawl_runs": {"title": "Crawl runs", "sort_desc": "id",
                                    "description": "One row per run of a source with its counts and status.",
@@ -94,6 +138,15 @@ def build_metadata(db_path: str | Path) -> dict:
                     "translation_memory": {"title": "Translation memory"},
                     "meta": {"title": "Store metadata (scheduler state and more)"},
                 },
+                "queries": {
+                    CHART_QUERY: {
+                        "title": "Recalls per month per country",
+                        "description_html": ("The last ten years of recalls with a known date. "
+                                             f'<a href="{DASHBOARD_PATH}">Show as a chart</a>'),
+                        "sql": CHART_SQL,
+                        "hide_sql": True,
+                    },
+                },
             }
         },
     }
@@ -103,7 +156,12 @@ def datasette_command(db_path: str | Path, metadata_path: str | Path, *, host: s
                       port: int = 8001) -> list[str]:
     return [sys.executable, "-m", "datasette", "serve", str(db_path), "--host", host, "--port", str(port),
             "--metadata", str(metadata_path), "--setting", "default_page_size", "50",
-            "--setting", "sql_time_limit_ms", "3000"]
+            "--plugins-dir", str(WEB_DIR / "plugins"), "--template-dir", str(WEB_DIR / "templates"),
+            "--static", f"{STATIC_MOUNT}:{WEB_DIR / 'static'}",
+            "--setting", "sql_time_limit_ms", "3000",
+            # Six values per facet (the "…" link shows more): thirty would push the table a
+            # screen down on a real database with hundreds of makers and months.
+            "--setting", "default_facet_size", "6"]
 
 
 class BrowseServer:
@@ -182,4 +240,4 @@ class BrowseServer:
 
 
 __all__ = ["BrowseServer", "build_metadata", "datasette_command", "datasette_available", "database_name",
-           "INSTALL_HINT"]
+           "INSTALL_HINT", "DEFAULT_COLUMNS", "CHART_QUERY", "DASHBOARD_PATH"]

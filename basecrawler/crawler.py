@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from .config import Settings, endpoint_override
 from .dates import SENTINEL_DATE, is_plausible_date
-from .errors import CrawlerError, FetchError, NotFound, SourceFailed
+from .errors import CrawlerError, FetchError, NotFound, Skip, SourceFailed
 from .model import Recall
 from .runlock import RunLock
 from .archive import Archive
@@ -50,15 +50,6 @@ class Raw:
     data: Any
     url: str | None = None
     response_sha256: str | None = None
-
-
-class Skip(Exception):
-    """Raised (or returned) by parse() for an item that is not a recall by design, with a short
-    reason that the run line counts ("not a vehicle", "no recall number")."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass

@@ -7,6 +7,9 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     ├── ConfigError (config)                              bad configuration or usage: exit code 2
     │   ├── UnknownSource (unknown_source)                `--source xx` names no registered source
     │   └── NoBackendConfigured (no_backend)              translate.errors: no translation backend
+    ├── Skip (skipped)                                    parse() says: not a recall by design (counted, not lost)
+    ├── Undecodable (undecodable)                         no charset decodes a text body without loss
+    ├── ListUnreadable (unreadable_list)                  not one item of a list document could be read
     ├── DuplicateSource (duplicate_source)                two classes claim the same `source` id
     ├── SourceFailed (source_failed)                      a whole source run failed (wraps the cause)
     ├── ReplayMiss (replay_miss)                          --replay has no recorded exchange for a request
@@ -160,6 +163,29 @@ class ForeignHost(FetchError):
     """A request (or a redirect) to a host the source did not declare; nothing was sent."""
 
     kind = "foreign_host"
+
+
+class Skip(CrawlerError):
+    """Raised (or returned) by parse() for an item that is not a recall by design, with a short
+    reason that the run line counts ("not a vehicle", "no recall number"). Not a failure."""
+
+    kind = "skipped"
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Undecodable(CrawlerError, ValueError):
+    """No declared or fallback charset decodes a text body without loss (basecrawler.textcodec)."""
+
+    kind = "undecodable"
+
+
+class ListUnreadable(CrawlerError, ValueError):
+    """Not one item of a list document could be read; the caller keeps the raw body (xmlsafe)."""
+
+    kind = "unreadable_list"
 
 
 def subclasses(root: type) -> list[type]:

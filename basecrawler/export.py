@@ -1,6 +1,8 @@
 """Exporting recalls to CSV, JSON Lines or XLSX, streamed row by row from a cursor.
 
-Every column of `recalls` is written, `_original` and `_ko` text included. Rows come straight
+Every column of `recalls` is written, `_original` and `_ko` text included (and the normalised
+`manufacturer_key`). CSV and JSON Lines keep the database's column names and order; XLSX is laid
+out for people (basecrawler/xlsx.py). Rows come straight
 from an SQLite cursor and go straight to the file, so memory stays flat however many records
 there are (see bench/bench_export.py). The file is written under a temporary name and renamed
 when complete, so a failed export never leaves a half file that looks finished.
@@ -20,15 +22,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .search import RecallFilter, iter_recalls
+from .xlsx import write_xlsx
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("csv", "jsonl", "xlsx")
-
-# Excel refuses longer cell text and more rows per sheet.
-XLSX_MAX_CELL_CHARS = 32_767
-XLSX_MAX_ROWS = 1_048_576
-
 
 def export_recalls(conn: sqlite3.Connection, filters: RecallFilter, fmt: str, output: str | Path,
                    *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
@@ -100,56 +98,6 @@ def write_jsonl(columns: list[str], rows: Iterable[tuple], binary) -> int:
         binary.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
         n += 1
     binary.flush()
-    return n
-
-
-def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
-    from openpyxl import Workbook
-    from openpyxl.cell import WriteOnlyCell
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-    from openpyxl.styles import Font
-
-    # write_only streams rows to a temporary file (inline strings, no shared-string table),
-    # so memory does not grow with the row count.
-    workbook = Workbook(write_only=True)
-    bold = Font(bold=True)
-    sheet = None
-    sheet_rows = 0
-    n = 0
-    truncated = 0
-
-    def new_sheet():
-        nonlocal sheet, sheet_rows
-        sheet = workbook.create_sheet("recalls" if sheet is None else f"recalls {len(workbook.worksheets) + 1}")
-        sheet.freeze_panes = "A2"          # must be set before the first row in write_only mode
-        header = []
-        for name in columns:
-            cell = WriteOnlyCell(sheet, value=name)
-            cell.font = bold
-            header.append(cell)
-        sheet.append(header)
-        sheet_rows = 1
-
-    def clean(value):
-        nonlocal truncated
-        if isinstance(value, str):
-            value = ILLEGAL_CHARACTERS_RE.sub("", value)   # control characters make Excel reject the file
-            if len(value) > XLSX_MAX_CELL_CHARS:
-                truncated += 1
-                value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
-        return value
-
-    new_sheet()
-    for values in rows:
-        if sheet_rows >= XLSX_MAX_ROWS:
-            new_sheet()
-        sheet.append([clean(v) for v in values])
-        sheet_rows += 1
-        n += 1
-    if truncated:
-        log.warning("xlsx: %d cells longer than Excel's %d characters were cut (csv/jsonl keep them whole)",
-                    truncated, XLSX_MAX_CELL_CHARS)
-    workbook.save(binary)
     return n
 
 

@@ -244,7 +244,21 @@ def _m006_fts_fed_per_batch(db: sqlite_utils.Database) -> None:
     db.execute(f"DROP TRIGGER IF EXISTS {FTS_INSERT_TRIGGER}")
 
 
-MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m006_fts_fed_per_batch]
+def _m005_manufacturer_key(db: sqlite_utils.Database) -> None:
+    """`recalls.manufacturer_key`: the published manufacturer normalised by the rule table in
+    basecrawler/manufacturers.py (Ford / FORD / Ford Motor Company → FORD), for facets and
+    filters; manufacturer_original stays as published. Filled here for existing rows; the store
+    writes it with every upsert."""
+    from .manufacturers import refill_manufacturer_keys
+
+    if "manufacturer_key" not in db["recalls"].columns_dict:
+        db["recalls"].add_column("manufacturer_key", str)
+    db["recalls"].create_index(["manufacturer_key"], if_not_exists=True)
+    refill_manufacturer_keys(db.conn)
+
+
+MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
+              _m006_fts_fed_per_batch]
 
 
 def migrate(db: sqlite_utils.Database) -> int:

@@ -14,9 +14,10 @@ import datetime as dt
 import json
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
+from .manufacturers import manufacturer_key
 from .schema import FTS_COLUMNS
 
 TRIGRAM = 3
@@ -25,6 +26,9 @@ TRIGRAM = 3
 ORDER_BY = "r.recall_date DESC, r.id DESC"
 
 _YEAR_RANGE = re.compile(r"^\d{4}-\d{4}$")
+
+# Hangul syllables and jamo: a query with any of these can only match the `_ko` columns.
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,12 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
         params.extend(c.upper() for c in filters.countries)
     if filters.manufacturer:
-        where.append(_either_language("manufacturer", filters.manufacturer, params))
+        # The normalised key finds every spelling of the maker ("Ford Motor Company" finds FORD,
+        # Ford, FORD MOTOR CO.); a substring of the published or Korean name still matches too.
+        key_params: list = [manufacturer_key(filters.manufacturer)]
+        either = _either_language("manufacturer", filters.manufacturer, key_params)
+        where.append(f"(r.manufacturer_key = ? OR {either})")
+        params.extend(key_params)
     if filters.model:
         where.append(_either_language("model", filters.model, params))
     if filters.year is not None:
@@ -143,4 +152,31 @@ def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
     return conn.execute(sql, params).fetchone()[0]
 
 
-__all__ = ["RecallFilter", "build_query", "iter_recalls", "search", "count", "fts_phrase", "TRIGRAM"]
+def has_korean(text: str | None) -> bool:
+    return bool(text and _HANGUL.search(text))
+
+
+def translation_progress(conn: sqlite3.Connection, filters: RecallFilter) -> tuple[int, int]:
+    """(translated, total) among the recalls the filters select, text aside: Korean words can
+    only find rows the translator has reached (`translated_at` set), so an empty Korean search
+    over a half-translated store says how far translation is."""
+    sql, params = build_query(replace(filters, text=None), ordered=False,
+                              columns="COUNT(r.translated_at), COUNT(*)")
+    translated, total = conn.execute(sql, params).fetchone()
+    return translated, total
+
+
+def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | None:
+    """The line to show when a Korean query found nothing while rows are still untranslated
+    (None when the query has no Korean or everything is translated)."""
+    if not has_korean(filters.text):
+        return None
+    translated, total = translation_progress(conn, filters)
+    if translated >= total:
+        return None
+    return (f"Korean words only find translated recalls: {translated} of {total} recalls translated. "
+            "Search the original language too, or run `basecrawler translate`.")
+
+
+__all__ = ["RecallFilter", "build_query", "iter_recalls", "search", "count", "fts_phrase", "TRIGRAM",
+           "has_korean", "translation_progress", "untranslated_hint"]

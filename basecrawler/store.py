@@ -28,6 +28,7 @@ from typing import Any, Iterable, Iterator
 import sqlite_utils
 
 from .dates import utc_now_iso
+from .manufacturers import manufacturer_key
 from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
 from .schema import FTS_COLUMNS, FTS_INSERT_TRIGGER, migrate
 
@@ -536,12 +537,13 @@ def _sql_params(row: dict, now: str) -> list:
     params = [get(col) for col in DATA_COLUMNS]
     params[_EXTRA_AT] = _extra_json(params[_EXTRA_AT])
     params[_DATE_UNKNOWN_AT] = int(bool(params[_DATE_UNKNOWN_AT]))
+    params.append(manufacturer_key(row.get("manufacturer_original")))  # derived, never sent by a source
     params += (now, now)
     return params
 
 
 def _build_upsert_sql() -> str:
-    cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
+    cols = list(DATA_COLUMNS) + ["manufacturer_key", "first_seen_at", "updated_at"]
     marks = ", ".join("?" * len(cols))
     sets = []
     for col in DATA_COLUMNS:
@@ -563,6 +565,7 @@ def _build_upsert_sql() -> str:
     sets.append(f"translated_at = CASE WHEN {any_changed} THEN NULL ELSE recalls.translated_at END")
     sets.append(f"translation_status = CASE WHEN {any_changed} THEN NULL ELSE recalls.translation_status END")
     sets.append(f"translation_note = CASE WHEN {any_changed} THEN NULL ELSE recalls.translation_note END")
+    sets.append("manufacturer_key = COALESCE(excluded.manufacturer_key, recalls.manufacturer_key)")
     sets.append("updated_at = excluded.updated_at")
     return (
         f"INSERT INTO recalls ({', '.join(f'[{c}]' for c in cols)}) VALUES ({marks}) "

@@ -29,6 +29,8 @@ from pathlib import Path
 import ftfy
 import ftfy.badness
 
+from .errors import Undecodable
+
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
          (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 _XML_DECL = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._:-]+)[\"']", re.IGNORECASE)
@@ -36,10 +38,6 @@ _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)",
 # The superset each legacy charset is in practice written in.
 _SUPERSETS = {"shift_jis": "cp932", "iso8859-1": "cp1252", "ascii": "cp1252", "euc_jp": "euc_jis_2004",
               "iso8859-15": "cp1252", "latin-1": "cp1252"}
-
-
-class Undecodable(ValueError):
-    """No declared or fallback charset decodes the body without loss."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import IO, Iterator
 
 from lxml import etree
 
-from .errors import UnsafeXml
+from .errors import ListUnreadable, UnsafeXml
 from .textcodec import Decoded, Undecodable, set_xml_declaration, decode_text
 
 
@@ -68,10 +68,6 @@ def release(element: etree._Element) -> None:
 _BARE_AMP = re.compile(r"&(?!(?:[A-Za-z_][\w.-]*|#[0-9]+|#x[0-9A-Fa-f]+);)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
-
-
-class ListUnreadable(ValueError):
-    """Not one item of a list document could be read (the caller keeps the raw body)."""
 
 
 @dataclass

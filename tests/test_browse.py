@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.browse import BrowseServer, build_metadata, database_name
+from basecrawler.browse import DEFAULT_COLUMNS, WEB_DIR, BrowseServer, build_metadata, database_name
 from basecrawler.cli import main
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
@@ -59,7 +59,63 @@ def test_configured_facets_are_offered(server):
     data = get_json(f"{server.url}/recalls/recalls.json?_extra=facet_results")
     facets = data["facet_results"]
     facets = facets.get("results", facets)        # Datasette 1.0 nests them under "results"
-    assert {"country", "manufacturer_original", "model_year", "translation_status"} <= set(facets)
+    assert {"country", "source", "manufacturer_key", "model_year", "recall_date"} <= set(facets)
+    assert facets["recall_date"]["type"] == "month"
+    assert [(v["value"], v["count"]) for v in facets["recall_date"]["results"]] == [("2024-03", 1), ("2024-02", 1)]
+    assert [(v["value"], v["count"]) for v in facets["manufacturer_key"]["results"]] == [("FORD", 1), ("TOYOTA", 1)]
+
+
+def test_month_facet_value_filters_to_that_month(server):
+    data = get_json(f"{server.url}/recalls/recalls.json?_shape=objects&recall_date__startswith=2024-02")
+    assert [row["recall_number"] for row in data["rows"]] == ["24V-101"]
+
+
+@pytest.mark.parametrize("term, expected", [("ホース", ["JP-4980"]), ("損傷", ["JP-4980"]), ("호스", ["JP-4980"]),
+                                            ("損", ["JP-4980"]), ("hose rupture", ["24V-101"])])
+def test_search_matches_short_terms_like_the_cli(server, term, expected):
+    # 損傷 / 호스 are shorter than a trigram: Datasette's own FTS search finds nothing for them.
+    query = urllib.parse.urlencode({"_search": term, "_shape": "objects"})
+    data = get_json(f"{server.url}/recalls/recalls.json?{query}")
+    assert [row["recall_number"] for row in data["rows"]] == expected, term
+
+
+def test_bare_table_url_opens_on_the_default_columns(server):
+    request = urllib.request.Request(f"{server.url}/recalls/recalls")
+    opener = urllib.request.build_opener(NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        opener.open(request, timeout=10)
+    assert caught.value.code == 302
+    location = urllib.parse.urlsplit(caught.value.headers["location"])
+    assert location.path == "/recalls/recalls"
+    assert [v for k, v in urllib.parse.parse_qsl(location.query) if k == "_col"] == list(DEFAULT_COLUMNS)
+    # JSON is served as asked: the API keeps every column.
+    data = get_json(f"{server.url}/recalls/recalls.json?country=US")
+    assert "extra" in data["columns"]
+
+
+@pytest.mark.parametrize("query, expected", [
+    (b"", [("_col", c) for c in DEFAULT_COLUMNS]),
+    (urllib.parse.urlencode({"_search": "燃料", "country": "JP"}).encode(), [("_search", "燃料"), ("country", "JP")] + [("_col", c) for c in DEFAULT_COLUMNS]),
+    (b"_col=country", None),
+    (b"_nocol=extra", None),
+    (b"_bc_all=1", None),
+])
+def test_default_columns_keep_the_rest_of_the_query(query, expected, monkeypatch):
+    monkeypatch.syspath_prepend(str(WEB_DIR / "plugins"))   # where `browse` loads the plugin from
+    from basecrawler_web import default_columns_location
+
+    location = default_columns_location("/recalls/recalls", query)
+    if expected is None:
+        assert location is None
+    else:
+        assert urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query) == expected
+    assert default_columns_location("/recalls/crawl_runs", b"") is None
+    assert default_columns_location("/recalls/recalls.json", b"") is None
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
 
 
 def test_database_is_not_writable_through_the_web_view(server):
@@ -71,10 +127,15 @@ def test_database_is_not_writable_through_the_web_view(server):
     assert len(data["rows"]) == 2
 
 
-def test_metadata_describes_columns_and_search_index(tmp_path):
-    table = build_metadata(tmp_path / "basecrawler.db")["databases"]["basecrawler"]["tables"]["recalls"]
-    assert table["fts_table"] == "recalls_fts" and table["fts_pk"] == "id"
+def test_metadata_describes_columns_and_links_the_chart(tmp_path):
+    database = build_metadata(tmp_path / "basecrawler.db")["databases"]["basecrawler"]
+    table = database["tables"]["recalls"]
+    assert "fts_table" not in table          # the plugin answers ?_search= (see test_search_matches_short_terms…)
     assert "Korean" in table["columns"]["summary_ko"]
+    assert 'href="/-/dashboards/recalls"' in table["description_html"]
+    assert "recalls_per_month" in database["queries"]
+    chart = build_metadata(tmp_path / "basecrawler.db")["plugins"]["datasette-dashboards"]["recalls"]["charts"]["per-month"]
+    assert chart["db"] == "basecrawler" and chart["display"]["encoding"]["color"]["field"] == "country"
     assert database_name("/x/y/basecrawler.db") == "basecrawler"
 
 

@@ -1,10 +1,12 @@
 """Export: CSV with a BOM for Excel, JSON Lines, XLSX with header and frozen pane; all fields,
 streamed from a cursor, written atomically."""
 import csv
+import datetime as dt
 import json
 
 import pytest
 from openpyxl import load_workbook
+from openpyxl.utils import get_column_letter
 
 from basecrawler import Recall
 from basecrawler.cli import main
@@ -54,6 +56,7 @@ def test_csv_round_trips_every_field_through_the_csv_module(filled, tmp_path):
     assert jp["summary_original"] == "ブレーキホースが損傷し、\n制動力が低下するおそれ。"
     assert jp["summary_ko"] == "브레이크 호스 손상"
     assert jp["affected_units"] == "9972"
+    assert jp["manufacturer_key"] == "TOYOTA" and jp["manufacturer_original"] == "トヨタ自動車株式会社"
     assert json.loads(jp["extra"]) == {"vehicles": [{"型式": "ZVW51", "台数": 9972}]}
     assert by_number["24V-101"]["summary_original"] == 'Rear "brake" hose, may rupture; comma, quote'
     assert [r["recall_number"] for r in rows] == ["JP-4980", "24V-101", "2024-150"]   # newest first
@@ -69,22 +72,62 @@ def test_jsonl_has_one_object_per_record_with_extra_as_object(filled, tmp_path):
     assert "トヨタ" in lines[0]        # readable text, not \u escapes
 
 
+def xlsx_rows(conn, tmp_path):
+    out = tmp_path / "recalls.xlsx"
+    export_recalls(conn, RecallFilter(), "xlsx", out)
+    sheet = load_workbook(out).active
+    rows = list(sheet.iter_rows(values_only=True))
+    return sheet, list(rows[0]), [dict(zip(rows[0], r)) for r in rows[1:]]
+
+
 def test_xlsx_opens_with_openpyxl_and_has_every_row(filled, tmp_path):
     out = tmp_path / "recalls.xlsx"
     assert export_recalls(filled.db.conn, RecallFilter(), "xlsx", out) == 3
-    sheet = load_workbook(out, read_only=False).active
-    rows = list(sheet.iter_rows(values_only=True))
-    assert list(rows[0]) == table_columns(filled)
-    assert [r[rows[0].index("recall_number")] for r in rows[1:]] == ["JP-4980", "24V-101", "2024-150"]
-    assert rows[1][rows[0].index("summary_ko")] == "브레이크 호스 손상"
+    _, header, rows = xlsx_rows(filled.db.conn, tmp_path)
+    assert len(header) == len(table_columns(filled))          # every column, none lost
+    assert [r["Recall number"] for r in rows] == ["JP-4980", "24V-101", "2024-150"]
+    assert rows[0]["Summary (Korean)"] == "브레이크 호스 손상"
+    assert rows[0]["Manufacturer (normalised)"] == "TOYOTA"
 
 
-def test_xlsx_has_bold_header_and_frozen_first_row(filled, tmp_path):
-    out = tmp_path / "recalls.xlsx"
-    export_recalls(filled.db.conn, RecallFilter(), "xlsx", out)
-    sheet = load_workbook(out).active
+def test_xlsx_headers_are_readable_in_a_reading_order_with_extra_last(filled, tmp_path):
+    _, header, _ = xlsx_rows(filled.db.conn, tmp_path)
+    assert header[:6] == ["Country", "Recall number", "Recall date", "Manufacturer (normalised)",
+                          "Manufacturer (Korean)", "Manufacturer (original)"]
+    assert "Source link" in header and "recall_number" not in header
+    assert header[-1] == "Extra (source-specific JSON)"
+
+
+def test_xlsx_dates_are_date_cells(filled, tmp_path):
+    sheet, header, rows = xlsx_rows(filled.db.conn, tmp_path)
+    assert rows[0]["Recall date"] == dt.datetime(2024, 3, 14)          # a date, not the text "2024-03-14"
+    assert sheet.cell(row=2, column=header.index("Recall date") + 1).number_format == "yyyy-mm-dd"
+    assert rows[0]["Translated (UTC)"] == dt.datetime(2024, 3, 15, 0, 0)
+    assert isinstance(rows[0]["First seen (UTC)"], dt.datetime)
+
+
+def test_xlsx_leaves_an_unreadable_date_empty(store, tmp_path):
+    store.upsert_recalls([Recall(country="US", recall_number="X1", recall_date=None, source_lang="en",
+                                 summary_original="no date")], source="test")
+    _, _, rows = xlsx_rows(store.db.conn, tmp_path)
+    assert rows[0]["Recall date"] is None and rows[0]["Date unreadable"] == 1
+
+
+def test_xlsx_has_styled_frozen_header_autofilter_and_sized_columns(filled, tmp_path):
+    sheet, header, _ = xlsx_rows(filled.db.conn, tmp_path)
     assert sheet.freeze_panes == "A2"
     assert sheet["A1"].font.bold
+    assert sheet.auto_filter.ref == f"A1:{get_column_letter(len(header))}4"
+    summary = get_column_letter(header.index("Summary (original)") + 1)
+    assert sheet.column_dimensions["A"].width == 8 and sheet.column_dimensions[summary].width == 50
+
+
+def test_xlsx_source_links_are_clickable(store, tmp_path):
+    store.upsert_recalls([Recall(country="US", recall_number="24V-101", recall_date="2024-02-20", source_lang="en",
+                                 source_url="https://example.org/recall?id=24V-101")], source="test")
+    sheet, header, rows = xlsx_rows(store.db.conn, tmp_path)
+    assert rows[0]["Source link"] == '=HYPERLINK("https://example.org/recall?id=24V-101","https://example.org/recall?id=24V-101")'
+    assert sheet.cell(row=2, column=header.index("Source link") + 1).font.underline == "single"
 
 
 def test_xlsx_strips_control_characters_excel_rejects(store, tmp_path):
@@ -94,7 +137,7 @@ def test_xlsx_strips_control_characters_excel_rejects(store, tmp_path):
     export_recalls(store.db.conn, RecallFilter(), "xlsx", out)
     sheet = load_workbook(out).active
     header = [c.value for c in sheet[1]]
-    assert sheet.cell(row=2, column=header.index("summary_original") + 1).value == "badcharhere"
+    assert sheet.cell(row=2, column=header.index("Summary (original)") + 1).value == "badcharhere"
 
 
 def test_export_applies_search_filters(filled, tmp_path):

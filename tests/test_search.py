@@ -28,7 +28,8 @@ RECALLS = [
 ]
 
 KOREAN = {  # what the translator would have written for the Japanese brake recall
-    "JP-4980": {"summary_ko": "브레이크 호스가 손상되어 제동력이 저하될 우려가 있다.", "manufacturer_ko": "도요타 자동차"},
+    "JP-4980": {"summary_ko": "브레이크 호스가 손상되어 제동력이 저하될 우려가 있다.", "manufacturer_ko": "도요타 자동차",
+                "translated_at": "2024-03-15T00:00:00+00:00", "translation_status": "translated"},
 }
 
 
@@ -89,8 +90,15 @@ def test_country_filter(filled):
 
 
 def test_manufacturer_filter_matches_original_or_korean(filled):
-    assert numbers(filled, manufacturer="toyota") == ["24V-202"]
+    assert numbers(filled, manufacturer="Engineering") == ["24V-202"]
     assert numbers(filled, manufacturer="도요타") == ["JP-4980"]
+
+
+def test_manufacturer_filter_uses_the_normalised_key(filled):
+    # "toyota" is TOYOTA, as are "Toyota Motor Engineering" and トヨタ自動車株式会社 (rule table);
+    # "Ford Motor Company" finds the plain "Ford" of Canada as well.
+    assert numbers(filled, manufacturer="toyota") == ["24V-202", "JP-4980"]
+    assert numbers(filled, manufacturer="Ford Motor Company") == ["24V-101", "2024-150"]
 
 
 def test_model_year_filter_matches_inside_a_range(filled):
@@ -142,3 +150,26 @@ def test_search_command_table_aligns_wide_characters(filled, db_path, capsys):
     row = lines[1]
     summary_start = row.index("燃料")
     assert display_width(row[:summary_start]) == heading_col
+
+
+def test_empty_korean_search_says_how_much_is_translated(filled, db_path, capsys):
+    # 1 of the 5 recalls has Korean text; 연료 ("fuel") is in no Korean column yet.
+    assert main(["--db", db_path, "search", "연료"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 0 matching recalls" in out
+    assert "1 of 5 recalls translated" in out
+
+
+def test_untranslated_hint_counts_only_the_filtered_recalls(filled, db_path, capsys):
+    assert main(["--db", db_path, "search", "연료", "--country", "JP", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == []
+    assert "1 of 2 recalls translated" in captured.err
+
+
+def test_no_translation_hint_for_non_korean_or_when_all_translated(filled, db_path, capsys):
+    assert main(["--db", db_path, "search", "zzzz"]) == 0
+    assert "translated" not in capsys.readouterr().out
+    filled.write(lambda db: db.conn.execute("UPDATE recalls SET translated_at = '2024-07-01T00:00:00+00:00'"))
+    assert main(["--db", db_path, "search", "연료"]) == 0
+    assert "translated" not in capsys.readouterr().out

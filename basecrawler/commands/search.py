@@ -9,7 +9,7 @@ import sys
 import unicodedata
 
 from ..registry import discover
-from ..search import RecallFilter, count, search
+from ..search import RecallFilter, count, search, untranslated_hint
 from ..store import Store
 from . import check_source, iso_date, require_database
 
@@ -24,7 +24,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The filters search and export share; all combine with AND."""
     parser.add_argument("--country", action="append", metavar="CC",
                         help="country code, e.g. JP (repeatable or comma-separated)")
-    parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer contains TEXT (original or Korean)")
+    parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer: the same normalised maker (Ford = FORD MOTOR CO.) or a name containing TEXT (original or Korean)")
     parser.add_argument("--model", metavar="TEXT", help="model contains TEXT (original or Korean)")
     parser.add_argument("--year", type=_year, metavar="YYYY", help="model year (inside a range like 2019-2021 too)")
     parser.add_argument("--since", type=iso_date, metavar="DATE", help="recall date on or after (YYYY-MM-DD)")
@@ -55,13 +55,18 @@ def cmd_search(args) -> int:
     try:
         rows = search(store.db.conn, filters, limit=max(args.limit, 0))
         total = count(store.db.conn, filters) if not args.json else None
+        hint = untranslated_hint(store.db.conn, filters) if not rows else None
     finally:
         store.close()
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
+        if hint:  # stdout stays pure JSON for machines
+            print(f"basecrawler: {hint}", file=sys.stderr)
         return 0
     print_table(rows, sys.stdout)
     print(f"{len(rows)} of {total} matching recalls" + (" (newest first; --limit for more)" if total > len(rows) else ""))
+    if hint:
+        print(hint)
     return 0
 
 

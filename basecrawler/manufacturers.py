@@ -1,0 +1,124 @@
+"""A normalised manufacturer key: `Ford`, `FORD` and `Ford Motor Company` all become `FORD`.
+
+Authorities spell one maker many ways (case, legal suffixes, Japanese names), which splits
+facets and filters. `manufacturer_key()` maps a published name to one key with two steps:
+
+1. **Aliases** (`ALIASES`, first match wins): a regular expression over the cleaned name (NFKC,
+   upper case, single spaces) → key. Needed where names share no spelling (`トヨタ自動車株式会社`
+   and `Toyota Motor Corporation`) or where step 2 would cut too much (`General Motors`).
+2. **Legal and generic suffixes** (`SUFFIXES`) are cut from the end, again and again, together
+   with punctuation: `Ford Motor Company` → `FORD MOTOR` → `FORD`.
+
+What is left is the key. The published name (`manufacturer_original`) is never changed; the key
+lives in its own column `recalls.manufacturer_key`, written with every stored record. To add a
+maker, add one line to ALIASES with a test in tests/test_manufacturers.py. Existing rows keep
+the key computed when they were last written: after changing the rules, refill them with
+`refill_manufacturer_keys()`.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+# (key, pattern over the cleaned upper-case name). Ordered: the first pattern that matches wins.
+ALIASES: tuple[tuple[str, str], ...] = (
+    ("TOYOTA", r"^TOYOTA\b|トヨタ|^LEXUS\b|レクサス"),
+    ("HONDA", r"^HONDA\b|本田技研|ホンダ"),
+    ("NISSAN", r"^NISSAN\b|日産"),
+    ("MAZDA", r"^MAZDA\b|マツダ"),
+    ("SUBARU", r"^SUBARU\b|スバル|富士重工"),
+    ("SUZUKI", r"^SUZUKI\b|スズキ"),
+    ("DAIHATSU", r"^DAIHATSU\b|ダイハツ"),
+    ("MITSUBISHI FUSO", r"^MITSUBISHI FUSO\b|三菱ふそう"),
+    ("MITSUBISHI", r"^MITSUBISHI MOTORS?\b|三菱自動車"),
+    ("ISUZU", r"^ISUZU\b|いすゞ|いすず"),
+    ("HINO", r"^HINO\b|日野自動車"),
+    ("YAMAHA", r"^YAMAHA\b|ヤマハ"),
+    ("KAWASAKI", r"^KAWASAKI\b|カワサキ|川崎重工"),
+    ("GENERAL MOTORS", r"^GENERAL MOTORS\b|^GM\b|^G\.M\.\b"),
+    ("CHRYSLER (FCA)", r"^FCA(?![A-Z])|^CHRYSLER\b|^FIAT CHRYSLER\b"),
+    ("FORD", r"^FORD\b|フォード"),
+    ("VOLKSWAGEN", r"^VOLKSWAGEN\b|^VW\b|フォルクスワーゲン"),
+    ("MERCEDES-BENZ", r"^MERCEDES\b|^DAIMLER\b|メルセデス"),
+    ("BMW", r"^BMW\b|ビー・エム・ダブリュー"),
+    ("HYUNDAI", r"^HYUNDAI\b|현대자동차|^현대"),
+    ("KIA", r"^KIA\b|기아"),
+    ("TESLA", r"^TESLA\b|テスラ"),
+)
+
+# Cut from the end of a name (after punctuation is gone), repeatedly: legal forms and words
+# that only say "this is a car company".
+SUFFIXES: tuple[str, ...] = (
+    "CO LTD", "CO", "LTD", "LIMITED", "INC", "INCORPORATED", "LLC", "L L C", "CORP", "CORPORATION",
+    "COMPANY", "GMBH", "AG", "SA", "SAS", "SPA", "S P A", "PTY", "PLC", "NV", "BV", "AB", "KK",
+    "USA", "US", "NORTH AMERICA", "OF AMERICA", "CANADA", "AUSTRALIA",
+    "MOTOR", "MOTORS", "AUTOMOBILE", "AUTOMOBILES", "AUTOMOTIVE",
+    "自動車工業", "自動車",
+)
+# Japanese legal forms stand before or after the name, without a space: removed wherever they are.
+_JAPANESE_LEGAL_FORMS = ("株式会社", "(株)", "有限会社")
+
+_COMPILED = tuple((key, re.compile(pattern)) for key, pattern in ALIASES)
+_PUNCTUATION = re.compile(r"[.,'\"()（）・/]+")
+_SUFFIX_RE = re.compile(r"(?:^|\s)(?:" + "|".join(re.escape(s) for s in sorted(SUFFIXES, key=len, reverse=True)) + r")$")
+
+
+def clean(name: str) -> str:
+    """NFKC (full-width letters → ASCII), upper case, one space between words."""
+    return " ".join(unicodedata.normalize("NFKC", name).upper().split())
+
+
+def manufacturer_key(name: str | None) -> str | None:
+    """The normalised key of a published manufacturer name (None for an empty name)."""
+    if name is None:
+        return None
+    text = clean(name)
+    if not text:
+        return None
+    for key, pattern in _COMPILED:
+        if pattern.search(text):
+            return key
+    for form in _JAPANESE_LEGAL_FORMS:
+        text = text.replace(form, " ")
+    text = " ".join(_PUNCTUATION.sub(" ", text).split())
+    while True:
+        cut = _SUFFIX_RE.sub("", text).strip()
+        if cut == text or not cut:   # never cut a name down to nothing ("Motors Inc" stays MOTORS)
+            break
+        text = cut
+    return text or None
+
+
+def refill_manufacturer_keys(conn) -> int:
+    """Recompute `recalls.manufacturer_key` for every row (after the rules changed, or in the
+    migration that adds the column). Returns the number of rows whose key changed.
+
+    One transaction (a savepoint, so it nests inside a migration). The full-text index's
+    AFTER UPDATE trigger is dropped for its duration and put back as it was: it would rewrite
+    every row's index entry although the key is not indexed (56 s instead of ~1 s for 30,000
+    rows), and inside the transaction no other connection can see it missing.
+    """
+    conn.execute("SAVEPOINT refill_manufacturer_keys")
+    try:
+        suspended = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'recalls' "
+            "AND sql LIKE '%AFTER UPDATE ON recalls%' AND sql LIKE '%recalls_fts%'").fetchall()
+        for name, _ in suspended:
+            conn.execute(f'DROP TRIGGER "{name}"')
+        updates = [(key, row_id)
+                   for row_id, original, old_key in conn.execute(
+                       "SELECT id, manufacturer_original, manufacturer_key FROM recalls").fetchall()
+                   if (key := manufacturer_key(original)) != old_key]
+        for start in range(0, len(updates), 1000):
+            conn.executemany("UPDATE recalls SET manufacturer_key = ? WHERE id = ?", updates[start:start + 1000])
+        for _, sql in suspended:
+            conn.execute(sql)
+        conn.execute("RELEASE refill_manufacturer_keys")
+    except BaseException:
+        conn.execute("ROLLBACK TO refill_manufacturer_keys")
+        conn.execute("RELEASE refill_manufacturer_keys")
+        raise
+    return len(updates)
+
+
+__all__ = ["ALIASES", "SUFFIXES", "manufacturer_key", "refill_manufacturer_keys", "clean"]

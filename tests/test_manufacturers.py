@@ -1,0 +1,86 @@
+"""Normalised manufacturer key: the rule table, the migration that fills it for old rows, the
+store keeping it current, and export carrying it next to the published name."""
+import sqlite3
+
+import pytest
+
+from basecrawler import Recall, Store
+from basecrawler.manufacturers import manufacturer_key, refill_manufacturer_keys
+from basecrawler.schema import MIGRATIONS
+
+
+@pytest.mark.parametrize("published, key", [
+    ("Ford", "FORD"),
+    ("FORD", "FORD"),
+    ("Ford Motor Company", "FORD"),
+    ("FORD MOTOR CO.", "FORD"),
+    ("Ford Motor Company of Canada, Ltd.", "FORD"),
+    ("トヨタ自動車株式会社", "TOYOTA"),
+    ("TOYOTA MOTOR NORTH AMERICA, INC.", "TOYOTA"),
+    ("本田技研工業株式会社", "HONDA"),
+    ("株式会社ＳＵＢＡＲＵ", "SUBARU"),           # full-width letters, legal form in front
+    ("General Motors LLC", "GENERAL MOTORS"),      # an alias: suffix cutting would leave GENERAL
+    ("Mercedes-Benz USA, LLC", "MERCEDES-BENZ"),
+    ("Harley-Davidson Motor Company", "HARLEY-DAVIDSON"),  # no alias: suffixes cut
+    ("Forest River, Inc.", "FOREST RIVER"),
+    ("Motors Inc", "MOTORS"),                       # never cut down to nothing
+    ("  ", None),
+    (None, None),
+])
+def test_rule_table(published, key):
+    assert manufacturer_key(published) == key
+
+
+def test_store_writes_the_key_and_keeps_the_published_name(store):
+    store.upsert_recalls([Recall(country="US", recall_number="24V-101", recall_date="2024-02-20",
+                                 source_lang="en", manufacturer_original="Ford Motor Company")], source="t")
+    row = store.query("SELECT manufacturer_original, manufacturer_key FROM recalls")[0]
+    assert row == {"manufacturer_original": "Ford Motor Company", "manufacturer_key": "FORD"}
+
+
+def test_key_follows_a_changed_name_and_survives_a_blank_one(store):
+    def upsert(name):
+        store.upsert_recalls([Recall(country="JP", recall_number="JP-1", recall_date="2024-01-01",
+                                     source_lang="ja", manufacturer_original=name)], source="t")
+    upsert("本田技研工業株式会社")
+    upsert("トヨタ自動車株式会社")
+    assert store.query("SELECT manufacturer_key FROM recalls")[0]["manufacturer_key"] == "TOYOTA"
+    upsert(None)  # a blank never erases (COALESCE rule): name and key stay
+    assert store.query("SELECT manufacturer_original, manufacturer_key FROM recalls")[0] == {
+        "manufacturer_original": "トヨタ自動車株式会社", "manufacturer_key": "TOYOTA"}
+
+
+def test_migration_fills_the_key_for_existing_rows(tmp_path):
+    path = tmp_path / "old.db"
+    Store(path).close()
+    # An older database: the column does not exist yet and rows were written without it.
+    conn = sqlite3.connect(path)
+    before = MIGRATIONS.index(next(m for m in MIGRATIONS if m.__name__ == "_m005_manufacturer_key"))
+    conn.execute("DROP INDEX idx_recalls_manufacturer_key")
+    conn.execute("ALTER TABLE recalls DROP COLUMN manufacturer_key")
+    conn.execute("INSERT INTO recalls (source, country, recall_number, recall_date, manufacturer_original) "
+                 "VALUES ('t', 'US', '1', '2024-01-01', 'FORD MOTOR CO.'), ('t', 'CA', '2', '2024-01-01', 'Ford')")
+    conn.execute(f"PRAGMA user_version = {before}")
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    try:
+        rows = store.query("SELECT manufacturer_original, manufacturer_key FROM recalls ORDER BY id")
+    finally:
+        store.close()
+    assert rows == [{"manufacturer_original": "FORD MOTOR CO.", "manufacturer_key": "FORD"},
+                    {"manufacturer_original": "Ford", "manufacturer_key": "FORD"}]
+
+
+def test_refill_keeps_the_search_index_and_its_trigger(store):
+    store.upsert_recalls([Recall(country="US", recall_number="1", recall_date="2024-01-01", source_lang="en",
+                                 manufacturer_original="Ford Motor Company", summary_original="brake hose")], source="t")
+    triggers = store.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+    store.write(lambda db: db.conn.execute("UPDATE recalls SET manufacturer_key = NULL"))
+    assert store.write(lambda db: refill_manufacturer_keys(db.conn)) == 1
+    assert store.query("SELECT manufacturer_key FROM recalls") == [{"manufacturer_key": "FORD"}]
+    assert store.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name") == triggers
+    # The index still follows later changes (its update trigger is back).
+    store.write(lambda db: db.conn.execute("UPDATE recalls SET summary_original = 'fuel pump'"))
+    assert store.query("SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH '\"fuel pump\"'") == [{"rowid": 1}]
+    assert store.query("SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH '\"brake hose\"'") == []
