@@ -8,6 +8,8 @@ from basecrawler import BaseCrawler, NotFound, Transient, UnexpectedContent
 from basecrawler.http import HostThrottle, HttpClient, classify, parse_retry_after
 from basecrawler.testing import LoopbackServer, Reply
 
+from support import FakeClock
+
 
 @pytest.mark.parametrize("status, body, ctype, expect, creds, network, kind", [
     (200, b'{"a": 1}', "application/json", "json", False, False, None),
@@ -163,19 +165,8 @@ def test_stream_reads_body_from_disk_and_archives_it(settings, store):
         assert http.archive.get_bytes(http.last_sha256) == rows
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def time(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += max(seconds, 0.0)
-
-
 def test_rate_limit_spaces_requests_on_a_fake_clock():
-    clock = FakeClock()
+    clock = FakeClock(start=1000.0)
     throttle = HostThrottle(rate_per_s=10, concurrency=4, clock=clock.time, sleep=clock.sleep)
     start = clock.time()
     for _ in range(50):
@@ -185,7 +176,7 @@ def test_rate_limit_spaces_requests_on_a_fake_clock():
 
 
 def test_throttle_pause_blocks_new_requests_until_it_ends():
-    clock = FakeClock()
+    clock = FakeClock(start=1000.0)
     throttle = HostThrottle(rate_per_s=1000, concurrency=1, clock=clock.time, sleep=clock.sleep)
     throttle.pause(30)
     with throttle.turn():

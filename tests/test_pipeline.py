@@ -5,21 +5,11 @@ import json
 
 from basecrawler import BaseCrawler, Recall
 
-from support import row_writes
+from support import ItemsCrawler, row_writes
 
 
-class DemoCrawler(BaseCrawler):
+class DemoCrawler(ItemsCrawler):
     source = "demo"
-    country = "XX"
-    source_lang = "en"
-    endpoints = {"site": "https://demo.example"}
-
-    def __init__(self, *args, items=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.items = list(items)
-
-    def fetch(self):
-        yield from self.items
 
     def parse(self, raw):
         if raw.get("explode"):
