@@ -26,6 +26,20 @@ class ItemsCrawler(BaseCrawler):
         yield from self.items
 
 
+class JsonFeedCrawler(BaseCrawler):
+    """A demo source whose fetch() yields the items of one JSON list at `feed_path` on its
+    "api" endpoint (point BASECRAWLER_<SOURCE>_API_URL at a loopback server); subclasses set
+    `source`, `feed_path` and parse()."""
+
+    source = "jsonfeed"
+    country = "XX"
+    endpoints = {"api": "https://api.example"}
+    feed_path = "/feed.json"
+
+    def fetch(self):
+        yield from self.http.get_json(self.url("api", self.feed_path))
+
+
 class FakeClock:
     """Clock and sleep for code under test: time only moves when the test (or a sleep) moves
     it. Call it (or .time()) for the time; pass .sleep where the code sleeps."""

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
-from basecrawler import BaseCrawler, NotFound, Transient, UnexpectedContent
+from basecrawler import NotFound, Transient, UnexpectedContent
 from basecrawler.http import HostThrottle, HttpClient, classify, parse_retry_after
 from basecrawler.testing import LoopbackServer, Reply
 
-from support import FakeClock
+from support import FakeClock, JsonFeedCrawler
 
 
 @pytest.mark.parametrize("status, body, ctype, expect, creds, network, kind", [
@@ -184,13 +184,9 @@ def test_throttle_pause_blocks_new_requests_until_it_ends():
 
 
 # ---- conditional requests through the whole pipeline ------------------------------------
-class JsonListCrawler(BaseCrawler):
+class JsonListCrawler(JsonFeedCrawler):
     source = "jl"
-    country = "XX"
-    endpoints = {"api": "https://api.example"}
-
-    def fetch(self):
-        yield from self.http.get_json(self.url("api", "/recalls.json"))
+    feed_path = "/recalls.json"
 
     def parse(self, raw):
         return {"recall_number": raw["id"], "recall_date": raw["date"], "summary_original": raw["text"]}

@@ -3,7 +3,7 @@ import datetime as dt
 import json
 
 
-from basecrawler import BaseCrawler, Recall
+from basecrawler import Recall
 
 from support import ItemsCrawler, row_writes
 
