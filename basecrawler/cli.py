@@ -16,6 +16,7 @@ import sys
 
 from . import commands
 from .config import Settings
+from .engines import redact
 from .errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -29,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="basecrawler", description="Collect public vehicle recall data into one SQLite store.")
-    parser.add_argument("--db", default=None, help="database file (env BASECRAWLER_DB, default ./basecrawler.db)")
+    parser.add_argument("--db", default=None, help="database file, or postgresql://user@host/db (env BASECRAWLER_DB, default ./basecrawler.db)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -67,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     except sqlite3.OperationalError as exc:
         print(f"basecrawler: database error on {args.settings.db_path}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except Exception as exc:
+        # PostgreSQL unreachable or refusing (psycopg.OperationalError): the same one line.
+        if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
+            print(f"basecrawler: database error on {redact(args.settings.db_path)}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        raise
     except BrokenPipeError:
         # Output piped into `head` and closed early: not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
