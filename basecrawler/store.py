@@ -107,11 +107,16 @@ def encode_raw(raw: Any) -> tuple[str, str | None, bytes | None]:
 
 
 def decode_raw(kind: str, text: str | None, blob: bytes | None) -> Any:
+    if kind.endswith(_UTF8_SUFFIX):   # text kept as bytes (it held NUL; see add_dead_letter)
+        kind, text, blob = kind[:-len(_UTF8_SUFFIX)], bytes(blob).decode("utf-8"), None
     if kind == "bytes":
         return blob
     if kind == "json":
         return json.loads(text) if text is not None else None
     return text
+
+
+_UTF8_SUFFIX = "_utf8"
 
 
 def _json_default(value: Any) -> Any:
@@ -433,6 +438,12 @@ class Store:
                         raw: Any, recall_number: str | None = None, url: str | None = None,
                         response_sha256: str | None = None) -> int:
         raw_kind, raw_text, raw_bytes = encode_raw(raw)
+        if self.engine == "postgresql":
+            # PostgreSQL text cannot hold NUL (SQLite can): such a raw item is kept as its UTF-8
+            # bytes under `<kind>_utf8`, which decode_raw turns back into the same text.
+            if raw_text is not None and "\x00" in raw_text:
+                raw_kind, raw_text, raw_bytes = raw_kind + _UTF8_SUFFIX, None, raw_text.encode("utf-8")
+            error = error.replace("\x00", "\\x00")
 
         def op(db):
             return db.conn.execute(

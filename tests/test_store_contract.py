@@ -128,11 +128,11 @@ def test_a_row_the_database_refuses_is_bisected_into_one_dead_letter(store, sett
 
 def test_dead_letters_keep_bytes_text_and_json_raws(store):
     ids = [store.add_dead_letter(source="demo", run_id=None, stage="parse", kind="k", error="e", raw=raw)
-           for raw in (b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None)]
-    assert ids == sorted(ids) and len(set(ids)) == 4
+           for raw in (b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None, "nul\x00 in text", {"k": "nul\x00"})]
+    assert ids == sorted(ids) and len(set(ids)) == 6
     from basecrawler.store import decode_raw
     kept = [decode_raw(l["raw_kind"], l["raw"], l["raw_bytes"]) for l in store.open_dead_letters("demo")]
-    assert kept == [b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None]
+    assert kept == [b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None, "nul\x00 in text", {"k": "nul\x00"}]
 
 
 def test_runs_ledger_meta_and_memory_round_trip(store):
