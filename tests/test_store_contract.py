@@ -324,6 +324,20 @@ def test_replay_demo_gives_the_same_records_on_both_engines_and_migrates_both_wa
         assert main(["--db", db, "run", "--all", "--mode", "full", "--replay", replay]) == 0
     on_sqlite, on_pg = _records(lite), _records(pg)
     assert len(on_sqlite) > 50 and on_sqlite == on_pg
+    capsys.readouterr()
+    reports = []
+    for db in (lite, pg):    # the read commands answer the same on both engines
+        assert main(["--db", db, "status", "--json"]) == 0
+        status = json.loads(capsys.readouterr().out)
+        status.pop("db")
+        for source in status["sources"].values():
+            source.pop("last_run", None)
+        assert main(["--db", db, "dead-letters", "list", "--json"]) == 0
+        letters = json.loads(capsys.readouterr().out)
+        assert main(["--db", db, "export", "--format", "csv", "-o", str(tmp_path / "out.csv")]) == 0
+        capsys.readouterr()
+        reports.append((status, len(letters), (tmp_path / "out.csv").read_text(encoding="utf-8").count("\n")))
+    assert reports[0] == reports[1] and reports[0][2] > 50
 
     target = pg_cluster.new_database()
     assert main(["--db", lite, "migrate", "--to", target]) == 0
