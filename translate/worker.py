@@ -206,12 +206,9 @@ class _Worker:
         inner += f" ORDER BY recall_date DESC, id DESC LIMIT ?{self.store.skip_locked}"
         sql = (f"UPDATE recalls SET translation_claimed_at = ?, translation_claimed_by = ? WHERE id IN ({inner}) "
                f"RETURNING id, recall_date, source_lang, {columns}")
-
-        def op(db):
-            cursor = db.conn.execute(sql, [stamp, self.claimer, *params, size])
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, values)) for values in cursor.fetchall()]
-        rows = self.store.write(op)
+        # One statement, atomic on both engines (autocommit): the claim needs no transaction
+        # of its own, and a worker killed between claim and write leaves claims, not rows.
+        rows = self.store.query(sql, [stamp, self.claimer, *params, size])
         rows.sort(key=lambda r: (r["recall_date"], r["id"]), reverse=True)   # RETURNING has no order
         return rows
 
