@@ -379,3 +379,29 @@ def test_doctor_checks_the_postgresql_connection_and_the_scheduler_lock(pg_url, 
         assert check_scheduler(pg_url).ok
     finally:
         running.release()
+
+
+def test_translation_claims_of_a_live_worker_wait_dead_or_stale_ones_return(store):
+    from translate.backends import Backend
+    from translate.fakeserver import pseudo_korean
+    from translate.worker import translate_pending
+
+    class Echo(Backend):
+        def translate(self, texts, source_lang, target_lang="ko"):
+            self.count_call()
+            return [pseudo_korean(t) for t in texts]
+
+    store.upsert_recalls([Recall(country="XX", recall_number=f"C{n}", recall_date="2024-03-01", source_lang="en",
+                                 summary_original=f"Summary {'abcd'[n]} of the fleet") for n in range(4)], source="demo")
+    fresh, stale = "2999-01-01T00:00:00+00:00", "2000-01-01T00:00:00+00:00"
+    live, dead = f"{store.session()} other", ("pg2147483646 gone" if store.engine == "postgresql" else f"{2 ** 22 + 7} gone")
+    for number, claimed_at, by in (("C0", fresh, live), ("C1", stale, live), ("C2", fresh, dead)):
+        store.write(lambda db: db.conn.execute(
+            "UPDATE recalls SET translation_claimed_at = ?, translation_claimed_by = ? WHERE recall_number = ?",
+            [claimed_at, by, number]))
+    report = translate_pending(store, Echo())
+    done = {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls WHERE translated_at IS NOT NULL")}
+    assert done == {"C1", "C2", "C3"} and report.translated == 3    # C0: a live worker is on it
+    store.write(lambda db: db.conn.execute("UPDATE recalls SET translation_claimed_at = ? WHERE recall_number = 'C0'",
+                                           [stale]))   # older than the processing timeout
+    assert translate_pending(store, Echo()).translated == 1

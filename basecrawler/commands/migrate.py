@@ -3,10 +3,8 @@ into PostgreSQL (`--to postgresql://…`) or a PostgreSQL database into a local 
 (`--to copy.db`), then compare the row counts of every table (exit 1 when one differs)."""
 from __future__ import annotations
 
-import sys
-
 from ..engines import redact
-from ..engines.transfer import TargetNotEmpty, copy_store
+from ..engines.transfer import copy_store
 from ..store import Store
 
 
@@ -21,10 +19,7 @@ def cmd_migrate(args) -> int:
     source = Store(args.settings.db_path)
     target = Store(args.to)
     try:
-        counts = copy_store(source, target)
-    except TargetNotEmpty as exc:
-        print(f"basecrawler: {exc}", file=sys.stderr)
-        return 2
+        counts = copy_store(source, target)   # TargetNotEmpty is a ConfigError: the CLI exits 2
     finally:
         source.close()
         target.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from ..errors import ConfigError
 from ..schema import reference_schema
 
 log = logging.getLogger(__name__)
@@ -17,7 +18,9 @@ log = logging.getLogger(__name__)
 CHUNK = 1000
 
 
-class TargetNotEmpty(Exception):
+class TargetNotEmpty(ConfigError):
+    """`migrate --to` a database that already holds data (a usage error: exit 2)."""
+
     kind = "target_not_empty"
 
 
