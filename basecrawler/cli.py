@@ -2,12 +2,21 @@
 
 Thin wrappers over library calls. Each sub-command lives in `basecrawler/commands/<name>.py`
 with `register(subparsers)`; this module only builds the parser, sets up logging and turns
-errors into exit codes (0 ok, 1 a source failed or is suspect, 2 usage / configuration).
+errors into exit codes, one line each and never a traceback for an expected problem:
+
+    0  ok
+    1  a source failed or is suspect (a job failed); the database cannot be opened
+    2  usage or configuration: bad option, unknown source, missing --replay folder,
+       no database at PATH (read commands never create one)
+    3  a file, folder or port cannot be used: unwritable or missing folder, output is a
+       directory, port in use
+  130  interrupted (Ctrl-C / SIGTERM): what was stored is kept, the run is `interrupted`
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import os
 import pkgutil
@@ -16,10 +25,12 @@ import sys
 
 from . import commands
 from .config import Settings
+from .commands import check_folder_of
 from .engines import redact
 from .errors import ConfigError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+COMMAND_ENTRY_POINTS = "basecrawler.commands"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,17 +39,57 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _global_options(parser: argparse.ArgumentParser, default) -> None:
+    """--db, -v, -q: on the top-level parser with real defaults, and on every sub-command with
+    SUPPRESS defaults, so `basecrawler status --db x.db` works and an option given before the
+    sub-command is not reset by the sub-command's parser."""
+    known = parser._option_string_actions
+    if "--db" not in known:
+        parser.add_argument("--db", default=default(None),
+                            help="database file, or postgresql://user@host/db (env BASECRAWLER_DB, default ./basecrawler.db)")
+    if "-v" not in known:
+        parser.add_argument("-v", "--verbose", action="store_true", default=default(False), help="debug logging")
+    if "-q" not in known:
+        parser.add_argument("-q", "--quiet", action="store_true", default=default(False),
+                            help="warnings and errors only")
+
+
+def _subparsers(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                yield sub
+                yield from _subparsers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="basecrawler", description="Collect public vehicle recall data into one SQLite store.")
-    parser.add_argument("--db", default=None, help="database file, or postgresql://user@host/db (env BASECRAWLER_DB, default ./basecrawler.db)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    parser = _Parser(prog="basecrawler", description="Collect public vehicle recall data into one SQLite store.",
+                     epilog="exit codes: 0 ok, 1 a source failed, 2 usage or configuration (also: no database), "
+                            "3 a file, folder or port cannot be used, 130 interrupted")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                        help="show the version and exit")
+    _global_options(parser, lambda value: value)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         if hasattr(module, "register"):
             module.register(sub)
+    for entry_point in importlib.metadata.entry_points(group=COMMAND_ENTRY_POINTS):
+        # Sub-commands of installed packages (translate); one that fails to load is left out.
+        try:
+            entry_point.load()(sub)
+        except Exception as exc:
+            logging.getLogger("basecrawler").warning("command %s could not be loaded: %s", entry_point.name, exc)
+    for subparser in _subparsers(parser):
+        _global_options(subparser, lambda _value: argparse.SUPPRESS)
     return parser
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("basecrawler")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout without installing
+        return "unknown (not installed)"
 
 
 def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
@@ -59,29 +110,41 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     setup_logging(args.verbose, args.quiet)
-    args.settings = Settings.from_env(db_path=args.db)
     try:
+        args.settings = Settings.from_env(db_path=args.db)
+        check_folder_of(args.settings.db_path)
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"basecrawler: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:  # OperationalError, and "file is not a database"
         print(f"basecrawler: database error on {args.settings.db_path}: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except Exception as exc:
-        # PostgreSQL unreachable or refusing (psycopg.OperationalError): the same one line.
-        if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
-            print(f"basecrawler: database error on {redact(args.settings.db_path)}: {exc}", file=sys.stderr)
-            return EXIT_FAILED
-        raise
     except BrokenPipeError:
         # Output piped into `head` and closed early: not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+    except OSError as exc:
+        # A path or port the user chose cannot be used: say which and why, no traceback.
+        print(f"basecrawler: {_describe_os_error(exc)}", file=sys.stderr)
+        return EXIT_IO
+    except Exception as exc:
+        # PostgreSQL unreachable or refusing (psycopg.OperationalError): one line, like SQLite's.
+        if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
+            print(f"basecrawler: database error on {redact(args.settings.db_path)}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        raise
     except KeyboardInterrupt:
         print("basecrawler: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def _describe_os_error(exc: OSError) -> str:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is not None:
+        return f"cannot use {exc.filename}: {reason}"
+    return reason
 
 
 if __name__ == "__main__":

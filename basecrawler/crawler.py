@@ -79,7 +79,7 @@ class RunCounts:
 class RunResult:
     source: str
     run_id: int | None
-    status: str                        # succeeded / failed / suspect
+    status: str                        # succeeded / failed / suspect / interrupted
     counts: RunCounts = field(default_factory=RunCounts)
     duration_s: float = 0.0
     error: str | None = None
@@ -107,6 +107,13 @@ class RunResult:
         return line
 
 
+class Interrupted(CrawlerError):
+    """A stop was requested (SIGINT/SIGTERM). Never a dead letter: `dead_letter()` re-raises it
+    when a source's own `except Exception` around an item catches it."""
+
+    kind = "interrupted"
+
+
 class BaseCrawler(abc.ABC):
     """Subclass this in `sources/<id>.py`. Set the class attributes, implement fetch/parse."""
 
@@ -127,7 +134,8 @@ class BaseCrawler(abc.ABC):
 
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
-                 settings: Settings | None = None, transport=None, clock=None, sleep=None, progress=None):
+                 settings: Settings | None = None, transport=None, clock=None, sleep=None, progress=None,
+                 stop=None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
         self.settings = settings or Settings.from_env()
@@ -140,7 +148,10 @@ class BaseCrawler(abc.ABC):
         self.until: dt.date | None = _as_date(until)
         self._transport = transport
         self._clock = clock or time.time
-        self._sleep = sleep or time.sleep
+        # `stop` (a threading.Event) ends the run at the next item boundary, or at once during
+        # an HTTP back-off wait: a scheduler asked to stop must not sit out a retry ladder.
+        self._stop = stop
+        self._sleep = sleep or (time.sleep if stop is None else self._stoppable_sleep)
         self._http = None
         self.run_id: int | None = None
         self.counts = RunCounts()
@@ -244,10 +255,20 @@ class BaseCrawler(abc.ABC):
             )
         return self._http
 
+    def _stoppable_sleep(self, seconds: float) -> None:
+        if self._stop.wait(seconds):
+            raise Interrupted()
+
+    def _check_stop(self) -> None:
+        if self._stop is not None and self._stop.is_set():
+            raise Interrupted()
+
     def dead_letter(self, raw: Any, error: BaseException | str, *, stage: str = "fetch",
                     kind: str | None = None, url: str | None = None, recall_number: str | None = None) -> None:
         """Keep an item the source could not turn into records (and count it). Sources call this
         for a per-item failure they catch themselves, e.g. one unreadable PDF of many."""
+        if isinstance(error, Interrupted):
+            raise error  # a requested stop, caught by an `except Exception` on its way out
         if isinstance(raw, Raw):
             url = url or raw.url
             response_sha = raw.response_sha256
@@ -305,6 +326,8 @@ class BaseCrawler(abc.ABC):
             self._resolve_window()
             self.store.update_run(self.run_id, since=_iso(self.since), until=_iso(self.until))
             self._pipeline(result)
+        except Interrupted:
+            result.status = "interrupted"
         except Exception as exc:  # a failing source never escapes run(); it is a failed run
             result.status = "failed"
             result.error = _describe(exc)
@@ -385,7 +408,9 @@ class BaseCrawler(abc.ABC):
     def _pipeline(self, result: RunResult) -> None:
         batch: list[tuple[Recall, Any]] = []
         fetch_error: Exception | None = None
+        interrupted = False
         try:
+            self._check_stop()
             for item in self.fetch():
                 self.counts.fetched += 1
                 if self._progress is not None:
@@ -399,11 +424,16 @@ class BaseCrawler(abc.ABC):
                     if len(batch) >= self.settings.batch_size:
                         self._flush(batch)
                         batch = []
+                self._check_stop()  # item boundary: everything parsed so far is kept
+        except Interrupted:
+            interrupted = True
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
         self._flush(batch)
         if self._ledger is not None:
             self._ledger.commit()  # items whose records are all stored now (or that had none)
+        if interrupted:
+            raise Interrupted()
         if fetch_error is not None:
             if isinstance(fetch_error, FetchError) and fetch_error.kind == "unexpected":
                 # The wrong kind of body (an HTML error page for JSON…): keep it as a dead letter.
@@ -412,6 +442,7 @@ class BaseCrawler(abc.ABC):
         if self.has_detail_phase():
             from . import enrichment
 
+            self._check_stop()
             result.enrichment_stats = enrichment.run_ladder(self)
         result.status = self._judge()
 
@@ -554,7 +585,8 @@ class BaseCrawler(abc.ABC):
 
     def _finish(self, result: RunResult) -> None:
         line = result.summary_line()
-        (log.info if result.status == "succeeded" else log.error)(line)
+        # interrupted: a stop was asked for and what was fetched is stored: handled, nothing lost.
+        {"succeeded": log.info, "interrupted": log.warning}.get(result.status, log.error)(line)
         try:
             self.store.update_run(
                 self.run_id, status=result.status, finished_at=_now(), duration_s=round(result.duration_s, 3),
@@ -599,4 +631,4 @@ def _short_validation(exc: ValidationError) -> str:
     return "validation failed: " + "; ".join(parts)
 
 
-__all__ = ["BaseCrawler", "Raw", "RunCounts", "RunResult", "Skip", "MODES", "NotFound", "SourceFailed"]
+__all__ = ["BaseCrawler", "Interrupted", "Raw", "RunCounts", "RunResult", "Skip", "MODES", "NotFound", "SourceFailed"]

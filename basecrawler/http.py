@@ -17,6 +17,7 @@ import logging
 import os
 import random
 import re
+import socket
 import tempfile
 import threading
 import time
@@ -37,6 +38,8 @@ from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, Rate
 log = logging.getLogger(__name__)
 
 RATE_LIMIT_RETRIES = 8          # 429s tolerated per request (each pauses the host)
+UNREACHABLE_RETRIES = 1         # name resolution failed / connection refused: retried once
+UNREACHABLE_WAIT_S = 1.0
 # A request carrying one of these headers has credentials: a 401 then means "rejected", not
 # "blocked", and is never retried.
 CREDENTIAL_HEADERS = frozenset({"authorization", "x-app-token", "x-api-key", "api-key"})
@@ -461,14 +464,19 @@ class HttpClient:
                 continue
             if error_kind == Transient.kind:
                 transient_attempts += 1
-                if transient_attempts > self.settings.max_retries:
-                    self._count("gave_up/transient")
-                    raise Transient(f"gave up after {self.settings.max_retries} retries: {where}"
+                # A host that cannot be resolved or refuses connections (offline, wrong name) will
+                # not come back within a back-off ladder: one quick retry, then give up.
+                unreachable = network_exc is not None and _unreachable(network_exc)
+                retries = UNREACHABLE_RETRIES if unreachable else self.settings.max_retries
+                if transient_attempts > retries:
+                    self._count("gave_up/unreachable" if unreachable else "gave_up/transient")
+                    raise Transient(f"{'host unreachable' if unreachable else 'gave up'} after {retries} "
+                                    f"{'retry' if retries == 1 else 'retries'}: {where}"
                                     + (f" ({network_exc})" if network_exc else ""), url=url, status=status)
                 self._count("retries/transient")
-                wait = self._backoff(transient_attempts)
-                log.warning("%s: transient failure, retry %d/%d in %.1fs", where, transient_attempts,
-                            self.settings.max_retries, wait)
+                wait = min(UNREACHABLE_WAIT_S, self._backoff(1)) if unreachable else self._backoff(transient_attempts)
+                log.warning("%s: %s, retry %d/%d in %.1fs", where, "host unreachable" if unreachable
+                            else "transient failure", transient_attempts, retries, wait)
                 self.sleep(wait)
                 continue
             if error_kind == Blocked.kind:
@@ -496,6 +504,20 @@ class HttpClient:
     def _backoff(self, attempt: int) -> float:
         base = self.settings.backoff_base_s * (2 ** (attempt - 1))
         return min(self.settings.backoff_cap_s, base) * (0.5 + random.random() / 2)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Name resolution failed or the connection was refused: httpx.ConnectError wrapping a
+    socket.gaierror / ConnectionRefusedError somewhere down its cause chain."""
+    if not isinstance(exc, httpx.ConnectError):
+        return False
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (socket.gaierror, ConnectionRefusedError)):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _has_credentials(headers) -> bool:

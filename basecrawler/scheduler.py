@@ -14,7 +14,6 @@ import datetime as dt
 import json
 import logging
 import os
-import signal
 import threading
 import zoneinfo
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from .config import Settings, _env
 from .dates import utc_now_iso
 from .errors import ConfigError, SchedulerAlreadyRunning
 from .runlock import RunLock
+from .runner import RunSummary, job_hooks, run_sources, stop_on_signals
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -143,25 +143,31 @@ class JobReport:
     mode: str
     started_at: str
     finished_at: str | None = None
-    results: list = field(default_factory=list)          # RunResult per source
-    crashed: dict = field(default_factory=dict)          # source id → error (could not even start)
-    translation: str | None = None                       # summary line, or why it was skipped
+    summary: RunSummary = field(default_factory=RunSummary)  # the sources, from the one runner
+    translation: str | None = None                       # hooks' outcome lines, or why they were skipped
     translation_failed: bool = False
     skipped: str | None = None                           # why the whole job did not run
 
     @property
+    def results(self) -> list:
+        return self.summary.results
+
+    @property
+    def crashed(self) -> dict:
+        return self.summary.crashed
+
+    @property
     def failed_sources(self) -> list[str]:
-        return [r.source for r in self.results if not r.ok] + list(self.crashed)
+        return self.summary.failed_sources
 
     @property
     def ok(self) -> bool:
-        return self.skipped is None and not self.failed_sources
+        return self.skipped is None and self.summary.ok
 
     def as_dict(self) -> dict:
         return {
             "mode": self.mode, "started_at": self.started_at, "finished_at": self.finished_at,
-            "ok": self.ok, "skipped": self.skipped,
-            "sources": {**{r.source: r.status for r in self.results}, **{s: "crashed" for s in self.crashed}},
+            "ok": self.ok, "skipped": self.skipped, "sources": self.summary.statuses(),
             "translation": self.translation,
         }
 
@@ -183,9 +189,10 @@ def daemon_lock(db_path: str) -> RunLock:
 
 
 def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
-                      crawlers: Mapping[str, type] | None = None, translate: bool = True) -> JobReport:
-    """Every source in `mode`, each isolated (one that raises never stops the others; each
-    takes the cross-process run lock inside BaseCrawler.run), then the translation worker.
+                      crawlers: Mapping[str, type] | None = None, translate: bool = True,
+                      stop: threading.Event | None = None) -> JobReport:
+    """Every source in `mode` through the one runner (`runner.run_sources`), then the job hooks
+    (the translation worker registers one); `translate=False` skips the hooks.
 
     `crawlers` maps source id → crawler class (default: the registry)."""
     report = JobReport(mode=mode, started_at=utc_now_iso())
@@ -203,16 +210,11 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
         log.info("schedule: %s run of %d sources: %s", mode, len(crawlers), ", ".join(crawlers) or "(none)")
         store = Store(settings.db_path)
         try:
-            for source_id, crawler_class in crawlers.items():
-                try:
-                    crawler = crawler_class(store, mode=mode, settings=settings)
-                    report.results.append(crawler.run())
-                except Exception as exc:  # run() never raises, but a constructor or the lock can
-                    report.crashed[source_id] = f"{type(exc).__name__}: {exc}"
-                    log.error("schedule: source %s could not run: %s", source_id, report.crashed[source_id],
-                              exc_info=True)
-            if translate:
-                _translate(store, report)
+            report.summary = run_sources(crawlers, settings=settings, mode=mode, stop=stop, store=store)
+            if stop is not None and stop.is_set():
+                report.translation = "skipped: stop requested"
+            elif translate:
+                _run_hooks(store, settings, report, stop)
             report.finished_at = utc_now_iso()
             _record_job(store, report)
         finally:
@@ -220,37 +222,26 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
     finally:
         lock.release()
     level = logging.INFO if report.ok else logging.ERROR
-    log.log(level, "schedule: %s run done: %d sources, %d failed%s%s", mode, len(report.results) + len(report.crashed),
-            len(report.failed_sources),
-            f" ({', '.join(report.failed_sources)})" if report.failed_sources else "",
+    log.log(level, "schedule: %s run done: %s%s", mode, report.summary.summary_line(),
             f"; translation: {report.translation}" if report.translation else "")
     return report
 
 
-def _translate(store: Store, report: JobReport) -> None:
-    # Imported here: the translation package is optional for crawling, and tests swap it out.
-    try:
-        from translate.backends import backend_from_env
-        from translate.worker import translate_pending
-    except ImportError as exc:
-        report.translation = f"skipped: translation worker not installed ({exc})"
+def _run_hooks(store: Store, settings: Settings, report: JobReport, stop) -> None:
+    hooks = job_hooks()
+    if not hooks:
+        report.translation = "skipped: no job hook registered (translation package not installed)"
         log.warning("schedule: %s", report.translation)
         return
-    try:
-        backend = backend_from_env()
-        if backend is None:
-            report.translation = "skipped: no translation backend configured"
-            log.info("schedule: %s", report.translation)
-            return
-        outcome = translate_pending(store, backend)
-    except Exception as exc:
-        report.translation_failed = True
-        report.translation = f"failed: {type(exc).__name__}: {exc}"
-        log.error("schedule: translation %s", report.translation, exc_info=True)
-        return
-    report.translation = outcome.summary_line()
-    if getattr(outcome, "backend_down", False):
-        log.warning("schedule: translation backend is down; untranslated rows stay pending for the next run")
+    outcomes = []
+    for name, hook in hooks.items():
+        try:
+            outcomes.append(str(hook(store, settings=settings, stop=stop)))
+        except Exception as exc:  # a failing hook is logged; the crawl it follows stands
+            report.translation_failed = True
+            outcomes.append(f"failed: {type(exc).__name__}: {exc}")
+            log.error("schedule: job hook %s failed: %s", name, exc, exc_info=True)
+    report.translation = "; ".join(outcomes)
 
 
 def _record_job(store: Store, report: JobReport) -> None:
@@ -362,40 +353,47 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
     return scheduler
 
 
-def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., JobReport] | None = None) -> None:
-    """Foreground scheduler until SIGINT / SIGTERM. The first signal stops scheduling and lets a
-    running job finish (its crawl is under the run lock and its writes are transactional); a
-    second one ends the process at once."""
+def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., JobReport] | None = None,
+                translate: bool = True) -> None:
+    """Foreground scheduler until SIGINT / SIGTERM. The first signal stops scheduling and asks a
+    running job to stop: its source ends at the next item boundary (run recorded `interrupted`,
+    what it stored kept), later sources and the hooks are skipped. A second signal ends the
+    process at once. `job(settings, mode=..., stop=...)` defaults to run_scheduled_job."""
     lock = daemon_lock(settings.db_path)
     if not lock.try_acquire():
         raise SchedulerAlreadyRunning(f"a scheduler for {settings.db_path} is already running (pid {lock.holder_pid()})")
-    store = Store(settings.db_path)
     try:
-        catch_up = catch_up_run_times(plan, store)
-    finally:
-        store.close()
-    for job_id, fired in catch_up.items():
-        log.info("schedule: %s was due at %s while no scheduler ran; running it now", job_id, fired.isoformat())
-    scheduler = build_scheduler(settings, plan, job=job, first_run_times=catch_up)
-    previous = {}
+        store = Store(settings.db_path)
+        try:
+            catch_up = catch_up_run_times(plan, store)
+        finally:
+            store.close()
+        for job_id, fired in catch_up.items():
+            log.info("schedule: %s was due at %s while no scheduler ran; running it now", job_id, fired.isoformat())
+        stopping = stop_on_signals()
+        stop = stopping.stop
+        chosen = job or run_scheduled_job
+        job_running = threading.Lock()
 
-    def stop(signum, _frame):
-        log.info("schedule: %s received; stopping after the running job (signal again to abort)",
-                 signal.Signals(signum).name)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        threading.Thread(target=scheduler.shutdown, kwargs={"wait": False}, daemon=True).start()
+        def bound_job(settings, *, mode):
+            with job_running:
+                if job is None:
+                    return chosen(settings, mode=mode, translate=translate, stop=stop)
+                return chosen(settings, mode=mode)
 
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, stop)
-    try:
-        log.info("schedule: every day at %s %s (incremental)%s; grace %.1f h; pid %d", plan.at, plan.tz,
-                 f", {plan.full_day} full" if plan.full_day else "", plan.misfire_grace_s / 3600, os.getpid())
-        scheduler.start()
+        scheduler = build_scheduler(settings, plan, job=bound_job, first_run_times=catch_up)
+        # shutdown(wait=False) from a thread: inside the signal handler it would wait on the
+        # scheduler's own lock, and wait=True holds that lock while the job's listeners need it.
+        stopping.on_stop = lambda: threading.Thread(target=scheduler.shutdown, kwargs={"wait": False},
+                                                    daemon=True).start()
+        with stopping:
+            log.info("schedule: every day at %s %s (incremental)%s; grace %.1f h; pid %d", plan.at, plan.tz,
+                     f", {plan.full_day} full" if plan.full_day else "", plan.misfire_grace_s / 3600, os.getpid())
+            scheduler.start()
+        with job_running:  # a running job ends at its next item boundary (`stop` is set); keep the lock till then
+            pass
+        log.info("schedule: stopped")
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         lock.release()
 
 

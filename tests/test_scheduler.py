@@ -19,6 +19,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from basecrawler import BaseCrawler, Store
 from basecrawler.cli import main
 from basecrawler.errors import ConfigError
+from conftest import subprocess_env
 from basecrawler.scheduler import (DAILY_JOB, META_LAST_JOB, META_NEXT_RUN, WEEKLY_FULL_JOB, SchedulePlan,
                                    build_scheduler, catch_up_run_times, run_forever, run_scheduled_job,
                                    stored_errors)
@@ -60,7 +61,12 @@ def make_source(source_id, journal, *, fetch_error=None, init_error=None, gate=N
 
 @pytest.fixture
 def translation(monkeypatch):
-    """Stand-ins for translate.backends / translate.worker that note when they are called."""
+    """The real translation job hook (translate.jobhook) with stand-ins for the backend and the
+    worker that note when they are called."""
+    import translate.backends
+    import translate.jobhook
+    import translate.worker
+
     calls = []
 
     class Report:
@@ -73,12 +79,11 @@ def translation(monkeypatch):
         calls.append(("translate", backend))
         return Report()
 
-    backends = types.ModuleType("translate.backends")
-    backends.backend_from_env = lambda: "fake-backend"
-    worker = types.ModuleType("translate.worker")
-    worker.translate_pending = translate_pending
-    monkeypatch.setitem(sys.modules, "translate.backends", backends)
-    monkeypatch.setitem(sys.modules, "translate.worker", worker)
+    backends = types.SimpleNamespace(backend_from_env=lambda: "fake-backend")
+    monkeypatch.setattr(translate.backends, "backend_from_env", lambda: backends.backend_from_env())
+    monkeypatch.setattr(translate.worker, "translate_pending", translate_pending)
+    monkeypatch.setattr("basecrawler.scheduler.job_hooks",
+                        lambda: {"translate": translate.jobhook.translate_after_job})
     return types.SimpleNamespace(calls=calls, backends=backends, report=Report)
 
 
@@ -372,11 +377,19 @@ def test_print_shows_next_fire_times(db_path, capsys):
 
 
 def _start_daemon(db_path, *extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BASECRAWLER_")}
-    env["PYTHONPATH"] = str(REPO)
-    return subprocess.Popen([sys.executable, "-m", "basecrawler", "--db", db_path, "schedule", "--at", "03:00",
-                             "--tz", "UTC", *extra], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    """A real `schedule` process that never runs a job while the test lasts, at any hour: its
+    daily time is twelve hours away and the last job is recorded as just done (no catch-up)."""
+    now = dt.datetime.now(UTC)
+    store = Store(db_path)
+    try:
+        store.set_meta(f"{META_LAST_JOB}.incremental", now.isoformat())
+        store.set_meta(f"{META_LAST_JOB}.full", now.isoformat())
+    finally:
+        store.close()
+    at = (now + dt.timedelta(hours=12)).strftime("%H:%M")
+    return subprocess.Popen([sys.executable, "-m", "basecrawler", "--db", db_path, "schedule", "--at", at,
+                             "--tz", "UTC", "--grace-hours", "1", *extra], cwd=REPO, env=subprocess_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_until_scheduling(db_path, process):

@@ -26,6 +26,7 @@ def cmd_browse(args) -> int:
     if not datasette_available():
         print(f"basecrawler: {INSTALL_HINT}", file=sys.stderr)
         return EXIT_NO_EXTRA
+    _check_port_free(args.host, args.port)
     server = BrowseServer(args.settings.db_path, host=args.host, port=args.port)
     # SIGTERM (service managers, `timeout`) must stop Datasette too, not orphan it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -40,3 +41,17 @@ def cmd_browse(args) -> int:
         return 0
     finally:
         server.stop()
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """A port in use would only show as "datasette exited with code 1": say it plainly (an
+    OSError: one line, exit 3)."""
+    import errno
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise OSError(exc.errno or errno.EADDRINUSE,
+                          f"port {port} on {host} is not free ({exc.strerror}); try --port {port + 1}") from None

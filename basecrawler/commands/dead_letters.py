@@ -6,19 +6,23 @@ import json
 
 from ..registry import discover, get_source
 from ..store import Store
+from . import check_source, require_database
 
 
 def register(sub) -> None:
     parser = sub.add_parser("dead-letters", help="list or retry records that could not be stored")
-    parser.add_argument("action", nargs="?", choices=["list", "retry"], default="list")
+    parser.add_argument("action", nargs="?", choices=["list", "retry"], default="list",
+                        help="list (default) or retry: re-parse open parse/store letters from the kept raw input")
     parser.add_argument("--source", metavar="ID", help="only this source")
     parser.add_argument("--all", action="store_true", help="list resolved ones too")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--limit", type=int, default=100, help="rows to list (default 100)")
     parser.set_defaults(func=cmd_dead_letters)
 
 
 def cmd_dead_letters(args) -> int:
+    require_database(args.settings)  # nothing to list or retry in a database that does not exist
+    check_source(args.source, discover())
     store = Store(args.settings.db_path)
     try:
         if args.action == "retry":

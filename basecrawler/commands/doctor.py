@@ -25,6 +25,7 @@ import httpx
 
 from ..config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
 from ..errors import ConfigError
+from ..runner import translation_backend_factory
 
 OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/setup does)"
 # IPA Gothic, the font scripts/setup installs (the Japanese fixtures are drawn with it).
@@ -235,7 +236,9 @@ def _backend_probe(environ) -> Check | tuple[str, str]:
     """A Check when there is nothing to reach, else (name, URL) to probe."""
     if not (environ.get("BASECRAWLER_TRANSLATE_BACKEND") or "").strip():
         return Check("translation backend", True, "none configured (rows stay pending; see `translate --help`)")
-    from translate.backends import backend_from_env   # the optional translation package, only when asked
+    backend_from_env = translation_backend_factory()   # the optional translation package, via its entry point
+    if backend_from_env is None:
+        return Check("translation backend", False, "the translation package is not installed", "run scripts/setup")
     try:
         backend = backend_from_env(environ)
     except ConfigError as exc:

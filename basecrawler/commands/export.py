@@ -1,13 +1,17 @@
 """`export`: write matching recalls (all fields) to CSV, JSON Lines or XLSX, streamed."""
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import time
 from pathlib import Path
 
 from ..errors import ConfigError
 from ..export import FORMATS, export_recalls
+from ..registry import discover
 from ..store import Store
+from . import check_folder_of, check_source, require_database
 from .search import add_filter_arguments, filter_from_args
 
 log = logging.getLogger("basecrawler")
@@ -35,13 +39,31 @@ def cmd_export(args) -> int:
     fmt = _format(args)
     if fmt == "xlsx" and args.output == "-":
         raise ConfigError("xlsx cannot be written to stdout; give a file name with -o")
+    require_database(args.settings)
+    check_source(args.source, discover())
+    if args.output != "-" and Path(args.output).is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name with -o", args.output)
+    if args.output != "-":
+        check_folder_of(args.output)
     filters = filter_from_args(args, args.text)
     store = Store(args.settings.db_path)
     started = time.monotonic()
     try:
         written = export_recalls(store.db.conn, filters, fmt, args.output, limit=args.limit,
                                  progress=lambda n: log.info("export: %d records so far", n))
+    except OSError as exc:  # name the file the user asked for, not the temp file beside it
+        raise OSError(exc.errno, exc.strerror or str(exc), args.output) from None
     finally:
         store.close()
+    if args.output != "-":
+        _usual_permissions(Path(args.output))
     log.info("export: %d records → %s (%s, %.1fs)", written, args.output, fmt, time.monotonic() - started)
     return 0
+
+
+def _usual_permissions(path: Path) -> None:
+    """The export is written through a private temp file (mode 0600) and renamed; give the
+    result the mode a newly created file gets here (0666 minus the umask), like `cp` would."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)

@@ -4,11 +4,15 @@ from __future__ import annotations
 import json
 import logging
 
-from ..errors import ConfigError
+from pathlib import Path
+
+from ..errors import ConfigError, UnknownSource
 from ..progress import ProgressBar
 from ..registry import discover
-from ..store import Store
+from ..runner import run_sources, stop_on_signals
 from . import iso_date
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
 
 log = logging.getLogger("basecrawler")
 
@@ -18,7 +22,8 @@ def register(sub) -> None:
     which = run.add_mutually_exclusive_group(required=True)
     which.add_argument("--source", action="append", metavar="ID", help="source id (repeatable)")
     which.add_argument("--all", action="store_true", help="every registered source")
-    run.add_argument("--mode", choices=["incremental", "full"], default="incremental")
+    run.add_argument("--mode", choices=["incremental", "full"], default="incremental",
+                     help="incremental: from the newest stored date minus an overlap (default); full: everything")
     run.add_argument("--since", type=iso_date, help="lower bound on recall_date (YYYY-MM-DD)")
     run.add_argument("--until", type=iso_date, help="upper bound on recall_date (YYYY-MM-DD)")
     run.add_argument("--record", metavar="DIR", help="save every HTTP exchange into DIR")
@@ -26,27 +31,8 @@ def register(sub) -> None:
     run.set_defaults(func=cmd_run)
 
     lst = sub.add_parser("list", help="registered sources")
-    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--json", action="store_true", help="print JSON")
     lst.set_defaults(func=cmd_list)
-
-
-def run_sources(source_ids, *, settings, mode="incremental", since=None, until=None, transport=None,
-                registry: dict | None = None) -> list:
-    """Run each source in isolation; one failing never stops the others. Returns RunResults."""
-    registry = discover() if registry is None else registry
-    store = Store(settings.db_path)
-    results = []
-    try:
-        for source_id in source_ids:
-            if source_id not in registry:
-                raise ConfigError(f"unknown source {source_id!r}; known sources: {', '.join(registry) or '(none)'}")
-            progress = ProgressBar.for_terminal(f"{source_id} fetched", unit="items")
-            crawler = registry[source_id](store, mode=mode, since=since, until=until, settings=settings,
-                                          transport=transport, progress=progress)
-            results.append(crawler.run())
-    finally:
-        store.close()
-    return results
 
 
 def cmd_run(args) -> int:
@@ -56,16 +42,18 @@ def cmd_run(args) -> int:
     else:
         unknown = [s for s in args.source if s not in registry]
         if unknown:
-            raise ConfigError(f"unknown source {unknown[0]!r}; known sources: {', '.join(registry) or '(none)'}")
+            raise UnknownSource(unknown[0], list(registry))
         ids = list(dict.fromkeys(args.source))
+    if args.replay is not None and not Path(args.replay).is_dir():
+        raise ConfigError(f"--replay {args.replay}: no such folder")
     settings = args.settings.with_(record_dir=args.record, replay_dir=args.replay)
-    results = run_sources(ids, settings=settings, mode=args.mode, since=args.since, until=args.until,
-                          registry=registry)
-    failed = [r for r in results if not r.ok]
-    if len(results) > 1:
-        log.info("all: %d sources, %d succeeded, %d failed or suspect (%s)", len(results),
-                 len(results) - len(failed), len(failed), ", ".join(f"{r.source}={r.status}" for r in results))
-    return 1 if failed else 0
+    with stop_on_signals() as stop:
+        summary = run_sources({i: registry[i] for i in ids}, settings=settings, mode=args.mode, since=args.since,
+                              until=args.until, stop=stop,
+                              progress_factory=lambda i: ProgressBar.for_terminal(f"{i} fetched", unit="items"))
+    if summary.stopped:
+        return EXIT_INTERRUPTED
+    return 0 if summary.ok else 1
 
 
 def cmd_list(args) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..runner import stop_on_signals
 from ..scheduler import SchedulePlan, SchedulerAlreadyRunning, run_forever, run_scheduled_job
 
 
@@ -19,7 +20,8 @@ def register(sub) -> None:
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--once", action="store_true", help="run the job now and exit (1 if any source failed)")
     action.add_argument("--print", dest="print_times", action="store_true", help="show the next fire times and exit")
-    parser.add_argument("--mode", choices=["incremental", "full"], default="incremental", help="mode for --once")
+    parser.add_argument("--mode", choices=["incremental", "full"], default="incremental",
+                        help="mode for --once (default incremental)")
     parser.add_argument("--no-translate", action="store_true", help="skip the translation worker")
     parser.add_argument("--json", action="store_true", help="with --once / --print: print JSON")
     parser.set_defaults(func=cmd_schedule)
@@ -44,17 +46,17 @@ def cmd_schedule(args) -> int:
                 print(f"  {when:%Y-%m-%d %a %H:%M %Z}  {mode}")
         return 0
     if args.once:
-        report = run_scheduled_job(settings, mode=args.mode, translate=not args.no_translate)
+        with stop_on_signals() as stop:
+            report = run_scheduled_job(settings, mode=args.mode, translate=not args.no_translate, stop=stop)
         if args.json:
             print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
         elif report.skipped:
             print(f"basecrawler: schedule --once skipped: {report.skipped}")
+        if report.summary.stopped:
+            return 130
         return 0 if report.ok else 1
-    def job_without_translation(settings, *, mode):
-        return run_scheduled_job(settings, mode=mode, translate=False)
-    job = job_without_translation if args.no_translate else None
     try:
-        run_forever(settings, plan, job=job)
+        run_forever(settings, plan, translate=not args.no_translate)
     except SchedulerAlreadyRunning as exc:
         print(f"basecrawler: {exc}")
         return 1

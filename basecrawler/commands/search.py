@@ -8,9 +8,10 @@ import shutil
 import sys
 import unicodedata
 
+from ..registry import discover
 from ..search import RecallFilter, count, search, untranslated_hint
 from ..store import Store
-from . import iso_date
+from . import check_source, iso_date, require_database
 
 
 def _year(text: str) -> int:
@@ -47,6 +48,8 @@ def register(sub) -> None:
 
 
 def cmd_search(args) -> int:
+    require_database(args.settings)
+    check_source(args.source, discover())
     filters = filter_from_args(args, " ".join(args.text) or None)
     store = Store(args.settings.db_path)
     try:

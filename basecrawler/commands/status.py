@@ -1,22 +1,49 @@
 """`status`: per source the last run, its counts and status, record count, enrichment states,
-dead letters and translation backlog; `--json` for machines."""
+dead letters and translation backlog, and freshness: the newest recall date, the last
+*successful* run (still shown after a failure), a stale flag and how many runs crashed or were
+interrupted; `--json` for machines."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from ..registry import discover
 from ..store import Store
+from . import require_database
 
+# The scheduler runs every source daily; a source with no success within two of those intervals
+# is stale: one missed day can be a bad night at the source, two need a look.
+SCHEDULE_INTERVAL = dt.timedelta(days=1)
+STALE_AFTER = 2 * SCHEDULE_INTERVAL
 COUNT_FIELDS = ("fetched", "parsed", "out_of_range", "saved", "new", "updated", "unchanged", "unparseable", "dead_lettered")
 
 
 def register(sub) -> None:
     status = sub.add_parser("status", help="last run and counts per source")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_status)
 
 
-def collect_status(store: Store, source_ids) -> dict:
+def freshness(store: Store, source_id: str, now: dt.datetime) -> dict:
+    """Newest recall date, last successful run, stale flag, crashed / interrupted run counts."""
+    success = store.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
+                          "ORDER BY id DESC LIMIT 1", [source_id])
+    last_success = (success[0]["finished_at"] or success[0]["started_at"]) if success else None
+    problems = {r["status"]: r["n"] for r in store.query(
+        "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
+        "GROUP BY status", [source_id])}
+    return {
+        "newest_recall_date": store.newest_recall_date(source_id),
+        "last_success": last_success,
+        "stale": last_success is None or now - dt.datetime.fromisoformat(last_success) > STALE_AFTER,
+        "crashed_runs": problems.get("crashed", 0),
+        "interrupted_runs": problems.get("interrupted", 0),
+    }
+
+
+def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) -> dict:
+    """`now` (aware) is injectable so the stale flag can be tested at a fixed time."""
+    now = now or dt.datetime.now(dt.timezone.utc)
     sources = {}
     known = set(source_ids) | {r["source"] for r in store.query("SELECT DISTINCT source FROM crawl_runs")}
     for source_id in sorted(known):
@@ -27,6 +54,7 @@ def collect_status(store: Store, source_ids) -> dict:
             "dead_letters_open": store.scalar(
                 "SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source_id]),
             # retry is shown per level (retry1 … retry4): how close items are to `gone`.
+            **freshness(store, source_id, now),
             "enrichment": {r["state"]: r["n"] for r in store.query(
                 "SELECT CASE WHEN state = 'retry' THEN 'retry' || level ELSE state END AS state, COUNT(*) AS n "
                 "FROM enrichment WHERE source = ? GROUP BY 1 ORDER BY 1", [source_id])},
@@ -74,6 +102,7 @@ def ledger_line(counts: dict) -> str:
 
 
 def cmd_status(args) -> int:
+    require_database(args.settings)
     store = Store(args.settings.db_path)
     try:
         report = collect_status(store, discover())
@@ -108,4 +137,15 @@ def cmd_status(args) -> int:
             extras.append(ledger_line(entry["ledger"]))
         if extras:
             print("       " + "; ".join(extras))
+        print("       " + _freshness_line(entry))
     return 0
+
+
+def _freshness_line(entry: dict) -> str:
+    parts = [f"newest recall {entry['newest_recall_date'] or '-'}",
+             f"last success {entry['last_success'] or 'never'}"]
+    if entry["stale"]:
+        parts.append(f"STALE (no success in {STALE_AFTER.days} days)")
+    if entry["crashed_runs"] or entry["interrupted_runs"]:
+        parts.append(f"runs crashed {entry['crashed_runs']}, interrupted {entry['interrupted_runs']}")
+    return "; ".join(parts)

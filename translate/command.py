@@ -1,11 +1,14 @@
-"""`translate`: fill the Korean columns of pending rows with the configured backend."""
+"""`basecrawler translate`: fill the Korean columns of pending rows with the configured backend.
+
+Registered with the basecrawler command line through the entry point `basecrawler.commands`
+(pyproject.toml), so basecrawler/ never imports this package."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
-from ..store import Store
+from basecrawler.store import Store
 
 HELP_EPILOG = """\
 backends (environment):
