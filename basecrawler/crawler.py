@@ -306,7 +306,7 @@ class BaseCrawler(abc.ABC):
         started = time.monotonic()
         self.counts = RunCounts()
         self.warnings = []
-        lock = RunLock(self.store.path, self.settings.lock_timeout_s)
+        lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
         self._stored_keys = set()
         self._transport_bases = None
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
@@ -355,7 +355,7 @@ class BaseCrawler(abc.ABC):
         """Re-parse this source's open parse/store dead letters with the current parser, from
         the kept raw input (no re-fetch), and store what now parses. Under the run lock."""
         outcome = {"retried": 0, "resolved": 0, "still_failing": 0}
-        with RunLock(self.store.path, self.settings.lock_timeout_s):
+        with RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source):
             letters = [l for l in self.store.open_dead_letters(self.source) if l["stage"] in ("parse", "store")]
             for letter in letters:
                 outcome["retried"] += 1
