@@ -2,11 +2,22 @@
 
 Each migration is a function taking a sqlite-utils Database, run once in order inside a
 transaction. To change the schema, append a function to MIGRATIONS; never edit an old one.
+
+Schema extensions: a package that keeps its own tables in the store (the translate package's
+`translation_memory`) owns their migrations and hands them to the framework, which never
+imports it: an entry point in the group `basecrawler.schema` naming a list of migration
+functions (or `register_schema_extension(name, migrations)` in-process). `migrate()` runs the
+core migrations, then each extension's (by name) that the database has not had yet; how many
+of an extension's migrations ran is kept in the `schema_extensions` table (name → version),
+with the same rules as the core: append, never edit, one write transaction per migration.
 """
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import logging
+from collections.abc import Callable, Sequence
 
 import sqlite_utils
 
@@ -164,13 +175,10 @@ def _m001_core(db: sqlite_utils.Database) -> None:
         pk="target_key", if_not_exists=True,
     )
 
-    db["translation_memory"].create(
-        {
-            "source_lang": str, "target_lang": str, "source_hash": str, "source_text": str,
-            "translated_text": str, "backend": str, "created_at": str, "uses": int,
-        },
-        pk=("source_lang", "target_lang", "source_hash"), if_not_exists=True,
-    )
+    # `translation_memory` was created here until its schema moved to the translate package
+    # (translate/schema.py, a schema extension; issue #15). Dropping it from this old migration
+    # is safe: a database already past version 1 has the table, and the extension's first
+    # migration (CREATE TABLE IF NOT EXISTS, same columns and key) leaves it as it is.
 
     db["meta"].create({"key": str, "value": str, "updated_at": str}, pk="key", if_not_exists=True)
 
@@ -283,6 +291,73 @@ MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_
               _m006_fts_fed_per_batch, _m007_translation_claims]
 
 
+# ---- schema extensions --------------------------------------------------------------------
+SCHEMA_ENTRY_POINTS = "basecrawler.schema"
+# The bookkeeping table of extension versions: the migration machinery's own, like
+# `PRAGMA user_version`, so it is left out of the reference schema (and of `migrate --to`).
+EXTENSIONS_TABLE = "schema_extensions"
+
+Migration = Callable[[sqlite_utils.Database], None]
+_registered: dict[str, list[Migration]] = {}
+
+
+def register_schema_extension(name: str, migrations: Sequence[Migration]) -> None:
+    """Add (or replace) the schema extension `name`: its migrations, oldest first. Like core
+    migrations they take a sqlite-utils Database, run once each, and are only ever appended to."""
+    _registered[name] = list(migrations)
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_extensions() -> dict[str, list[Migration]]:
+    found = {}
+    for entry_point in importlib.metadata.entry_points(group=SCHEMA_ENTRY_POINTS):
+        try:
+            migrations = entry_point.load()
+            found[entry_point.name] = list(migrations() if callable(migrations) else migrations)
+        except Exception as exc:   # a broken plugin must not stop the crawl: its tables are left out
+            log.warning("schema extension %s could not be loaded: %s", entry_point.name, exc)
+    return found
+
+
+def schema_extensions() -> dict[str, list[Migration]]:
+    """{name: migrations} of the installed packages (entry points) and registered in-process,
+    sorted by name (the order they run in); a registered name replaces an installed one."""
+    extensions = {**_installed_extensions(), **_registered}
+    return {name: extensions[name] for name in sorted(extensions)}
+
+
+def _extension_version(db: sqlite_utils.Database, name: str) -> int:
+    if EXTENSIONS_TABLE not in db.table_names():
+        return 0
+    row = db.execute(f"SELECT version FROM {EXTENSIONS_TABLE} WHERE name = ?", [name]).fetchone()
+    return row[0] if row else 0
+
+
+def _migrate_extension(db: sqlite_utils.Database, name: str, migrations: Sequence[Migration]) -> int:
+    version = _extension_version(db, name)
+    for number, migration in enumerate(migrations, start=1):
+        if number <= version:
+            continue
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Read the version again under the write lock (another process may have got there).
+            ran = number > _extension_version(db, name)
+            if ran:
+                db.execute(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} "
+                           "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+                migration(db)
+                db.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
+                           "ON CONFLICT(name) DO UPDATE SET version = excluded.version", [name, number])
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.execute("ROLLBACK")
+            raise
+        if ran:
+            log.debug("schema extension %s migrated to version %d (%s)", name, number, migration.__name__)
+        version = number
+    return version
+
+
 # ---- PostgreSQL ---------------------------------------------------------------------------
 # The PostgreSQL schema is derived from the SQLite one, so both engines always carry the same
 # tables, columns, keys and indexes: a fresh in-memory SQLite database is migrated to the newest
@@ -314,7 +389,8 @@ def _pg_type(kind: str) -> str:
 
 def reference_schema() -> dict[str, dict]:
     """{table: {"columns": [(name, type)], "pk": [names], "indexes": [(name, unique, [cols])]}}
-    of a SQLite database at the newest version (FTS tables left out)."""
+    of a SQLite database at the newest version, schema extensions included (FTS tables and the
+    extension bookkeeping left out)."""
     import sqlite3
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
@@ -322,7 +398,7 @@ def reference_schema() -> dict[str, dict]:
         migrate(sqlite_utils.Database(conn))
         tables = {}
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                                    "AND name NOT LIKE 'recalls_fts%' ORDER BY name"):
+                                    "AND name NOT LIKE 'recalls_fts%' AND name != ? ORDER BY name", [EXTENSIONS_TABLE]):
             info = conn.execute(f"PRAGMA table_info([{name}])").fetchall()
             indexes = []
             for _, index, unique, origin, _ in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
@@ -370,14 +446,21 @@ def migrate_pg(conn) -> int:
     """Bring a PostgreSQL database (a PgConnection) to the newest schema; returns the version.
 
     One transaction under a transaction-level advisory lock, so crawlers and workers starting
-    together on a new database migrate it once; the version is kept in `schema_version`."""
+    together on a new database migrate it once; the core version is kept in `schema_version`,
+    each extension's in `schema_extensions` (as on SQLite). The DDL is derived again when
+    either is behind, e.g. when the translate package is installed after the database was made;
+    it only adds what is missing."""
     version = len(MIGRATIONS)
+    wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
     conn.execute("BEGIN")
     try:
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
         conn.executescript("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+        conn.executescript(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} (name TEXT PRIMARY KEY, version BIGINT NOT NULL)")
         stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-        if stored is None or stored < version:
+        stored_extensions = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
+        behind = [name for name, n in wanted.items() if stored_extensions.get(name, 0) < n]
+        if stored is None or stored < version or behind:
             existing: dict[str, set[str]] = {}
             for table, column in conn.execute(
                     "SELECT table_name, column_name FROM information_schema.columns "
@@ -386,8 +469,11 @@ def migrate_pg(conn) -> int:
             for statement in pg_schema_statements(existing):
                 conn.executescript(statement)
             conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
-            log.debug("PostgreSQL schema at version %d", version)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", [max(version, stored or 0)])
+            for name in behind:
+                conn.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
+                             "ON CONFLICT (name) DO UPDATE SET version = excluded.version", [name, wanted[name]])
+            log.debug("PostgreSQL schema at version %d, extensions %s", version, wanted)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -396,7 +482,8 @@ def migrate_pg(conn) -> int:
 
 
 def migrate(db: sqlite_utils.Database) -> int:
-    """Bring the database to the newest schema; returns the version reached."""
+    """Bring the database to the newest schema: the core migrations, then those of each schema
+    extension not applied yet; returns the core version reached."""
     version = db.execute("PRAGMA user_version").fetchone()[0]
     for number, migration in enumerate(MIGRATIONS, start=1):
         if number <= version:
@@ -417,4 +504,6 @@ def migrate(db: sqlite_utils.Database) -> int:
             raise
         log.debug("schema migrated to version %d (%s)", number, migration.__name__)
         version = number
+    for name, migrations in schema_extensions().items():
+        _migrate_extension(db, name, migrations)
     return version

@@ -92,6 +92,14 @@ def test_no_module_of_basecrawler_imports_translate():
     assert importers == []
 
 
+def test_the_framework_holds_no_ddl_of_the_translation_memory():
+    """Its schema belongs to translate/ (translate/schema.py, a `basecrawler.schema` extension)."""
+    import re
+    ddl = re.compile(r"""CREATE\s+TABLE[^;]*translation_memory|\[["']translation_memory["']\]\.create""", re.I)
+    found = [f"{path.relative_to(PACKAGE.parent)}" for path in PACKAGE.rglob("*.py") if ddl.search(path.read_text())]
+    assert found == []
+
+
 def test_a_stop_during_a_wait_is_never_a_dead_letter(settings, store):
     class Careful(BaseCrawler):
         """Catches every exception around its own waits and keeps the item as a dead letter."""

@@ -204,3 +204,55 @@ def test_a_database_still_fed_by_the_insert_trigger_is_not_indexed_twice(tmp_pat
     store.upsert_recalls([Recall(country="US", recall_number="B1", recall_date="2024-01-01",
                                  summary_original="seat belt latch")], source="t")
     assert _matches(store, "latch") == ["B1"] and _fts_consistent(store)
+
+
+# ---- schema extensions (issue #15.4) -------------------------------------------------------
+def test_an_old_database_that_already_has_the_memory_table_migrates_and_keeps_it(tmp_path):
+    """A database made before the translate package owned the table: `_m001_core` created it and
+    there is no extension bookkeeping yet. The extension's CREATE … IF NOT EXISTS leaves it be."""
+    path = tmp_path / "old.db"
+    store = Store(path)
+    store.db.executescript(
+        "DROP TABLE schema_extensions;"
+        "INSERT INTO translation_memory VALUES ('ja', 'ko', 'h', '制動', '제동', 'fake', '2024-01-01', 3);")
+    store.close()
+
+    store = Store(path)
+    assert store.query("SELECT source_text, translated_text, uses FROM translation_memory") == \
+        [{"source_text": "制動", "translated_text": "제동", "uses": 3}]
+    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == 1
+    store.close()
+
+
+def test_without_the_translate_package_the_store_works_and_has_no_memory_table(tmp_path, monkeypatch):
+    from basecrawler import schema
+    from basecrawler.engines.transfer import copy_store
+    monkeypatch.setattr(schema, "_installed_extensions", lambda: {})   # no entry point installed
+    store = Store(tmp_path / "bare.db")
+    assert "translation_memory" not in store.db.table_names()
+    assert "schema_extensions" not in store.db.table_names()
+    result = store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+                                          remedy_original="Replace")], source="us")
+    assert result.new == 1
+    assert "translation_memory" not in schema.reference_schema()
+    target = Store(tmp_path / "copy.db")
+    assert copy_store(store, target)["recalls"] == (1, 1)
+    store.close()
+    target.close()
+
+
+def test_a_schema_extension_that_fails_to_load_is_left_out(tmp_path, monkeypatch, caplog):
+    import importlib.metadata
+    from basecrawler import schema
+
+    broken = importlib.metadata.EntryPoint("broken", "no_such_module_xyz:MIGRATIONS", schema.SCHEMA_ENTRY_POINTS)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None, **_: [broken])
+    schema._installed_extensions.cache_clear()
+    try:
+        store = Store(tmp_path / "x.db")
+        assert "schema extension broken could not be loaded" in caplog.text
+        assert store.count_recalls() == 0
+        store.close()
+    finally:
+        monkeypatch.undo()
+        schema._installed_extensions.cache_clear()

@@ -406,3 +406,62 @@ def test_translation_claims_of_a_live_worker_wait_dead_or_stale_ones_return(stor
     store.write(lambda db: db.conn.execute("UPDATE recalls SET translation_claimed_at = ? WHERE recall_number = 'C0'",
                                            [stale]))   # older than the processing timeout
     assert translate_pending(store, Echo()).translated == 1
+
+
+# ---- schema extensions (issue #15.4): the translate package owns translation_memory --------
+def test_the_translation_memory_table_is_the_translate_schema_extension(store):
+    from translate.schema import MIGRATIONS
+    assert store.scalar("SELECT COUNT(*) FROM translation_memory") == 0   # the table exists, empty
+    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == len(MIGRATIONS) == 1
+
+
+def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path, monkeypatch):
+    from basecrawler import schema
+    calls = []
+
+    def m1(db):
+        calls.append("m1")
+        db["demo_ext"].create({"key": str, "value": str}, pk="key", if_not_exists=True)
+
+    def m2(db):
+        calls.append("m2")
+        db["demo_ext"].add_column("extra", int)
+        db["demo_ext"].create_index(["value"], index_name="demo_ext_value")
+
+    def columns(store):
+        cursor = store.db.conn.execute("SELECT * FROM demo_ext WHERE 1 = 0")
+        return [d[0] for d in cursor.description]
+
+    Store(db_path).close()                          # a database made before the extension existed
+    monkeypatch.setitem(schema._registered, "zz_demo", [m1])
+    store = Store(db_path)
+    assert columns(store) == ["key", "value"]
+    store.write(lambda db: db.conn.execute("INSERT INTO demo_ext (key, value) VALUES ('a', 'b')"))
+    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'zz_demo'") == 1
+    store.close()
+    if store.engine == "sqlite":
+        assert calls == ["m1"]
+    calls.clear()
+    Store(db_path).close()                          # a second open runs nothing
+    assert calls == []
+
+    monkeypatch.setitem(schema._registered, "zz_demo", [m1, m2])
+    store = Store(db_path)
+    assert columns(store) == ["key", "value", "extra"]
+    assert store.scalar("SELECT value FROM demo_ext") == "b"       # the rows stay
+    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'zz_demo'") == 2
+    store.close()
+    if store.engine == "sqlite":
+        assert calls == ["m2"]
+
+
+def test_migrate_copies_the_translation_memory_but_not_the_extension_bookkeeping(store, tmp_path):
+    from basecrawler.engines.transfer import copy_store
+    from translate.memory import TranslationMemory
+    store.write(lambda db: TranslationMemory(store).remember(db, "ja", {"制動": "제동"}, "fake"))
+    target = Store(str(tmp_path / "copy.db"))
+    counts = copy_store(store, target)
+    assert counts["translation_memory"] == (1, 1) and "schema_extensions" not in counts
+    assert TranslationMemory(target).lookup("ja", ["制動"]) == {"制動": "제동"}
+    assert target.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == 1
+    target.close()
