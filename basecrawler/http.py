@@ -181,11 +181,19 @@ class HostThrottle:
 
 @dataclass
 class Download:
-    """A streamed body written to a temp file (see `HttpClient.download_to_file`)."""
+    """A streamed body written to a temp file (see `HttpClient.download_to_file`). Used as a
+    context manager it owns that file: `with self.http.download_to_file(url) as download:`
+    removes it when the block ends, however it ends."""
     path: Path
     sha256: str
     size: int
     response: httpx.Response
+
+    def __enter__(self) -> "Download":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 class HttpClient:
