@@ -21,7 +21,6 @@ and that is what XXE and entity-expansion ("billion laughs") attacks need.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import logging
 import re
 from contextlib import suppress
@@ -32,9 +31,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
+from basecrawler import text as text_rules
 from basecrawler.dates import parse_date
 from basecrawler.errors import ForeignHost, NotFound, Transient, UnexpectedContent
-from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding, repair_text
+from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
 from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
@@ -88,28 +88,16 @@ def _local(tag) -> str:
 
 
 # ---- text clean-up --------------------------------------------------------------------------
-_TAG_RE = re.compile(r"</?\s*[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
 _ABSENT = {"unknown", "null", "n/a", "-"}
 
 
 def clean_text(value: str | None) -> str | None:
     """Source text → plain text or None: HTML fragments, `null ` prefixes, `Unknown`, blanks."""
-    if value is None:
-        return None
-    text = value
-    if "<" in text and _TAG_RE.search(text):
-        text = _TAG_RE.sub(" ", text)
-    if "&" in text:
-        text = html.unescape(text)
-    if not text.isascii():
-        text = repair_text(text)[0]   # UTF-8 decoded twice upstream ("MÃ¼ller")
-    text = re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()
+    text = text_rules.clean_text(value, markup=True, squash_space=True)
     # Legacy reports prefix some fields with the literal word "null".
-    while text[:5].lower() == "null ":
+    while text and text[:5].lower() == "null ":
         text = text[5:].lstrip()
-    if text.lower() in _ABSENT:
-        return None
-    return text or None
+    return None if not text or text.lower() in _ABSENT else text
 
 
 def _element_value(element: etree._Element) -> str | list[str] | None:

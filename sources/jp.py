@@ -25,6 +25,7 @@ from basecrawler.artifacts import ArtifactError, Artifacts
 from basecrawler.errors import UnexpectedContent
 from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, read_list
 from basecrawler.dates import parse_date
+from basecrawler.text import distinct_joined
 from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf
 
 log = logging.getLogger(__name__)
@@ -612,8 +613,8 @@ def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
     return {
         "recall_number": number,
         "recall_date": date or press_date,
-        "manufacturer_original": _distinct(v["maker"] for v in vehicles),
-        "model_original": _distinct(v["name"] for v in vehicles),
+        "manufacturer_original": distinct_joined((v["maker"] for v in vehicles), "、"),
+        "model_original": distinct_joined((v["name"] for v in vehicles), "、"),
         "component_original": text("component"),
         "defect_cause_original": None if batch else text("defect_cause"),
         "remedy_original": None if batch else text("remedy"),
@@ -621,11 +622,6 @@ def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
         "source_url": doc.get("press_url"),
         "extra": extra,
     }
-
-
-def _distinct(values) -> str | None:
-    seen = list(dict.fromkeys(v for v in values if v))
-    return "、".join(seen) or None
 
 
 def _merge_same_number(records: list[dict]) -> list[dict]:
