@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from . import deadletters
 from .config import Settings, endpoint_override
 from .errors import FetchError, ForeignHost, Interrupted, ListUnreadable, NotFound, Transient, UnexpectedContent, UnsafeXml
-from .records import Window, as_date, origin, rebase
+from .records import Raw, Window, as_date, origin, rebase
 from .results import RunCounts
 from .store import Store
 
@@ -161,7 +161,7 @@ class SourceAPI:
         """Whether a listed item's date is inside this run's window (no date: always)."""
         return Window(self.since, self.until).holds(date)
 
-    def stored_date(self, recall_number: str) -> str | None:
+    def known_date(self, recall_number: str) -> str | None:
         """The stored recall date (ISO) of one of this source's recalls, None when it is not
         stored or its date is unknown."""
         row = self.store.get_recall(self.country, recall_number)
@@ -188,8 +188,11 @@ class SourceAPI:
             yield scope
         except failures as exc:
             scope.failed = True
-            sha = None if isinstance(exc, FetchError) else getattr(exc, "response_sha256", None) or self.http.last_sha256
-            self.dead_letter(raw, exc, stage="fetch", url=url, recall_number=recall_number, response_sha256=sha)
+            # Provenance: the item's own response, else the error's, else (a parse failure of a
+            # body) the last response; never the last one for a failed request, which is not it.
+            last = None if isinstance(exc, FetchError) or isinstance(raw, Raw) or self._http is None \
+                else self._http.last_sha256
+            self.dead_letter(raw, exc, stage="fetch", url=url, recall_number=recall_number, response_sha256=last)
             if self._ledger is not None:
                 self._ledger.fail_current(exc)
 

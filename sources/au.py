@@ -27,7 +27,7 @@ from typing import Iterator
 
 import lxml.html
 
-from basecrawler import BaseCrawler, NotFound, Raw, Transient, UnexpectedContent
+from basecrawler import BaseCrawler, NotFound, Raw
 from basecrawler.dates import parse_date
 from basecrawler.model import year_range
 
@@ -113,27 +113,17 @@ class AustraliaCrawler(BaseCrawler):
         """Recall numbers whose detail page this run fetches (all of them in a full run)."""
         if self.mode == "full":
             return [number for number, _ in entries]
-        known = self._stored_numbers([number for number, _ in entries])
+        known = self.known_keys(number for number, _ in entries)
         return [number for number, listed in entries
                 if number not in known or (listed is not None and self.since is not None and listed >= self.since)]
 
-    def _stored_numbers(self, numbers: list[str]) -> set[str]:
-        marks = ",".join("?" * len(numbers))
-        rows = self.store.query(
-            f"SELECT recall_number FROM recalls WHERE country = ? AND recall_number IN ({marks})",
-            [self.country, *numbers])
-        return {row["recall_number"] for row in rows}
-
     def _fetch_detail_page(self, number: str) -> Raw | None:
         url = self.url("site", detail_path(number))
-        try:
+        # One missing or broken page must not stop the others; a block (403) still fails the run.
+        with self.item({"recall_number": number, "url": url}, url, recall_number=number):
             html = self.http.get_text(url, expect="html")
-        except (NotFound, UnexpectedContent, Transient) as exc:
-            # One missing or broken page must not stop the others; a block (403) still fails the run.
-            self.dead_letter({"recall_number": number, "url": url}, exc, stage="fetch", url=url, recall_number=number)
-            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
-            return None
-        return Raw({"recall_number": number, "html": html}, url=url, response_sha256=self.http.last_sha256)
+            return Raw({"recall_number": number, "html": html}, url=url, response_sha256=self.http.last_sha256)
+        return None
 
     def parse(self, raw: dict) -> dict:
         number = raw["recall_number"]

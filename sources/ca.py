@@ -82,13 +82,10 @@ class CanadaCrawler(BaseCrawler):
 
     def fetch(self) -> Iterator[Raw]:
         url = self.url("data", FULL_PATH if self.mode == "full" else INCREMENTAL_PATH)
-        download = self.http.download_to_file(url)
-        try:
+        with self.http.download_to_file(url) as download:   # the temp file goes when the block ends
             rows_per_recall = count_rows(download.path)
             for group in group_rows(download.path, rows_per_recall):
                 yield Raw(group, url=url, response_sha256=download.sha256)
-        finally:
-            download.path.unlink(missing_ok=True)
 
     def parse(self, raw: dict) -> dict:
         number = raw["recall_number"]
