@@ -125,6 +125,8 @@ class BaseCrawler(SourceAPI, abc.ABC):
             self._check_stop()
             for item in self.fetch():
                 self.counts.fetched += 1
+                if not isinstance(item, Raw) and self._http is not None:  # it came from the last response
+                    item = Raw(item, url=self._http.last_url, response_sha256=self._http.last_sha256)
                 if self._progress is not None:
                     self._progress(self.counts.fetched, None)
                 for record, raw in self._parse_item(item):

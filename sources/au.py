@@ -65,7 +65,7 @@ class AustraliaCrawler(BaseCrawler):
     rate_per_s = 1.0
     concurrency = 1
 
-    def fetch(self) -> Iterator[Raw]:
+    def fetch(self) -> Iterator[dict]:
         seen: set[str] = set()
         yield from self._walk_listing(seen)
         # Recalls not yet collected (a detail page that failed) come again whatever their
@@ -73,7 +73,7 @@ class AustraliaCrawler(BaseCrawler):
         for entry in self.ledger.retries(seen):
             yield from self._detail_item(entry.key)
 
-    def _walk_listing(self, seen: set[str]) -> Iterator[Raw]:
+    def _walk_listing(self, seen: set[str]) -> Iterator[dict]:
         for page in count(0):
             if page >= MAX_LISTING_PAGES:
                 log.warning("au: stopped after %d listing pages", page)
@@ -103,7 +103,7 @@ class AustraliaCrawler(BaseCrawler):
             for number in wanted:
                 yield from self._detail_item(number)
 
-    def _detail_item(self, number: str) -> Iterator[Raw]:
+    def _detail_item(self, number: str) -> Iterator[dict]:
         with self.ledger.attempt(number):
             item = self._fetch_detail_page(number)
             if item is not None:
@@ -117,12 +117,12 @@ class AustraliaCrawler(BaseCrawler):
         return [number for number, listed in entries
                 if number not in known or (listed is not None and self.since is not None and listed >= self.since)]
 
-    def _fetch_detail_page(self, number: str) -> Raw | None:
+    def _fetch_detail_page(self, number: str) -> dict | None:
         url = self.url("site", detail_path(number))
         # One missing or broken page must not stop the others; a block (403) still fails the run.
         with self.item({"recall_number": number, "url": url}, url, recall_number=number):
             html = self.http.get_text(url, expect="html")
-            return Raw({"recall_number": number, "html": html}, url=url, response_sha256=self.http.last_sha256)
+            return {"recall_number": number, "html": html}  # the pipeline notes the page it came from
         return None
 
     def parse(self, raw: dict) -> dict:

@@ -44,7 +44,7 @@ from typing import Iterator
 
 import ftfy.badness
 
-from basecrawler import BaseCrawler, Raw
+from basecrawler import BaseCrawler
 from basecrawler.dates import parse_date
 from basecrawler import text as text_rules
 from basecrawler.text import distinct_joined
@@ -80,12 +80,12 @@ class CanadaCrawler(BaseCrawler):
     source_lang = "en"
     endpoints = {"data": "https://opendatatc.tc.canada.ca"}
 
-    def fetch(self) -> Iterator[Raw]:
+    def fetch(self) -> Iterator[dict]:
         url = self.url("data", FULL_PATH if self.mode == "full" else INCREMENTAL_PATH)
         with self.http.download_to_file(url) as download:   # the temp file goes when the block ends
             rows_per_recall = count_rows(download.path)
             for group in group_rows(download.path, rows_per_recall):
-                yield Raw(group, url=url, response_sha256=download.sha256)
+                yield group  # the pipeline notes the download it came from
 
     def parse(self, raw: dict) -> dict:
         number = raw["recall_number"]

@@ -325,7 +325,7 @@ class EuSafetyGateCrawler(BaseCrawler):
     rate_per_s = 1.0
     concurrency = 1
 
-    def fetch(self) -> Iterator[Raw]:
+    def fetch(self) -> Iterator[dict]:
         self._notifications_read: dict[str, int] = {}   # report id → notifications read (any category)
         reports = self.read_list_document(self.url("site", INDEX_PATH), read_index, name="weekly-report index",
                                           label="index", key="index_url")
@@ -372,7 +372,7 @@ class EuSafetyGateCrawler(BaseCrawler):
             log.warning("eu: %s answered 400; retrying with the search parameter", report.reference)
             return url, self.http.download_to_file(url)
 
-    def _report_items(self, report: WeeklyReport, first_seen: dict[str, tuple[str, bool]]) -> Iterator[Raw]:
+    def _report_items(self, report: WeeklyReport, first_seen: dict[str, tuple[str, bool]]) -> Iterator[dict]:
         url, download = self.report_url(report), None
         with self.item({"reference": report.reference, "report_id": report.report_id}, url):
             url, download = self._download(report)  # a failed download: the next run fetches it again
@@ -396,7 +396,7 @@ class EuSafetyGateCrawler(BaseCrawler):
                         first_seen[case] = (stored or item["report_date"], stored is not None)
                     item["first_report_date"], item["date_stored"] = first_seen[case]
                     kept += 1
-                    yield Raw(item, url=url, response_sha256=download.sha256)
+                    yield item  # the pipeline notes the report it came from
             except UnsafeXml as exc:
                 self.dead_letter(Raw(whole_report, url=url, response_sha256=download.sha256), exc)
         log.info("eu: %s (id %s): %d vehicle notifications", report.reference, report.report_id, kept)
