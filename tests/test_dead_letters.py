@@ -1,9 +1,10 @@
 """Dead letters keep the raw input; after a parser fix they are re-parsed without re-fetching."""
 import json
 
-from basecrawler import BaseCrawler
 from basecrawler.cli import main
 from basecrawler.testing import LoopbackServer, Reply
+
+from support import JsonFeedCrawler
 
 FEED = [
     {"id": "D1", "date": "2024-02-01", "units": "10"},
@@ -12,13 +13,9 @@ FEED = [
 ]
 
 
-class StrictCrawler(BaseCrawler):
+class StrictCrawler(JsonFeedCrawler):
     source = "dl"
-    country = "XX"
-    endpoints = {"api": "https://api.example"}
-
-    def fetch(self):
-        yield from self.http.get_json(self.url("api", "/feed.json"))
+    feed_path = "/feed.json"
 
     def parse(self, raw):
         return {"recall_number": raw["id"], "recall_date": raw["date"], "affected_units": int(raw["units"])}

@@ -13,43 +13,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from basecrawler import BaseCrawler
 from basecrawler import enrichment
 from basecrawler.commands.status import collect_status
 from basecrawler.testing import LoopbackServer, Reply
+
+from support import FakeClock, ItemsCrawler
 
 REAL_BACKOFFS = (900.0, 3600.0, 21600.0, 86400.0)
 REPO = Path(__file__).resolve().parents[1]
 
 
-class FakeClock:
-    """Clock and sleep for the crawler: time only moves when the test (or a sleep) moves it."""
-
-    def __init__(self, start: float = 1_700_000_000.0):
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class LadderDemo(BaseCrawler):
+class LadderDemo(ItemsCrawler):
     source = "ladder"
-    country = "XX"
-    source_lang = "en"
     endpoints = {"detail": "https://detail.example"}
-
-    def __init__(self, *args, items=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.items = list(items)
-
-    def fetch(self):
-        yield from self.items
 
     def parse(self, raw):
         return {"recall_number": raw["id"], "recall_date": raw["date"], "summary_original": raw.get("summary"),

@@ -4,9 +4,11 @@ import time
 
 import pytest
 
-from basecrawler import BaseCrawler, NotFound, Transient, UnexpectedContent
+from basecrawler import NotFound, Transient, UnexpectedContent
 from basecrawler.http import HostThrottle, HttpClient, classify, parse_retry_after
 from basecrawler.testing import LoopbackServer, Reply
+
+from support import FakeClock, JsonFeedCrawler
 
 
 @pytest.mark.parametrize("status, body, ctype, expect, creds, network, kind", [
@@ -163,19 +165,8 @@ def test_stream_reads_body_from_disk_and_archives_it(settings, store):
         assert http.archive.get_bytes(http.last_sha256) == rows
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def time(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += max(seconds, 0.0)
-
-
 def test_rate_limit_spaces_requests_on_a_fake_clock():
-    clock = FakeClock()
+    clock = FakeClock(start=1000.0)
     throttle = HostThrottle(rate_per_s=10, concurrency=4, clock=clock.time, sleep=clock.sleep)
     start = clock.time()
     for _ in range(50):
@@ -185,7 +176,7 @@ def test_rate_limit_spaces_requests_on_a_fake_clock():
 
 
 def test_throttle_pause_blocks_new_requests_until_it_ends():
-    clock = FakeClock()
+    clock = FakeClock(start=1000.0)
     throttle = HostThrottle(rate_per_s=1000, concurrency=1, clock=clock.time, sleep=clock.sleep)
     throttle.pause(30)
     with throttle.turn():
@@ -193,13 +184,9 @@ def test_throttle_pause_blocks_new_requests_until_it_ends():
 
 
 # ---- conditional requests through the whole pipeline ------------------------------------
-class JsonListCrawler(BaseCrawler):
+class JsonListCrawler(JsonFeedCrawler):
     source = "jl"
-    country = "XX"
-    endpoints = {"api": "https://api.example"}
-
-    def fetch(self):
-        yield from self.http.get_json(self.url("api", "/recalls.json"))
+    feed_path = "/recalls.json"
 
     def parse(self, raw):
         return {"recall_number": raw["id"], "recall_date": raw["date"], "summary_original": raw["text"]}

@@ -95,15 +95,20 @@ REPORT_502 = eu_report("14/08/2026", "SR/07002/26", "Seat", "Leon")
 REPORT_503 = eu_report("25/09/2026", "SR/07003/26", "Opel", "Corsa")
 
 
+def fail_report_501(site: "EuSite") -> None:
+    """The index lists 502 (14/08) and 501 (24/07); 501 answers 500, 502 is served."""
+    site.index = eu_index(("502", "14/08/2026"), ("501", "24/07/2026"))
+    site.reports = {"501": REPORT_501, "502": REPORT_502}
+    site.failing = {"501"}
+
+
 def test_eu_report_that_failed_is_fetched_again_whatever_its_date(tmp_path):
     db = tmp_path / "eu.db"
     site = EuSite()
     with LoopbackServer(site) as server:
         env = {"BASECRAWLER_EU_SITE_URL": server.url}
         # Run 1: report 501 (24/07) answers 500; report 502 (14/08) is stored.
-        site.index = eu_index(("502", "14/08/2026"), ("501", "24/07/2026"))
-        site.reports = {"501": REPORT_501, "502": REPORT_502}
-        site.failing = {"501"}
+        fail_report_501(site)
         first = cli(db, "run", "--source", "eu", env=env)
         assert first.returncode == 0, first.stderr
         assert recall(db, "EU", "SR/07001/26") is None
@@ -143,9 +148,7 @@ def test_eu_report_given_up_after_max_attempts_and_requeued_by_a_full_run(tmp_pa
     site = EuSite()
     with LoopbackServer(site) as server:
         env = {"BASECRAWLER_EU_SITE_URL": server.url, "BASECRAWLER_LEDGER_MAX_ATTEMPTS": "2"}
-        site.index = eu_index(("502", "14/08/2026"), ("501", "24/07/2026"))
-        site.reports = {"501": REPORT_501, "502": REPORT_502}
-        site.failing = {"501"}
+        fail_report_501(site)
         cli(db, "run", "--source", "eu", env=env)
         cli(db, "run", "--source", "eu", env=env)          # attempt 2 of 2: given up
         rows = ledger_rows(db, "eu")
@@ -175,9 +178,7 @@ def test_explicit_window_does_not_pull_in_failed_items(tmp_path):
     site = EuSite()
     with LoopbackServer(site) as server:
         env = {"BASECRAWLER_EU_SITE_URL": server.url}
-        site.index = eu_index(("502", "14/08/2026"), ("501", "24/07/2026"))
-        site.reports = {"501": REPORT_501, "502": REPORT_502}
-        site.failing = {"501"}
+        fail_report_501(site)
         cli(db, "run", "--source", "eu", env=env)
         site.failing = set()
         site.requested.clear()

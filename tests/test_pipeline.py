@@ -3,21 +3,13 @@ import datetime as dt
 import json
 
 
-from basecrawler import BaseCrawler, Recall
+from basecrawler import Recall
+
+from support import ItemsCrawler, row_writes
 
 
-class DemoCrawler(BaseCrawler):
+class DemoCrawler(ItemsCrawler):
     source = "demo"
-    country = "XX"
-    source_lang = "en"
-    endpoints = {"site": "https://demo.example"}
-
-    def __init__(self, *args, items=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.items = list(items)
-
-    def fetch(self):
-        yield from self.items
 
     def parse(self, raw):
         if raw.get("explode"):
@@ -43,16 +35,33 @@ def run(store, items, settings, **kw):
 
 
 def test_demo_source_runs_end_to_end(store, settings):
+    # The input: three items R1..R3 (item() above), each dated 2024-05-01 with maker "Acme"
+    # and units "1,200"; a full run has no date window, and the store starts empty.
     result = run(store, [item(1), item(2), item(3)], settings, mode="full")
     assert result.status == "succeeded"
     c = result.counts
+    # 3 items fetched, all 3 parse, all 3 are saved and all 3 are new (empty store).
     assert (c.fetched, c.parsed, c.saved, c.new) == (3, 3, 3, 3)
     row = store.get_recall("XX", "R2")
+    # item(2): maker "Acme", units "1,200" -> the integer 1200; source/lang from DemoCrawler.
     assert row["manufacturer_original"] == "Acme" and row["affected_units"] == 1200
+    assert row["recall_date"] == "2024-05-01" and row["model_original"] == "M2"
     assert row["source"] == "demo" and row["source_lang"] == "en"
     runs = store.query("SELECT * FROM crawl_runs")
-    assert runs[-1]["status"] == "succeeded" and runs[-1]["new"] == 3
-    assert "demo: fetched 3 → parsed 3 → out of range 0 → saved 3 (new 3, updated 0, unchanged 0)" in runs[-1]["summary"]
+    assert len(runs) == 1
+    run_row = runs[0]
+    assert run_row["status"] == "succeeded" and run_row["source"] == "demo" and run_row["mode"] == "full"
+    # The run's row holds the same hand counts: 3 in, 3 out, nothing out of range, nothing lost.
+    assert {k: run_row[k] for k in ("fetched", "parsed", "out_of_range", "saved", "new", "updated",
+                                     "unchanged", "unparseable", "dead_lettered")} == \
+        {"fetched": 3, "parsed": 3, "out_of_range": 0, "saved": 3, "new": 3, "updated": 0,
+         "unchanged": 0, "unparseable": 0, "dead_lettered": 0}
+    # The summary line names the source and states those counts, in pipeline order.
+    summary = run_row["summary"]
+    assert summary.startswith("demo: ")
+    stages = ["fetched 3", "parsed 3", "out of range 0", "saved 3", "new 3", "updated 0", "unchanged 0"]
+    positions = [summary.find(stage) for stage in stages]
+    assert -1 not in positions and positions == sorted(positions), summary
 
 
 def test_missing_field_in_second_crawl_keeps_stored_value(store, settings):
@@ -79,15 +88,17 @@ def test_changed_value_updates_and_clears_its_translation(store, settings):
 
 
 def test_rerun_of_identical_data_writes_nothing(store, settings):
+    """A re-run over the same items writes no recall row: 0 inserts, updates or deletes on
+    `recalls` (counted by triggers, so an UPDATE that sets the same values counts too). The
+    only table the run may write is its own bookkeeping, `crawl_runs` (the run's row)."""
     run(store, [item(1), item(2)], settings)
-    before = store.query("SELECT recall_number, updated_at FROM recalls ORDER BY id")
-    changes_before = store.db.conn.total_changes
-    result = run(store, [item(1), item(2)], settings)
+    before = store.query("SELECT * FROM recalls ORDER BY id")
+    with row_writes(store) as writes:
+        result = run(store, [item(1), item(2)], settings)
     assert (result.counts.new, result.counts.updated, result.counts.unchanged) == (0, 0, 2)
-    assert store.query("SELECT recall_number, updated_at FROM recalls ORDER BY id") == before
-    # Only the crawl_runs bookkeeping was written, no recall row.
-    writes = store.db.conn.total_changes - changes_before
-    assert writes <= 4
+    assert writes["recalls"] == 0
+    assert set(writes.by_table) == {"crawl_runs"}, writes.by_table
+    assert store.query("SELECT * FROM recalls ORDER BY id") == before
 
 
 def test_parse_and_validation_failures_become_dead_letters(store, settings):

@@ -16,12 +16,13 @@ import json
 import sqlite3
 from urllib.parse import unquote
 
-from basecrawler import BaseCrawler, Skip
+from basecrawler import Skip
 from basecrawler.replay import save_exchange
 from basecrawler.testing import LoopbackServer, Reply
 from sources.ca import COLUMNS
 
 from quirks_support import REPLAY_DIR, cli, recall, rows
+from support import ItemsCrawler
 
 EQUATION_COLUMNS = ("fetched", "parsed", "out_of_range", "new", "updated", "unchanged", "merged", "skipped",
                     "unparseable", "store_failed", "saved", "dead_lettered")
@@ -122,17 +123,8 @@ def test_eu_report_dated_9999_keeps_its_alerts_as_date_unknown(tmp_path):
     assert rows(db, "SELECT COUNT(*) AS n FROM recalls")[0]["n"] == 2
 
 
-class DatedDemo(BaseCrawler):
+class DatedDemo(ItemsCrawler):
     source = "datedemo"
-    country = "XX"
-    endpoints = {"site": "https://demo.example"}
-
-    def __init__(self, *args, items=(), **kwargs):
-        super().__init__(*args, **kwargs)
-        self.items = list(items)
-
-    def fetch(self):
-        yield from self.items
 
     def parse(self, raw):
         if raw.get("skip"):

@@ -20,6 +20,7 @@ from basecrawler.testing import LoopbackServer, Reply, fast_settings
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_ledger import REPO, cli, dead_letters, jp_feed, jp_press_page, ledger_rows, recall  # noqa: E402
 from test_pdf import needs_ocr  # noqa: E402
+from support import encrypted_pdf  # noqa: E402
 
 HONDA_PDF = (REPO / "fixtures" / "jp" / "list_honda_single.pdf").read_bytes()
 TITLE = "リコールの届出について（ホンダ　GB350　他）"
@@ -32,15 +33,6 @@ def blank_pdf(pages: int) -> bytes:
     pdf = canvas.Canvas(buffer)
     for _ in range(pages):
         pdf.showPage()
-    pdf.save()
-    return buffer.getvalue()
-
-
-def encrypted_pdf() -> bytes:
-    from reportlab.pdfgen import canvas
-    buffer = io.BytesIO()
-    pdf = canvas.Canvas(buffer, encrypt="secret")
-    pdf.drawString(72, 720, "locked")
     pdf.save()
     return buffer.getvalue()
 

@@ -239,11 +239,8 @@ def test_overdue_job_within_grace_runs_once(settings):
     assert calls == ["incremental"]
 
 
-def test_job_later_than_grace_is_missed_recorded_and_logged(settings, caplog):
-    plan, fire = _plan_firing(dt.timedelta(hours=2), misfire_grace_s=3600)
-    calls = []
-    scheduler = build_scheduler(settings, plan, job=lambda settings, mode: calls.append(mode),
-                                scheduler_class=BackgroundScheduler, first_run_times={DAILY_JOB: fire})
+def _errors_after_first_fire(scheduler, settings, caplog) -> list[dict]:
+    """Start the scheduler, wait until it has stored an error, stop it; the stored errors."""
     store = Store(settings.db_path)
     with caplog.at_level(logging.ERROR, logger="basecrawler.scheduler"):
         scheduler.start()
@@ -253,6 +250,15 @@ def test_job_later_than_grace_is_missed_recorded_and_logged(settings, caplog):
             scheduler.shutdown(wait=True)
     errors = stored_errors(store)
     store.close()
+    return errors
+
+
+def test_job_later_than_grace_is_missed_recorded_and_logged(settings, caplog):
+    plan, fire = _plan_firing(dt.timedelta(hours=2), misfire_grace_s=3600)
+    calls = []
+    scheduler = build_scheduler(settings, plan, job=lambda settings, mode: calls.append(mode),
+                                scheduler_class=BackgroundScheduler, first_run_times={DAILY_JOB: fire})
+    errors = _errors_after_first_fire(scheduler, settings, caplog)
     assert calls == []
     assert errors[0]["kind"] == "missed" and errors[0]["job"] == DAILY_JOB
     assert any("missed" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
@@ -266,15 +272,7 @@ def test_job_exception_is_recorded_and_logged(settings, caplog):
 
     scheduler = build_scheduler(settings, plan, job=exploding, scheduler_class=BackgroundScheduler,
                                 first_run_times={DAILY_JOB: fire})
-    store = Store(settings.db_path)
-    with caplog.at_level(logging.ERROR, logger="basecrawler.scheduler"):
-        scheduler.start()
-        try:
-            assert _wait_for(lambda: stored_errors(store))
-        finally:
-            scheduler.shutdown(wait=True)
-    errors = stored_errors(store)
-    store.close()
+    errors = _errors_after_first_fire(scheduler, settings, caplog)
     assert errors[0]["kind"] == "error" and "database on fire" in errors[0]["detail"]
     assert any("database on fire" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
 

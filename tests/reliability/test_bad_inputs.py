@@ -11,6 +11,8 @@ from basecrawler import Store
 from basecrawler.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
+from support import encrypted_pdf
+
 from .universe import without_hosts, ReplayHandler, clean_reference, point_source_at, records
 
 HTML_ERROR_PAGE = b"<!DOCTYPE html><html><head><title>Error</title></head><body><h1>Service temporarily unavailable</h1></body></html>"
@@ -19,15 +21,6 @@ XXE = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "file:///etc/passwd
 LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
           + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10) for i in range(1, 10))
           + b']><Safety-Gate><report_date>&lol9;</report_date></Safety-Gate>')
-
-
-def encrypted_pdf() -> bytes:
-    from reportlab.pdfgen import canvas
-    buffer = io.BytesIO()
-    pdf = canvas.Canvas(buffer, encrypt="secret")
-    pdf.drawString(72, 720, "locked")
-    pdf.save()
-    return buffer.getvalue()
 
 
 class Substitute:

@@ -12,6 +12,7 @@ from basecrawler import Store
 from basecrawler.registry import discover
 from basecrawler.testing import fast_settings
 
+from .expected_universe import differences
 from .universe import REPLAY_DIR, clean_reference, records
 
 CHILD = Path(__file__).with_name("crash_child.py")
@@ -59,6 +60,7 @@ def test_crawl_killed_then_rerun_stores_the_universe_exactly_once(tmp_path, sour
         crawler_class(store, settings=settings, mode="full").run()
     assert_intact(store)
     assert records(store, source_id) == reference
+    assert differences(source_id, records(store, source_id)) == []   # what the payloads say
     assert store.scalar("SELECT COUNT(*) FROM enrichment WHERE state = 'processing'") == 0
     if source_id == "jp":
         states = {r["state"] for r in store.query("SELECT state FROM artifacts")}

@@ -1,6 +1,8 @@
 """The fixture universe: every source's replay set (fixtures/replay) served by a loopback
 server, so the real source code runs over real HTTP with faults in between, and a clean
-replay run gives the reference every faulty run must end up matching."""
+replay run gives the reference every faulty run must end up matching. The clean run is itself
+checked against expected_universe (written by hand from the payloads), so "the same as the
+clean run" also means "what the payloads say" for the fields stated there."""
 from __future__ import annotations
 
 import json
@@ -10,6 +12,8 @@ from pathlib import Path
 
 from basecrawler.replay import exchange_key
 from basecrawler.testing import Reply, Request
+
+from .expected_universe import differences
 
 REPLAY_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "replay"
 
@@ -71,9 +75,13 @@ _REFERENCES: dict[str, dict] = {}
 
 def clean_reference(tmp_path, source_id) -> dict:
     """The records a clean offline run of the replay set stores (enough runs for the
-    enrichment ladder to settle with zero backoffs). Computed once per test session."""
+    enrichment ladder to settle with zero backoffs). Computed once per test session, and
+    refused (AssertionError) where it departs from the hand-written payload expectations."""
     if source_id not in _REFERENCES:
-        _REFERENCES[source_id] = _clean_run(tmp_path, source_id)
+        reference = _clean_run(tmp_path, source_id)
+        problems = differences(source_id, reference)
+        assert not problems, "the clean run departs from the payloads:\n" + "\n".join(problems)
+        _REFERENCES[source_id] = reference
     return {key: dict(row) for key, row in _REFERENCES[source_id].items()}
 
 

@@ -1,0 +1,106 @@
+"""Scaffolding several test files share: a demo source fed from a list, a fake clock, an
+encrypted PDF, and a count of the rows a piece of code really writes. Imported as `support`
+(pytest puts tests/ on sys.path, as for quirks_support and conftest)."""
+from __future__ import annotations
+
+import io
+from contextlib import contextmanager
+
+from basecrawler import BaseCrawler
+
+
+class ItemsCrawler(BaseCrawler):
+    """A demo source whose fetch() yields the `items=` it was built with; subclasses set the
+    class attributes (source, country, endpoints) and parse()."""
+
+    source = "items"
+    country = "XX"
+    source_lang = "en"
+    endpoints = {"site": "https://demo.example"}
+
+    def __init__(self, *args, items=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.items = list(items)
+
+    def fetch(self):
+        yield from self.items
+
+
+class JsonFeedCrawler(BaseCrawler):
+    """A demo source whose fetch() yields the items of one JSON list at `feed_path` on its
+    "api" endpoint (point BASECRAWLER_<SOURCE>_API_URL at a loopback server); subclasses set
+    `source`, `feed_path` and parse()."""
+
+    source = "jsonfeed"
+    country = "XX"
+    endpoints = {"api": "https://api.example"}
+    feed_path = "/feed.json"
+
+    def fetch(self):
+        yield from self.http.get_json(self.url("api", self.feed_path))
+
+
+class FakeClock:
+    """Clock and sleep for code under test: time only moves when the test (or a sleep) moves
+    it. Call it (or .time()) for the time; pass .sleep where the code sleeps."""
+
+    def __init__(self, start: float = 1_700_000_000.0):
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def encrypted_pdf() -> bytes:
+    """A one-page PDF locked with a password (reportlab): no text can be read from it."""
+    from reportlab.pdfgen import canvas
+    buffer = io.BytesIO()
+    pdf = canvas.Canvas(buffer, encrypt="secret")
+    pdf.drawString(72, 720, "locked")
+    pdf.save()
+    return buffer.getvalue()
+
+
+class RowWrites:
+    """Rows inserted, updated or deleted per table while the `with row_writes(store)` block
+    ran, counted by temporary triggers on the store's connection (the one the pipeline writes
+    through). `by_table` maps table -> number of row writes; tables never written are absent."""
+
+    def __init__(self):
+        self.by_table: dict[str, int] = {}
+
+    def __getitem__(self, table: str) -> int:
+        return self.by_table.get(table, 0)
+
+
+@contextmanager
+def row_writes(store):
+    conn = store.db.conn
+    tables = [name for (name,) in conn.execute(
+        "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+        "AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' AND name NOT LIKE '%_fts_%'")]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS _row_writes (tbl TEXT)")
+    conn.execute("DELETE FROM temp._row_writes")
+    for table in tables:
+        for op in ("INSERT", "UPDATE", "DELETE"):
+            conn.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS _rw_{table}_{op.lower()} AFTER {op} ON main.{table} "
+                         f"BEGIN INSERT INTO _row_writes VALUES ('{table}'); END")
+    counted = RowWrites()
+    try:
+        yield counted
+    finally:
+        for tbl, n in conn.execute("SELECT tbl, COUNT(*) FROM temp._row_writes GROUP BY tbl"):
+            counted.by_table[tbl] = n
+        for table in tables:
+            for op in ("insert", "update", "delete"):
+                conn.execute(f"DROP TRIGGER IF EXISTS temp._rw_{table}_{op}")
+        conn.execute("DROP TABLE temp._row_writes")
