@@ -12,7 +12,6 @@ import datetime as dt
 import logging
 import time
 from typing import Any, Callable, Iterator
-from urllib.parse import urlsplit
 
 from . import deadletters
 from .config import Settings, endpoint_override
