@@ -140,7 +140,12 @@ class Artifacts:
         row = self.manifest(target_key) or {"target_key": target_key, "source": self.source, "attempts": 0}
         row.update(fields)
         row["updated_at"] = utc_now_iso()
-        self.store.write(lambda db: db["artifacts"].upsert(row, pk="target_key"))
+        # Portable upsert (SQLite and PostgreSQL): the columns given replace the stored ones.
+        names = list(row)
+        sql = (f"INSERT INTO artifacts ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+               f"ON CONFLICT(target_key) DO UPDATE SET "
+               + ", ".join(f"{n} = excluded.{n}" for n in names if n != "target_key"))
+        self.store.write(lambda db: db.conn.execute(sql, [row[n] for n in names]))
         return row
 
     def path_for(self, sha256: str) -> Path:

@@ -26,6 +26,7 @@ import sys
 from . import commands
 from .config import Settings
 from .commands import check_folder_of
+from .engines import redact
 from .errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -45,7 +46,7 @@ def _global_options(parser: argparse.ArgumentParser, default) -> None:
     known = parser._option_string_actions
     if "--db" not in known:
         parser.add_argument("--db", default=default(None),
-                            help="database file (env BASECRAWLER_DB, default ./basecrawler.db)")
+                            help="database file, or postgresql://user@host/db (env BASECRAWLER_DB, default ./basecrawler.db)")
     if "-v" not in known:
         parser.add_argument("-v", "--verbose", action="store_true", default=default(False), help="debug logging")
     if "-q" not in known:
@@ -128,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         # A path or port the user chose cannot be used: say which and why, no traceback.
         print(f"basecrawler: {_describe_os_error(exc)}", file=sys.stderr)
         return EXIT_IO
+    except Exception as exc:
+        # PostgreSQL unreachable or refusing (psycopg.OperationalError): one line, like SQLite's.
+        if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
+            print(f"basecrawler: database error on {redact(args.settings.db_path)}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        raise
     except KeyboardInterrupt:
         print("basecrawler: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

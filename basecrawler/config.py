@@ -106,6 +106,8 @@ def endpoint_override(source: str, endpoint: str) -> str | None:
 
 
 def db_directory(db_path: str) -> Path:
+    if db_path.startswith(("postgresql://", "postgres://")):   # files stay on each machine (store.directory)
+        return Path(os.environ.get("BASECRAWLER_DATA_DIR") or Path.cwd()).resolve()
     return Path(db_path).resolve().parent if db_path != ":memory:" else Path.cwd()
 
 

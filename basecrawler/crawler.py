@@ -74,7 +74,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         self.counts, self.warnings = RunCounts(), []
         self._stored_keys: set[tuple[str, str]] = set()
         self._transport_bases = None
-        lock = RunLock(self.store.path, self.settings.lock_timeout_s)
+        lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
         waiting = not lock.try_acquire()
         self.run_id = result.run_id = self.store.start_run(self.source, self.mode, "waiting" if waiting else "running",

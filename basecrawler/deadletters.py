@@ -57,7 +57,7 @@ def retry(crawler: "BaseCrawler") -> dict:
     kept raw input (no re-fetch), and store what now parses. Under the run lock."""
     outcome = {"retried": 0, "resolved": 0, "still_failing": 0}
     store = crawler.store
-    with RunLock(store.path, crawler.settings.lock_timeout_s):
+    with RunLock(store.path, crawler.settings.lock_timeout_s, scope=crawler.source):
         letters = [l for l in store.open_dead_letters(crawler.source) if l["stage"] in ("parse", "store")]
         for letter in letters:
             outcome["retried"] += 1

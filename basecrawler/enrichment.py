@@ -137,7 +137,8 @@ def claim_due(crawler, limit: int | None = None) -> list[dict]:
         marks = ",".join("?" * len(DUE_STATES))
         cursor = db.conn.execute(
             f"SELECT * FROM enrichment WHERE source = ? AND state IN ({marks}) AND next_attempt_at <= ? "
-            "ORDER BY recall_date DESC, id LIMIT ?", [crawler.source, *DUE_STATES, now, limit])
+            # SKIP LOCKED (PostgreSQL): workers claiming at once each take other rows.
+            f"ORDER BY recall_date DESC, id LIMIT ?{crawler.store.skip_locked}", [crawler.source, *DUE_STATES, now, limit])
         names = [d[0] for d in cursor.description]
         items = [dict(zip(names, values)) for values in cursor.fetchall()]
         db.conn.executemany(

@@ -257,8 +257,142 @@ def _m005_manufacturer_key(db: sqlite_utils.Database) -> None:
     refill_manufacturer_keys(db.conn)
 
 
+def _m007_translation_claims(db: sqlite_utils.Database) -> None:
+    """Translation workers claim their batch (`translation_claimed_at`, `_by`) before calling
+    the backend, so several workers on one store never send the same row twice (on
+    PostgreSQL the claim takes its rows with FOR UPDATE SKIP LOCKED). A claim older than the
+    processing timeout belongs to a worker that died and is taken again."""
+    existing = db["recalls"].columns_dict
+    for name in ("translation_claimed_at", "translation_claimed_by"):
+        if name not in existing:
+            db["recalls"].add_column(name, str)
+    # Claiming a row must not rewrite its full-text entry: the update trigger now fires only
+    # when an indexed column changes.
+    cols = ", ".join(FTS_COLUMNS)
+    new_vals = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
+    old_vals = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
+    db.execute("DROP TRIGGER IF EXISTS recalls_fts_au")
+    db.execute(
+        f"""CREATE TRIGGER recalls_fts_au AFTER UPDATE OF {cols} ON recalls BEGIN
+          INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
+          INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
+        END""")
+
+
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
-              _m006_fts_fed_per_batch]
+              _m006_fts_fed_per_batch, _m007_translation_claims]
+
+
+# ---- PostgreSQL ---------------------------------------------------------------------------
+# The PostgreSQL schema is derived from the SQLite one, so both engines always carry the same
+# tables, columns, keys and indexes: a fresh in-memory SQLite database is migrated to the newest
+# version and read back (tables, column types, primary keys, indexes); PostgreSQL gets the
+# missing ones, additively. A new SQLite migration that adds a table, column or index therefore
+# reaches PostgreSQL with no second migration to write. What SQLite does with FTS5 and
+# triggers, PostgreSQL does with one pg_trgm GIN index over the searched text (PG_EXTRAS).
+
+_PG_TYPES = {"TEXT": "TEXT", "INTEGER": "BIGINT", "FLOAT": "DOUBLE PRECISION", "REAL": "DOUBLE PRECISION",
+             "BLOB": "BYTEA", "": "TEXT"}
+
+# The text `search` looks in, one expression (searched terms never hold whitespace, so joining
+# the columns with a space cannot make a match across two of them). search.py uses this very
+# expression, so PostgreSQL answers ILIKE '%term%' from the trigram index.
+PG_SEARCH_DOCUMENT = " || ' ' || ".join(f"COALESCE({{t}}{c}, '')" for c in FTS_COLUMNS)
+
+PG_EXTRAS = [
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    f"CREATE INDEX IF NOT EXISTS recalls_search_trgm ON recalls USING gin (({PG_SEARCH_DOCUMENT.format(t='')}) gin_trgm_ops)",
+    # The translation queue (pending rows newest first) and the claim lookup.
+    "CREATE INDEX IF NOT EXISTS recalls_pending ON recalls (recall_date DESC, id DESC) WHERE translated_at IS NULL",
+]
+
+
+def _pg_type(kind: str) -> str:
+    base, _, rest = kind.partition(" ")
+    return _PG_TYPES.get(base, "TEXT") + (" " + rest if rest else "")
+
+
+def reference_schema() -> dict[str, dict]:
+    """{table: {"columns": [(name, type)], "pk": [names], "indexes": [(name, unique, [cols])]}}
+    of a SQLite database at the newest version (FTS tables left out)."""
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        migrate(sqlite_utils.Database(conn))
+        tables = {}
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+                                    "AND name NOT LIKE 'recalls_fts%' ORDER BY name"):
+            info = conn.execute(f"PRAGMA table_info([{name}])").fetchall()
+            indexes = []
+            for _, index, unique, origin, _ in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
+                if origin == "pk":
+                    continue
+                cols = [r[2] for r in conn.execute(f"PRAGMA index_info([{index}])").fetchall()]
+                indexes.append((index, bool(unique), cols))
+            tables[name] = {
+                "columns": [(r[1], (r[2] or "").upper() + (" NOT NULL" if r[3] else "")) for r in info],
+                "pk": [r[1] for r in sorted(info, key=lambda r: r[5]) if r[5]],
+                "indexes": indexes,
+            }
+        return tables
+    finally:
+        conn.close()
+
+
+def pg_schema_statements(existing: dict[str, set[str]]) -> list[str]:
+    """DDL bringing a PostgreSQL database with these {table: columns} to the reference schema."""
+    statements = []
+    for table, spec in reference_schema().items():
+        if table not in existing:
+            cols = []
+            for name, kind in spec["columns"]:
+                pg_type = _pg_type(kind)
+                if spec["pk"] == [name] and kind.startswith("INTEGER"):
+                    # Explicit ids are accepted (a migrated database keeps its ids).
+                    cols.append(f'"{name}" BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY')
+                else:
+                    cols.append(f'"{name}" {pg_type}')
+            if len(spec["pk"]) > 1 or (spec["pk"] and not any("PRIMARY KEY" in c for c in cols)):
+                cols.append("PRIMARY KEY (" + ", ".join(f'"{c}"' for c in spec["pk"]) + ")")
+            statements.append(f'CREATE TABLE "{table}" ({", ".join(cols)})')
+        else:
+            for name, kind in spec["columns"]:
+                if name not in existing[table]:
+                    statements.append(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {_pg_type(kind).replace(" NOT NULL", "")}')
+        for index, unique, cols in spec["indexes"]:
+            statements.append(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS "{index}" ON "{table}" '
+                              f'({", ".join(chr(34) + c + chr(34) for c in cols)})')
+    return statements + PG_EXTRAS
+
+
+def migrate_pg(conn) -> int:
+    """Bring a PostgreSQL database (a PgConnection) to the newest schema; returns the version.
+
+    One transaction under a transaction-level advisory lock, so crawlers and workers starting
+    together on a new database migrate it once; the version is kept in `schema_version`."""
+    version = len(MIGRATIONS)
+    conn.execute("BEGIN")
+    try:
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
+        conn.executescript("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
+        stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        if stored is None or stored < version:
+            existing: dict[str, set[str]] = {}
+            for table, column in conn.execute(
+                    "SELECT table_name, column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema()").fetchall():
+                existing.setdefault(table, set()).add(column)
+            for statement in pg_schema_statements(existing):
+                conn.executescript(statement)
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+            log.debug("PostgreSQL schema at version %d", version)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return version
 
 
 def migrate(db: sqlite_utils.Database) -> int:

@@ -6,6 +6,10 @@ tokenizer, so any Japanese, Korean or English substring of 3+ characters matches
 whitespace-separated terms must all match. Everything user-supplied is bound as a parameter;
 a term is quoted as one FTS5 phrase, so query syntax characters in it are plain text.
 
+On PostgreSQL every term is one ILIKE over the searched columns joined into one text
+(`schema.PG_SEARCH_DOCUMENT`), which the pg_trgm GIN index answers for terms of 3+ characters;
+shorter terms scan, as the LIKE fallback does on SQLite. The filters are the same SQL on both.
+
 `build_query()` is shared by search (a page of results) and export (a cursor over everything).
 """
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from .manufacturers import manufacturer_key
-from .schema import FTS_COLUMNS
+from .schema import FTS_COLUMNS, PG_SEARCH_DOCUMENT
 
 TRIGRAM = 3
 
@@ -59,7 +63,10 @@ def fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _text_condition(term: str, params: list) -> str:
+def _text_condition(term: str, params: list, dialect: str = "sqlite") -> str:
+    if dialect == "postgresql":
+        params.append(_like_pattern(term))
+        return f"({PG_SEARCH_DOCUMENT.format(t='r.')}) ILIKE ? ESCAPE '\\'"
     if len(term) >= TRIGRAM:
         params.append(fts_phrase(term))
         return "r.id IN (SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH ?)"
@@ -75,12 +82,13 @@ def _either_language(column: str, value: str, params: list) -> str:
 
 
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
-                offset: int = 0, ordered: bool = True) -> tuple[str, list]:
-    """SQL and parameters selecting the recalls that match `filters`, newest first."""
+                offset: int = 0, ordered: bool = True, dialect: str = "sqlite") -> tuple[str, list]:
+    """SQL and parameters selecting the recalls that match `filters`, newest first
+    (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on)."""
     where: list[str] = []
     params: list = []
     for term in filters.terms():
-        where.append(_text_condition(term, params))
+        where.append(_text_condition(term, params, dialect))
     if filters.countries:
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
         params.extend(c.upper() for c in filters.countries)
@@ -97,7 +105,9 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         # model_year is "2021" or a range "2019-2021" (see model.year_range); a year inside
         # the range matches. Four-digit years compare correctly as text.
         year = f"{int(filters.year):04d}"
-        where.append("(r.model_year = ? OR (r.model_year GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9]' "
+        is_range = ("r.model_year ~ '^[0-9]{4}-[0-9]{4}$'" if dialect == "postgresql" else
+                    "r.model_year GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9]'")
+        where.append(f"(r.model_year = ? OR ({is_range} "
                      "AND substr(r.model_year, 1, 4) <= ? AND substr(r.model_year, 6, 4) >= ?))")
         params.extend([year, year, year])
     if filters.since:
@@ -124,7 +134,7 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
                  ) -> Iterator[tuple[list[str], Iterator[tuple]]]:
     """(column names, row tuples) straight from a cursor: rows are read one at a time, never
     collected, so callers can stream any number of them."""
-    sql, params = build_query(filters, limit=limit)
+    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
@@ -132,7 +142,7 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
 
 def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, offset: int = 0) -> list[dict]:
     """One page of matching recalls as dicts (`extra` decoded), newest first."""
-    sql, params = build_query(filters, limit=limit, offset=offset)
+    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
@@ -148,8 +158,13 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
 
 
 def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
-    sql, params = build_query(filters, columns="COUNT(*)", ordered=False)
+    sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn))
     return conn.execute(sql, params).fetchone()[0]
+
+
+def _dialect(conn) -> str:
+    """"postgresql" for the store's PostgreSQL adapter, "sqlite" for a sqlite3 connection."""
+    return getattr(conn, "dialect", "sqlite")
 
 
 def has_korean(text: str | None) -> bool:
@@ -161,7 +176,7 @@ def translation_progress(conn: sqlite3.Connection, filters: RecallFilter) -> tup
     only find rows the translator has reached (`translated_at` set), so an empty Korean search
     over a half-translated store says how far translation is."""
     sql, params = build_query(replace(filters, text=None), ordered=False,
-                              columns="COUNT(r.translated_at), COUNT(*)")
+                              columns="COUNT(r.translated_at), COUNT(*)", dialect=_dialect(conn))
     translated, total = conn.execute(sql, params).fetchone()
     return translated, total
 

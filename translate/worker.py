@@ -6,6 +6,11 @@ only if its `translated_at` is still NULL and its originals are the ones that we
 A killed worker therefore loses at most the batch in flight and never writes a row twice; a
 crawl that changes an original while the batch is in flight leaves that row pending.
 
+Several workers may share one store (on PostgreSQL, on several machines): each batch is claimed
+first (`translation_claimed_at/_by`, the rows taken with FOR UPDATE SKIP LOCKED on PostgreSQL),
+so no two workers send the same row to a backend. A worker releases its unfinished claims when
+it stops; the claims of one that was killed return after BASECRAWLER_PROCESSING_TIMEOUT.
+
 Outcomes per row (`translation_status`):
 - translated  every text translated (or reused from memory) and accepted by the guards;
 - blocked     a guard rejected a text: its `_ko` stays empty, the reason is in translation_note;
@@ -19,9 +24,11 @@ import logging
 import os
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from basecrawler.config import Settings
 from basecrawler.dates import utc_now_iso
 from basecrawler.model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS
 
@@ -138,6 +145,8 @@ class _Worker:
         self.report = TranslationReport(backend=backend.name)
         self.pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self.claimer = f"{store.session()} {uuid.uuid4().hex[:12]}"
+        self.claim_timeout_s = Settings.from_env().processing_timeout_s
 
     # ---- the loop ---------------------------------------------------------------------
     def run(self, *, limit, retry, progress, batch_rows) -> TranslationReport:
@@ -147,6 +156,7 @@ class _Worker:
         if retry:
             report.requeued = requeue(self.store, retry)
             log.info("re-queued %d %s rows", report.requeued, "/".join([retry] if isinstance(retry, str) else retry))
+        self._release_dead_claims()
         total = count_pending(self.store)
         if limit is not None:
             total = min(total, limit)
@@ -175,20 +185,55 @@ class _Worker:
         finally:
             if self.pool:   # on Ctrl-C do not wait for requests whose answers would be dropped
                 self.pool.shutdown(wait=False, cancel_futures=True)
+            self._release_claims()
             report.backend_calls = self.backend.calls - calls_before
             report.pending = count_pending(self.store)
             report.duration_s = time.monotonic() - started
         return report
 
     def _next_batch(self, position, size: int) -> list[dict]:
+        """Claim the next `size` pending rows no live worker holds, newest first."""
+        now = time.time()
+        stamp = utc_now_iso()
+        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now - self.claim_timeout_s))
         columns = ", ".join(ORIGINAL_COLUMNS)
-        sql = f"SELECT id, recall_date, source_lang, {columns} FROM recalls WHERE translated_at IS NULL"
-        params: list = []
+        inner = ("SELECT id FROM recalls WHERE translated_at IS NULL "
+                 "AND (translation_claimed_at IS NULL OR translation_claimed_at < ?)")
+        params: list = [cutoff]
         if position is not None:
-            sql += " AND (recall_date < ? OR (recall_date = ? AND id < ?))"
+            inner += " AND (recall_date < ? OR (recall_date = ? AND id < ?))"
             params += [position[0], position[0], position[1]]
-        sql += " ORDER BY recall_date DESC, id DESC LIMIT ?"
-        return self.store.query(sql, [*params, size])
+        inner += f" ORDER BY recall_date DESC, id DESC LIMIT ?{self.store.skip_locked}"
+        sql = (f"UPDATE recalls SET translation_claimed_at = ?, translation_claimed_by = ? WHERE id IN ({inner}) "
+               f"RETURNING id, recall_date, source_lang, {columns}")
+        # One statement, atomic on both engines (autocommit): the claim needs no transaction
+        # of its own, and a worker killed between claim and write leaves claims, not rows.
+        rows = self.store.query(sql, [stamp, self.claimer, *params, size])
+        rows.sort(key=lambda r: (r["recall_date"], r["id"]), reverse=True)   # RETURNING has no order
+        return rows
+
+    def _release_dead_claims(self) -> None:
+        """Claims of a worker that is gone (killed: its process, or on PostgreSQL its server
+        session, no longer exists) return now rather than after the timeout."""
+        claimers = [r["c"] for r in self.store.query(
+            "SELECT DISTINCT translation_claimed_by AS c FROM recalls "
+            "WHERE translated_at IS NULL AND translation_claimed_by IS NOT NULL")]
+        dead = [c for c in claimers if not self.store.session_alive(c.split(" ")[0])]
+        for claimer in dead:
+            self.store.write(lambda db: db.conn.execute(
+                "UPDATE recalls SET translation_claimed_at = NULL, translation_claimed_by = NULL "
+                "WHERE translation_claimed_by = ?", [claimer]))
+        if dead:
+            log.warning("translate: took back the claims of %d worker(s) that died", len(dead))
+
+    def _release_claims(self) -> None:
+        """Give back rows claimed but not written (stopped by a down backend, Ctrl-C, a limit)."""
+        try:
+            self.store.write(lambda db: db.conn.execute(
+                "UPDATE recalls SET translation_claimed_at = NULL, translation_claimed_by = NULL "
+                "WHERE translation_claimed_by = ?", [self.claimer]))
+        except Exception as exc:   # the claims then return after the timeout
+            log.warning("translate: could not release claimed rows: %s", exc)
 
     # ---- translating one batch ----------------------------------------------------------
     def _translate_rows(self, rows: list[dict]):
@@ -352,7 +397,8 @@ class _Worker:
         now = utc_now_iso()
         assignments = ", ".join(f"{c} = ?" for c in KOREAN_COLUMNS)
         unchanged = " AND ".join(f"{c} IS ?" for c in ORIGINAL_COLUMNS)
-        sql = (f"UPDATE recalls SET {assignments}, translated_at = ?, translation_status = ?, translation_note = ? "
+        sql = (f"UPDATE recalls SET {assignments}, translated_at = ?, translation_status = ?, translation_note = ?, "
+               f"translation_claimed_at = NULL, translation_claimed_by = NULL "
                f"WHERE id = ? AND translated_at IS NULL AND {unchanged}")
 
         def op(db):

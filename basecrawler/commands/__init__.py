@@ -21,6 +21,8 @@ def require_database(settings) -> str:
     from ..errors import ConfigError
 
     path = settings.db_path
+    if path.startswith(("postgresql://", "postgres://")):   # a server: it answers for itself
+        return path
     if not Path(path).is_file():
         raise ConfigError(f"no database at {path} (crawl first with `basecrawler run`, or pass --db)")
     return path

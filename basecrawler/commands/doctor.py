@@ -119,7 +119,41 @@ def check_font() -> Check:
     return Check("OCR font", False, "IPA Gothic not found", "sudo apt-get install fonts-ipafont-gothic")
 
 
+def check_postgres(url: str) -> list[Check]:
+    """Connect, open the store (which migrates it) and report the server, the schema and
+    pg_trgm; the archive and artifacts stay on this machine (BASECRAWLER_DATA_DIR)."""
+    from ..engines import redact
+    from ..store import Store
+
+    started = time.monotonic()
+    try:
+        store = Store(url)
+    except Exception as exc:
+        return [Check("database connection", False, f"{redact(url)}: {type(exc).__name__}: {str(exc).strip()[:200]}",
+                      "check host, port, user, password and database name in BASECRAWLER_DB; "
+                      "pip install 'basecrawler[pg]' for psycopg")]
+    try:
+        seconds = round(time.monotonic() - started, 3)
+        server = store.scalar("SHOW server_version")
+        schema = store.scalar("SELECT MAX(version) FROM schema_version")
+        trgm = store.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")
+    finally:
+        store.close()
+    checks = [Check("database connection", True,
+                    f"PostgreSQL {server} at {redact(url)} in {seconds * 1000:.0f} ms, schema version {schema}",
+                    seconds=seconds),
+              Check("search index", bool(trgm), "pg_trgm installed" if trgm else "pg_trgm missing",
+                    "install postgresql-contrib on the server; a superuser runs CREATE EXTENSION pg_trgm")]
+    folder = db_directory(url)
+    free = shutil.disk_usage(folder if folder.exists() else Path.cwd()).free
+    checks.append(Check("free disk", free >= MIN_FREE_BYTES, f"{_size(free)} free on {folder} (archive, artifacts)",
+                        f"free space there or set BASECRAWLER_DATA_DIR to a larger disk"))
+    return checks
+
+
 def check_database(db_path: str) -> list[Check]:
+    if db_path.startswith(("postgresql://", "postgres://")):
+        return check_postgres(db_path)
     path = Path(db_path)
     # The nearest folder that exists: the store creates the missing ones below it.
     folder = path.parent.resolve()
@@ -165,8 +199,18 @@ def check_reachable(name: str, url: str, *, timeout_s: float, user_agent: str = 
 
 def check_scheduler(db_path: str) -> Check:
     from ..scheduler import daemon_lock
-    lock_path = daemon_lock(db_path).path
+    lock = daemon_lock(db_path)
+    lock_path = lock.path
     fix = "start it: basecrawler schedule (README, Daily use)"
+    if hasattr(lock, "url"):   # PostgreSQL: the advisory lock `schedule` holds, probed by taking it
+        try:
+            free = lock.try_acquire()
+            holder = None if free else lock.holder_pid()
+        finally:
+            lock.release()
+        if free:
+            return Check("scheduler", False, "not running (its advisory lock is free)", fix)
+        return Check("scheduler", True, f"running (pid {holder or '?'}, advisory lock {lock_path.name})")
     if lock_path is None or not lock_path.exists():
         return Check("scheduler", False, "not running (no lock file)", fix)
     # Probe the lock the way `schedule` holds it, on a read-only descriptor: nothing is written.

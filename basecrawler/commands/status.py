@@ -8,6 +8,7 @@ import datetime as dt
 import json
 
 from ..registry import discover
+from ..engines import redact
 from ..store import Store
 from . import require_database
 
@@ -67,7 +68,7 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     last_job = store.get_meta("scheduler.last_job")
     errors = store.get_meta("scheduler.errors")
     return {
-        "db": store.path,
+        "db": redact(store.path),   # a postgresql:// URL may carry a password
         "records": store.count_recalls(),
         "next_scheduled_run": store.get_meta("scheduler.next_run"),
         "last_scheduled_job": json.loads(last_job) if last_job else None,
