@@ -1,6 +1,6 @@
 """Scaffolding several test files share: a demo source fed from a list, a fake clock, an
-encrypted PDF, and a count of the rows a piece of code really writes. Imported as `support`
-(pytest puts tests/ on sys.path, as for quirks_support and conftest)."""
+encrypted PDF, a PDF of N pages, and a count of the rows a piece of code really writes.
+Imported as `support` (pytest puts tests/ on sys.path, as for quirks_support and conftest)."""
 from __future__ import annotations
 
 import io
@@ -66,6 +66,19 @@ def encrypted_pdf() -> bytes:
     buffer = io.BytesIO()
     pdf = canvas.Canvas(buffer, encrypt="secret")
     pdf.drawString(72, 720, "locked")
+    pdf.save()
+    return buffer.getvalue()
+
+
+def pdf_of_pages(pages: int) -> bytes:
+    """A PDF of `pages` A4 pages, each with one line of text ("page N of M", reportlab): a
+    small document whose only problem is its page count."""
+    from reportlab.pdfgen import canvas
+    buffer = io.BytesIO()
+    pdf = canvas.Canvas(buffer)
+    for number in range(1, pages + 1):
+        pdf.drawString(72, 720, f"page {number} of {pages}")
+        pdf.showPage()
     pdf.save()
     return buffer.getvalue()
 

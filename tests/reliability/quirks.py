@@ -3,12 +3,13 @@ each run black-box through `python -m basecrawler run` against a loopback server
 
 An entry is a `Quirk`: the source, the HTTP routes it serves (path regex → Reply; anything else
 404), the exit code the run must end with, the records it must store (values written by hand
-from the payload), the dead letters it must keep (kind + a phrase of the reason) and phrases
-the run line must carry as warnings. To add a quirk class (dates 9999, numbers 1e23, links to
-other hosts, huge PDFs …) append entries to `CORPUS`; `test_quirks.py` runs them all.
+from the payload), the dead letters it must keep (kind + a phrase of the reason), phrases
+the run line must carry as warnings and phrases the log must carry at WARNING level. To add a
+quirk class append entries to `CORPUS`; `test_quirks.py` runs them all.
 
-Payloads are authored here, next to what they must give; the one binary payload (a PDF) is
-made by fixtures/quirks/make_fixtures.py.
+Payloads are authored here, next to what they must give; the list PDF with label lines is made
+by fixtures/quirks/make_fixtures.py, the other PDFs (locked, too many pages) by reportlab at
+import (tests/support.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from basecrawler.testing import Reply
+from support import encrypted_pdf, pdf_of_pages
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -40,6 +42,9 @@ class Quirk:
     records: dict[str, dict] = field(default_factory=dict)         # recall_number → column: value
     dead_letters: list[tuple[str, str]] = field(default_factory=list)   # (kind, phrase of the error)
     warnings: list[str] = field(default_factory=list)               # phrases in the run line
+    # Phrases of WARNING lines in the log that the run line does not count: a problem of one
+    # record's value (a date or a count set aside, the record stored) rather than of a list.
+    logged: list[str] = field(default_factory=list)
     mode: str = "full"
     args: tuple[str, ...] = ()          # more `run` arguments (e.g. "--since", "2026-01-01")
     env: dict[str, str] = field(default_factory=dict)   # more environment (caps, limits …)
@@ -365,6 +370,155 @@ AU += [
           routes={r"browse-all-recalls\?page=0": Reply(200, body=b"<html><body><p>Maintenance & upgrades</p></body></html>",
                                                         headers={"Content-Type": "text/html"})},
           dead_letters=[("unexpected", "no recall links")]),
+]
+
+
+# ---- point 3: implausible dates -----------------------------------------------------------------
+# A date after tomorrow or before 1900 would become the incremental watermark: the record is
+# stored as date-unknown (the sentinel 1970-01-01), the published date kept in extra.
+def us_list(*rows: dict) -> Reply:
+    return Reply(200, body=json.dumps(list(rows)).encode("utf-8"), headers={"Content-Type": "application/json"})
+
+
+US += [
+    Quirk("us-report-received-9999-12-31-beside-a-good-row", "us",
+          routes={r"/resource/6axg-epim\.json": us_list(
+              {"report_received_date": "9999-12-31T00:00:00.000", "nhtsa_id": "26V200000",
+               "subject": "Hood latch may release", "potentially_affected": "300"},
+              {"report_received_date": "2026-06-20T00:00:00.000", "nhtsa_id": "26V200001",
+               "subject": "Wiper motor may fail", "potentially_affected": "45"})},
+          records={
+              "26V200000": {"recall_date": "1970-01-01", "date_unknown": 1,
+                            "extra.implausible_recall_date": "9999-12-31",
+                            "summary_original": "Hood latch may release", "affected_units": 300},
+              "26V200001": {"recall_date": "2026-06-20", "date_unknown": 0, "extra.implausible_recall_date": None,
+                            "summary_original": "Wiper motor may fail", "affected_units": 45},
+          },
+          logged=["26V200000: recall date 9999-12-31 is implausible"]),
+]
+
+
+def eu_two_reports_index() -> bytes:
+    def entry(reference: str, date: str, report_id: str) -> str:
+        return (f"<weeklyReport><reference>{reference}</reference><publicationDate>{date}</publicationDate>"
+                f"<URL>https://ec.europa.eu/safety-gate-alerts/api/download/weeklyReport/detail/xml/{report_id}"
+                "?language=en</URL></weeklyReport>")
+    return ('<?xml version="1.0" encoding="UTF-8"?><Safety-Gate>'
+            + entry("Report-2026-41", "09/10/2026", "10000320") + entry("Report-9999-52", "31/12/9999", "10000321")
+            + "</Safety-Gate>").encode("utf-8")
+
+
+def eu_report(date: str, case: str, brand: str, name: str) -> Reply:
+    return Reply(200, body=(
+        f'<?xml version="1.0" encoding="UTF-8"?><Safety-Gate><report_date>{date}</report_date>'
+        f'<notifications><caseNumber>{case}</caseNumber><category>Motor vehicles</category>'
+        f'<brand>{brand}</brand><name>{name}</name></notifications></Safety-Gate>').encode("utf-8"),
+        headers={"Content-Type": "application/xml"})
+
+
+EU += [
+    Quirk("eu-report-dated-31-12-9999-beside-a-good-report", "eu",
+          routes={r"/list/xml/": Reply(200, body=eu_two_reports_index(), headers={"Content-Type": "application/xml"}),
+                  r"/detail/xml/10000320": eu_report("09/10/2026", "SR/03201/26", "Renault", "Clio"),
+                  r"/detail/xml/10000321": eu_report("31/12/9999", "SR/03202/26", "Peugeot", "208")},
+          records={
+              "SR/03201/26": {"recall_date": "2026-10-09", "date_unknown": 0, "manufacturer_original": "Renault",
+                              "model_original": "Clio", "extra.implausible_recall_date": None},
+              "SR/03202/26": {"recall_date": "1970-01-01", "date_unknown": 1, "manufacturer_original": "Peugeot",
+                              "model_original": "208", "extra.implausible_recall_date": "9999-12-31"},
+          },
+          logged=["SR/03202/26: recall date 9999-12-31 is implausible"]),
+]
+
+
+# ---- point 6: numbers that do not fit -----------------------------------------------------------
+# 10^23 overflowed SQLite's INTEGER and cost the recall; -5 silently became None. Either is
+# stored as an unknown count with the published value in extra, and said at WARNING.
+US += [
+    Quirk("us-potentially-affected-10-to-the-23", "us",
+          routes={r"/resource/6axg-epim\.json": us_list(
+              {"report_received_date": "2026-06-19T00:00:00.000", "nhtsa_id": "26V200002",
+               "subject": "Fuel pump may fail", "potentially_affected": "100000000000000000000000"},
+              {"report_received_date": "2026-06-18T00:00:00.000", "nhtsa_id": "26V200003",
+               "subject": "Horn may not sound", "potentially_affected": "1200"})},
+          records={
+              "26V200002": {"recall_date": "2026-06-19", "summary_original": "Fuel pump may fail",
+                            "affected_units": None, "extra.unparsed_affected_units": "100000000000000000000000"},
+              "26V200003": {"recall_date": "2026-06-18", "summary_original": "Horn may not sound",
+                            "affected_units": 1200, "extra.unparsed_affected_units": None},
+          },
+          logged=["26V200002: affected_units '100000000000000000000000' is not a plausible count"]),
+]
+
+
+def ca_rows(*rows: tuple[str, str, str, str]) -> bytes:
+    """(recall number, model, UNIT_AFFECTED_NBR, RECALL_DATE_DTE) → a CSV with the real header."""
+    lines = [CA_HEADER] + [
+        f'"{number}","2024","","Passenger Car","Voiture de tourisme","KIA","{model}","{units}","Brakes","Freins",'
+        f'"Safety Mfr","Sécurité - fabricant","Issue: Brake {model.lower()}.","","{date}"'
+        for number, model, units, date in rows]
+    return ("\r\n".join(lines) + "\r\n").encode("utf-8")
+
+
+CA += [
+    Quirk("ca-unit-count-minus-5-and-a-recall-dated-9999-12-31", "ca",
+          routes={r"\.csv": Reply(200, body=ca_rows(("2026201", "RIO", "-5", "2026-09-21"),
+                                                    ("2026202", "SOUL", "980", "2026-09-22"),
+                                                    ("2026203", "NIRO", "12", "9999-12-31")),
+                                  headers={"Content-Type": "text/csv"})},
+          records={
+              "2026201": {"recall_date": "2026-09-21", "model_original": "RIO", "affected_units": None,
+                          "extra.unparsed_affected_units": "-5"},
+              "2026202": {"recall_date": "2026-09-22", "date_unknown": 0, "model_original": "SOUL",
+                          "affected_units": 980, "extra.unparsed_affected_units": None,
+                          "defect_cause_original": "Brake soul."},
+              "2026203": {"recall_date": "1970-01-01", "date_unknown": 1, "model_original": "NIRO",
+                          "affected_units": 12, "extra.implausible_recall_date": "9999-12-31"},
+          },
+          logged=["2026201: affected_units '-5' is not a plausible count",
+                  "2026203: recall date 9999-12-31 is implausible"]),
+]
+
+
+# ---- points 7 and 8: the list PDF of a second press release is from elsewhere, too big, locked --
+# The feed lists two recall press releases: 009001 (the good one, its records stored as in the
+# entries above) and 009004, whose list PDF is the quirk; 009004 is lost as a dead letter of
+# its own kind, never at the cost of 009001.
+JP_SECOND = "リコールの届出について（ホンダ　GB350　他）"
+
+
+def jp_press(title: str, list_href: str) -> bytes:
+    return ("<!DOCTYPE html>\n<html lang=\"ja\"><head><meta charset=\"UTF-8\"><title>" + title + "</title></head>"
+            f"<body>\n<h2 class=\"title\">{title}</h2>\n<p class=\"date mb20\">令和６年１０月３日</p>\n"
+            f"<p class=\"linkArrow01 mb10\"><a href=\"{list_href}\">リコール届出一覧表</a>（PDF形式）</p>\n"
+            "</body></html>\n").encode("utf-8")
+
+
+def jp_second_press_release(list_href: str, pdf: bytes | None = None) -> dict:
+    routes = jp_routes(jp_feed(jp_item(JP_RECALL, "jidosha08_hh_009001"), jp_item(JP_SECOND, "jidosha08_hh_009004"))
+                       .encode("cp932"))
+    routes[r"jidosha08_hh_009004\.html"] = Reply(200, body=jp_press(JP_SECOND, list_href),
+                                                 headers={"Content-Type": "text/html"})
+    if pdf is not None:
+        routes[r"content/009004\.pdf"] = Reply(200, body=pdf, headers={"Content-Type": "application/pdf"})
+    return routes
+
+
+JP += [
+    # A link to another host is never followed (a test server on this machine answers only
+    # for the source's own host; files.example.org is not it).
+    Quirk("jp-list-pdf-linked-on-another-host", "jp",
+          routes=jp_second_press_release("https://files.example.org/report/press/content/009004.pdf"),
+          records={"5120": JP_5120},
+          dead_letters=[("foreign_host", "files.example.org is not one of the source's hosts")]),
+    Quirk("jp-list-pdf-of-5-pages-over-a-3-page-cap", "jp", env={"BASECRAWLER_PDF_MAX_PAGES": "3"},
+          routes=jp_second_press_release("/report/press/content/009004.pdf", pdf_of_pages(5)),
+          records={"5120": JP_5120},          # its list PDF has 1 page: under the cap
+          dead_letters=[("too_big", "5 pages, more than the 3-page limit")]),
+    Quirk("jp-list-pdf-locked-with-a-password", "jp",
+          routes=jp_second_press_release("/report/press/content/009004.pdf", encrypted_pdf()),
+          records={"5120": JP_5120},
+          dead_letters=[("encrypted", "encrypted PDF")]),
 ]
 
 CORPUS: list[Quirk] = US + CA + JP + AU + EU

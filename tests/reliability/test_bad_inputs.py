@@ -103,7 +103,11 @@ def test_bad_input_is_a_clear_error_or_dead_letter_never_a_wrong_value(tmp_path,
     store.close()
 
 
-def test_shift_jis_feed_served_as_utf8_is_refused_not_mojibake(tmp_path, monkeypatch):
+def test_shift_jis_feed_served_as_utf8_is_read_as_shift_jis_not_mojibake(tmp_path, monkeypatch):
+    """The replay feed (Shift_JIS bytes) with a header that says UTF-8. Before #13 it was
+    refused (or, read as UTF-8, would have been mojibake); now the bytes decide: the feed is
+    read as Shift_JIS, with a warning, and every recall of the clean run is stored with its
+    clean values and no replacement character."""
     reference = clean_reference(tmp_path, "jp")
     replay = ReplayHandler()
 
@@ -114,6 +118,9 @@ def test_shift_jis_feed_served_as_utf8_is_refused_not_mojibake(tmp_path, monkeyp
         return reply
 
     store, results = run_against(tmp_path, monkeypatch, "jp", handler)
+    assert results[-1].status == "succeeded", results[-1].error
+    assert any("not valid utf-8; read as cp932" in w for w in results[-1].warnings), results[-1].warnings
+    assert set(records(store, "jp")) == set(reference)
     assert_nothing_wrong_stored(store, reference, "jp")
     texts = str(store.query("SELECT * FROM recalls"))
     assert "\ufffd" not in texts  # no replacement characters stored

@@ -2,8 +2,8 @@
 served by a loopback server, `python -m basecrawler run --source X --mode full` runs in a
 subprocess with the source's endpoints overridden to it, and the outcome is checked against
 values written by hand from the payloads: exit code, every good record with its values,
-every lost item a dead letter with its reason and raw input, warnings in the run line, and no
-traceback in the log."""
+every lost item a dead letter with its reason and raw input, warnings in the run line (and
+per-record WARNINGs in the log), and no traceback in the log."""
 from __future__ import annotations
 
 import json
@@ -84,4 +84,6 @@ def test_quirk(quirk: Quirk, tmp_path):
     for phrase in quirk.warnings:
         assert any(phrase in line for line in warned), f"no WARNING with {phrase!r}: {warned}"
     assert ("— warnings " in summary) == bool(quirk.warnings), summary
+    for phrase in quirk.logged:
+        assert any(phrase in line for line in warned), f"no WARNING with {phrase!r}: {warned}"
     conn.close()
