@@ -3,9 +3,11 @@
 Public API for source authors and tools.
 """
 from .config import Settings
-from .crawler import BaseCrawler, Raw, RunCounts, RunResult, Skip
+from .crawler import BaseCrawler
+from .records import Raw
+from .results import RunCounts, RunResult
 from .errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
-                     NotFound, RateLimited, ReplayMiss, SourceFailed, Transient, UnexpectedContent, UnknownSource)
+                     NotFound, RateLimited, ReplayMiss, Skip, SourceFailed, Transient, UnexpectedContent, UnknownSource)
 from .model import Recall
 from .store import Store
 

@@ -402,4 +402,34 @@ def _discard(path: Path | None) -> None:
             path.unlink()
 
 
-__all__ = ["Artifacts", "Artifact", "ArtifactError", "STATES", "verify", "sha256_of", "PDF_MAGIC"]
+
+
+class Documents:
+    """What a source sees of downloaded documents (`self.documents`): `get()` a verified local
+    copy through the manifest, `stored()` the bytes of one kept earlier (a dead-letter retry
+    re-reads the PDF it came from without fetching). The HTTP client is asked for only when a
+    download is needed, so reading stored copies opens no connection."""
+
+    def __init__(self, http: Callable[[], object], store, *, source: str):
+        self._http = http
+        self._store = store
+        self._source = source
+
+    def get(self, url: str, *, target: str | None = None, rediscover: Callable[[], str] | None = None) -> Artifact:
+        """A complete, verified copy of the document (`.path` on disk, `.sha256`, `.url`,
+        `.drifted`); `target` names it across URL changes (default: the URL). Raises
+        ArtifactError or FetchError when it cannot be had."""
+        artifacts = Artifacts(self._http(), self._store, source=self._source)
+        return artifacts.ensure(target or url, url, rediscover=rediscover)
+
+    def stored(self, sha256: str) -> bytes:
+        """A document's bytes by content hash: the artifact copy, else the raw archive's."""
+        path = Artifacts(None, self._store, source=self._source).path_for(sha256)
+        if path.exists():
+            return path.read_bytes()
+        from .archive import Archive
+
+        return Archive(self._store).get_bytes(sha256)
+
+
+__all__ = ["Artifacts", "Artifact", "ArtifactError", "Documents", "STATES", "verify", "sha256_of", "PDF_MAGIC"]

@@ -8,6 +8,7 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     │   ├── UnknownSource (unknown_source)                `--source xx` names no registered source
     │   └── NoBackendConfigured (no_backend)              translate.errors: no translation backend
     ├── Skip (skipped)                                    parse() says: not a recall by design (counted, not lost)
+    ├── Interrupted (interrupted)                         a stop was requested (SIGINT/SIGTERM): never a dead letter
     ├── Undecodable (undecodable)                         no charset decodes a text body without loss
     ├── ListUnreadable (unreadable_list)                  not one item of a list document could be read
     ├── DuplicateSource (duplicate_source)                two classes claim the same `source` id
@@ -163,6 +164,13 @@ class ForeignHost(FetchError):
     """A request (or a redirect) to a host the source did not declare; nothing was sent."""
 
     kind = "foreign_host"
+
+
+class Interrupted(CrawlerError):
+    """A stop was requested (SIGINT/SIGTERM). Never a dead letter: `dead_letter()` re-raises it
+    when a source's own `except Exception` around an item catches it."""
+
+    kind = "interrupted"
 
 
 class Skip(CrawlerError):

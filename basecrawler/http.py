@@ -181,11 +181,19 @@ class HostThrottle:
 
 @dataclass
 class Download:
-    """A streamed body written to a temp file (see `HttpClient.download_to_file`)."""
+    """A streamed body written to a temp file (see `HttpClient.download_to_file`). Used as a
+    context manager it owns that file: `with self.http.download_to_file(url) as download:`
+    removes it when the block ends, however it ends."""
     path: Path
     sha256: str
     size: int
     response: httpx.Response
+
+    def __enter__(self) -> "Download":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 class HttpClient:
@@ -312,12 +320,12 @@ class HttpClient:
             with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
                 import shutil
                 shutil.copyfileobj(src, out, 1 << 20)
-            self._local.last_sha256 = cached["sha256"]
+            self._received(url, cached["sha256"])
             return Download(Path(name), cached["sha256"], os.path.getsize(name), response)
         if self.archive:
             self.archive.put_file(path, sha)
             self._record(url, response, sha, size)
-        self._local.last_sha256 = sha
+        self._received(url, sha)
         return Download(path, sha, size, response)
 
     def with_policy(self, url: str, send, *, method: str = "GET", expect: str | None = None):
@@ -331,6 +339,14 @@ class HttpClient:
         """A raw streaming exchange (context manager) with the client's headers and
         timeouts; no policy of its own — call it inside `with_policy`'s `send`."""
         return self._client.stream(method, url, headers=headers or {})
+
+    def _received(self, url: str, sha256: str | None) -> None:
+        self._local.last_url, self._local.last_sha256 = url, sha256
+
+    @property
+    def last_url(self) -> str | None:
+        """URL of the last body this thread received (for dead letters)."""
+        return getattr(self._local, "last_url", None)
 
     @property
     def last_sha256(self) -> str | None:
@@ -402,7 +418,7 @@ class HttpClient:
         if response.status_code == 304:
             self._count("not_modified")
             body = self.archive.get_bytes(cached["sha256"])
-            self._local.last_sha256 = cached["sha256"]
+            self._received(url, cached["sha256"])
             stored_headers = {"content-type": cached.get("content_type") or "application/octet-stream"}
             if cached.get("etag"):
                 stored_headers["etag"] = cached["etag"]
@@ -413,7 +429,7 @@ class HttpClient:
         if self.archive and response.content is not None:
             sha = self.archive.put_bytes(response.content)
             self._record(url, response, sha, len(response.content))
-        self._local.last_sha256 = sha
+        self._received(url, sha)
         return response
 
     def _with_policy(self, method: str, url: str, send, *, expect: str | None, credentials: bool = False):

@@ -357,6 +357,16 @@ class Store:
         row["extra"] = json.loads(row["extra"]) if row.get("extra") else {}
         return row
 
+    def known_recall_numbers(self, country: str, numbers: Iterable[str]) -> set[str]:
+        """Which of these recall numbers of a country are stored already."""
+        numbers = list(numbers)
+        if not numbers:
+            return set()
+        marks = ",".join("?" * len(numbers))
+        rows = self.query(f"SELECT recall_number FROM recalls WHERE country = ? AND recall_number IN ({marks})",
+                          [country.upper(), *numbers])
+        return {row["recall_number"] for row in rows}
+
     # ---- runs -------------------------------------------------------------------------
     def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
         def op(db):
@@ -462,6 +472,69 @@ class Store:
             sql += " AND source = ?"
             params.append(source)
         return self.query(sql + " ORDER BY id", params)
+
+    def dead_letter_retried(self, letter_id: int, *, error: str | None, at: str) -> None:
+        """One `dead-letters retry` of a letter: resolved when `error` is None, else its new error."""
+        if error is None:
+            sql, params = ("UPDATE dead_letters SET resolved_at = ?, retried_at = ?, retry_count = retry_count + 1 "
+                           "WHERE id = ?"), [at, at, letter_id]
+        else:
+            sql, params = ("UPDATE dead_letters SET error = ?, retried_at = ?, retry_count = retry_count + 1 "
+                           "WHERE id = ?"), [error[:4000], at, letter_id]
+        self.write(lambda db: db.conn.execute(sql, params))
+
+    def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
+                          limit: int = 100) -> list[dict]:
+        """Newest first, with a preview of the raw input instead of all of it (`dead-letters list`)."""
+        sql = ("SELECT id, source, run_id, stage, kind, error, recall_number, url, response_sha256, raw_kind, "
+               "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
+               "resolved_at, retry_count FROM dead_letters WHERE 1=1")
+        params: list = []
+        if not include_resolved:
+            sql += " AND resolved_at IS NULL"
+        if source:
+            sql += " AND source = ?"
+            params.append(source)
+        return self.query(sql + " ORDER BY id DESC LIMIT ?", [*params, limit])
+
+    def sources_with_open_dead_letters(self) -> list[str]:
+        rows = self.query("SELECT DISTINCT source FROM dead_letters WHERE resolved_at IS NULL")
+        return sorted(row["source"] for row in rows)
+
+    def count_open_dead_letters(self, source: str | None = None) -> int:
+        if source is None:
+            return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL")
+        return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source])
+
+    # ---- what `status` shows ------------------------------------------------------------
+    def sources_with_runs(self) -> set[str]:
+        return {row["source"] for row in self.query("SELECT DISTINCT source FROM crawl_runs")}
+
+    def last_successful_run(self, source: str) -> dict | None:
+        rows = self.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
+                          "ORDER BY id DESC LIMIT 1", [source])
+        return rows[0] if rows else None
+
+    def run_problem_counts(self, source: str) -> dict[str, int]:
+        """Runs of the source that crashed or were interrupted, by status."""
+        return {row["status"]: row["n"] for row in self.query(
+            "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
+            "GROUP BY status", [source])}
+
+    def enrichment_counts(self, source: str) -> dict[str, int]:
+        """Enrichment items by state, `retry` per level (retry1 … retry4: how close to `gone`)."""
+        return {row["state"]: row["n"] for row in self.query(
+            "SELECT CASE WHEN state = 'retry' THEN 'retry' || level ELSE state END AS state, COUNT(*) AS n "
+            "FROM enrichment WHERE source = ? GROUP BY 1 ORDER BY 1", [source])}
+
+    def translation_counts(self, source: str) -> dict[str, int]:
+        """Recalls by translation state: pending, translated, or the status the worker set."""
+        return {(row["s"] or "pending"): row["n"] for row in self.query(
+            "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') END AS s, "
+            "COUNT(*) AS n FROM recalls WHERE source = ? GROUP BY s ORDER BY s", [source])}
+
+    def translation_backlog(self) -> int:
+        return self.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL")
 
     # ---- list ledger (basecrawler/ledger.py) -------------------------------------------
     def ledger_list(self, source: str, key: str, *, url: str | None, listed_date: str | None,

@@ -32,7 +32,36 @@ class Request:
     time: float
 
 
-class LoopbackServer:
+class ThreadedServer:
+    """A threaded HTTP server on 127.0.0.1 run in the background: `start()`/`stop()` or `with`.
+    Subclasses build their request handler class and call `_listen(handler_class, port)`."""
+
+    def _listen(self, handler_class, port: int = 0) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler_class)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class LoopbackServer(ThreadedServer):
     """A threaded HTTP server on 127.0.0.1 answering with `handler(request) -> Reply`.
 
         with LoopbackServer(handler) as server:
@@ -80,28 +109,7 @@ class LoopbackServer:
 
             do_GET = do_POST = do_HEAD = _serve
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> "LoopbackServer":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        self._listen(_Handler)
 
 
 def fast_settings(db_path: str, **overrides) -> Settings:

@@ -27,7 +27,7 @@ from typing import Iterator
 
 import lxml.html
 
-from basecrawler import BaseCrawler, NotFound, Raw, Transient, UnexpectedContent
+from basecrawler import BaseCrawler, NotFound, Raw
 from basecrawler.dates import parse_date
 from basecrawler.model import year_range
 
@@ -65,7 +65,7 @@ class AustraliaCrawler(BaseCrawler):
     rate_per_s = 1.0
     concurrency = 1
 
-    def fetch(self) -> Iterator[Raw]:
+    def fetch(self) -> Iterator[dict]:
         seen: set[str] = set()
         yield from self._walk_listing(seen)
         # Recalls not yet collected (a detail page that failed) come again whatever their
@@ -73,7 +73,7 @@ class AustraliaCrawler(BaseCrawler):
         for entry in self.ledger.retries(seen):
             yield from self._detail_item(entry.key)
 
-    def _walk_listing(self, seen: set[str]) -> Iterator[Raw]:
+    def _walk_listing(self, seen: set[str]) -> Iterator[dict]:
         for page in count(0):
             if page >= MAX_LISTING_PAGES:
                 log.warning("au: stopped after %d listing pages", page)
@@ -103,7 +103,7 @@ class AustraliaCrawler(BaseCrawler):
             for number in wanted:
                 yield from self._detail_item(number)
 
-    def _detail_item(self, number: str) -> Iterator[Raw]:
+    def _detail_item(self, number: str) -> Iterator[dict]:
         with self.ledger.attempt(number):
             item = self._fetch_detail_page(number)
             if item is not None:
@@ -113,27 +113,17 @@ class AustraliaCrawler(BaseCrawler):
         """Recall numbers whose detail page this run fetches (all of them in a full run)."""
         if self.mode == "full":
             return [number for number, _ in entries]
-        known = self._stored_numbers([number for number, _ in entries])
+        known = self.known_keys(number for number, _ in entries)
         return [number for number, listed in entries
                 if number not in known or (listed is not None and self.since is not None and listed >= self.since)]
 
-    def _stored_numbers(self, numbers: list[str]) -> set[str]:
-        marks = ",".join("?" * len(numbers))
-        rows = self.store.query(
-            f"SELECT recall_number FROM recalls WHERE country = ? AND recall_number IN ({marks})",
-            [self.country, *numbers])
-        return {row["recall_number"] for row in rows}
-
-    def _fetch_detail_page(self, number: str) -> Raw | None:
+    def _fetch_detail_page(self, number: str) -> dict | None:
         url = self.url("site", detail_path(number))
-        try:
+        # One missing or broken page must not stop the others; a block (403) still fails the run.
+        with self.item({"recall_number": number, "url": url}, url, recall_number=number):
             html = self.http.get_text(url, expect="html")
-        except (NotFound, UnexpectedContent, Transient) as exc:
-            # One missing or broken page must not stop the others; a block (403) still fails the run.
-            self.dead_letter({"recall_number": number, "url": url}, exc, stage="fetch", url=url, recall_number=number)
-            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
-            return None
-        return Raw({"recall_number": number, "html": html}, url=url, response_sha256=self.http.last_sha256)
+            return {"recall_number": number, "html": html}  # the pipeline notes the page it came from
+        return None
 
     def parse(self, raw: dict) -> dict:
         number = raw["recall_number"]

@@ -44,9 +44,10 @@ from typing import Iterator
 
 import ftfy.badness
 
-from basecrawler import BaseCrawler, Raw
+from basecrawler import BaseCrawler
 from basecrawler.dates import parse_date
-from basecrawler.textcodec import repair_text
+from basecrawler import text as text_rules
+from basecrawler.text import distinct_joined
 from basecrawler.model import parse_units, year_range
 
 log = logging.getLogger(__name__)
@@ -79,15 +80,12 @@ class CanadaCrawler(BaseCrawler):
     source_lang = "en"
     endpoints = {"data": "https://opendatatc.tc.canada.ca"}
 
-    def fetch(self) -> Iterator[Raw]:
+    def fetch(self) -> Iterator[dict]:
         url = self.url("data", FULL_PATH if self.mode == "full" else INCREMENTAL_PATH)
-        download = self.http.download_to_file(url)
-        try:
+        with self.http.download_to_file(url) as download:   # the temp file goes when the block ends
             rows_per_recall = count_rows(download.path)
             for group in group_rows(download.path, rows_per_recall):
-                yield Raw(group, url=url, response_sha256=download.sha256)
-        finally:
-            download.path.unlink(missing_ok=True)
+                yield group  # the pipeline notes the download it came from
 
     def parse(self, raw: dict) -> dict:
         number = raw["recall_number"]
@@ -118,8 +116,8 @@ class CanadaCrawler(BaseCrawler):
         record = {
             "recall_number": number,
             "recall_date": _first_date(rows),
-            "manufacturer_original": _joined(v["make"] for v in vehicles),
-            "model_original": _joined(v["model"] for v in vehicles),
+            "manufacturer_original": distinct_joined(v["make"] for v in vehicles),
+            "model_original": distinct_joined(v["model"] for v in vehicles),
             "model_year": year_range({v["year"] for v in vehicles}),
             "component_original": text("SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
@@ -230,29 +228,20 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
 
 # ---- turning rows into fields ----------------------------------------------------------
 def clean_text(value: str | None, recall_number: str = "", column: str = "") -> str | None:
-    """Strip, drop "Translation not available", repair encoding damage where it is reliable."""
-    if value is None:
-        return None
-    value = value.strip()
-    if not value or value.lower() == NOT_TRANSLATED:
-        return None
-    if value.isascii():
-        return value
-    if _NOT_UTF8.search(value):
+    """The framework's cleaning (strip, repair mojibake where it is reliable) plus this file's
+    quirks: "Translation not available" is absent, and bytes that are not UTF-8 are Windows-1252."""
+    if value is not None and _NOT_UTF8.search(value):
         value = value.encode("utf-8", "surrogateescape").decode("cp1252", errors="replace")
         log.warning("ca: recall %s %s is not UTF-8; read as Windows-1252", recall_number, column)
-    fixed, repaired = repair_text(value)   # the framework's mojibake rule, shared with every source
-    if repaired:
+    fixed = text_rules.clean_text(value, absent={NOT_TRANSLATED})
+    if fixed is None or fixed.isascii():
+        return fixed
+    if fixed != value.strip():
         log.info("ca: recall %s %s: repaired mojibake", recall_number, column)
     if ftfy.badness.is_bad(fixed):
         log.warning("ca: recall %s %s looks garbled and cannot be repaired reliably; stored as read: %.60r",
                     recall_number, column, fixed)
     return fixed
-
-
-def _joined(values) -> str | None:
-    """Distinct non-empty values in order of appearance, comma-separated."""
-    return ", ".join(dict.fromkeys(v for v in values if v)) or None
 
 
 def _first_date(rows: list[dict]) -> str | None:

@@ -21,7 +21,6 @@ and that is what XXE and entity-expansion ("billion laughs") attacks need.
 from __future__ import annotations
 
 import datetime as dt
-import html
 import logging
 import re
 from contextlib import suppress
@@ -32,10 +31,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
+from basecrawler import text as text_rules
 from basecrawler.dates import parse_date
-from basecrawler.errors import ForeignHost, NotFound, Transient, UnexpectedContent
-from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding, repair_text
-from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, iter_xml, read_list, release
+from basecrawler.errors import UnexpectedContent
+from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
+from basecrawler.xmlsafe import ListRead, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
 
@@ -88,28 +88,16 @@ def _local(tag) -> str:
 
 
 # ---- text clean-up --------------------------------------------------------------------------
-_TAG_RE = re.compile(r"</?\s*[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
 _ABSENT = {"unknown", "null", "n/a", "-"}
 
 
 def clean_text(value: str | None) -> str | None:
     """Source text → plain text or None: HTML fragments, `null ` prefixes, `Unknown`, blanks."""
-    if value is None:
-        return None
-    text = value
-    if "<" in text and _TAG_RE.search(text):
-        text = _TAG_RE.sub(" ", text)
-    if "&" in text:
-        text = html.unescape(text)
-    if not text.isascii():
-        text = repair_text(text)[0]   # UTF-8 decoded twice upstream ("MÃ¼ller")
-    text = re.sub(r"\s+", " ", text.replace("\xa0", " ")).strip()
+    text = text_rules.clean_text(value, markup=True, squash_space=True)
     # Legacy reports prefix some fields with the literal word "null".
-    while text[:5].lower() == "null ":
+    while text and text[:5].lower() == "null ":
         text = text[5:].lstrip()
-    if text.lower() in _ABSENT:
-        return None
-    return text or None
+    return None if not text or text.lower() in _ABSENT else text
 
 
 def _element_value(element: etree._Element) -> str | list[str] | None:
@@ -337,22 +325,10 @@ class EuSafetyGateCrawler(BaseCrawler):
     rate_per_s = 1.0
     concurrency = 1
 
-    def fetch(self) -> Iterator[Raw]:
+    def fetch(self) -> Iterator[dict]:
         self._notifications_read: dict[str, int] = {}   # report id → notifications read (any category)
-        index_url = self.url("site", INDEX_PATH)
-        response = self.http.get(index_url, expect="xml")
-        sha = self.http.last_sha256
-        try:
-            reports, listed = read_index(response.content, header=response.charset_encoding)
-        except (ListUnreadable, UnsafeXml) as exc:
-            # Kept whole as a dead letter by the pipeline; the run fails without a traceback.
-            raise UnexpectedContent(f"the weekly-report index cannot be read: {type(exc).__name__}: {exc}", url=index_url,
-                                    status=response.status_code, body=response.content, response_sha256=sha) from None
-        for note in listed.repairs:
-            self.warn(f"index: {note}")
-        for chunk, reason in listed.lost:
-            self.dead_letter(Raw({"index_url": index_url, "item": chunk}, url=index_url, response_sha256=sha),
-                             reason, stage="fetch", kind="unreadable_item")
+        reports = self.read_list_document(self.url("site", INDEX_PATH), read_index, name="weekly-report index",
+                                          label="index", key="index_url")
         chosen = sorted((r for r in reports if self._wanted(r)), key=_oldest_first)
         log.info("eu: %d weekly reports in the index, %d chosen (%s since %s)", len(reports), len(chosen),
                  self.mode, self.since or "the beginning")
@@ -377,15 +353,9 @@ class EuSafetyGateCrawler(BaseCrawler):
                 yield from self._report_items(report, first_seen)
 
     def _wanted(self, report: WeeklyReport) -> bool:
-        when = report.date_for_window
-        if when is None:
+        if report.date_for_window is None:
             log.warning("eu: index entry %s has no readable date; fetching it anyway", report.reference)
-            return True
-        if self.since and when < self.since:
-            return False
-        if self.until and when > self.until:
-            return False
-        return True
+        return self.in_window(report.date_for_window)
 
     def report_url(self, report: WeeklyReport) -> str:
         return self.url("site", report_request_path(report))
@@ -402,51 +372,38 @@ class EuSafetyGateCrawler(BaseCrawler):
             log.warning("eu: %s answered 400; retrying with the search parameter", report.reference)
             return url, self.http.download_to_file(url)
 
-    def _report_items(self, report: WeeklyReport, first_seen: dict[str, tuple[str, bool]]) -> Iterator[Raw]:
-        url = self.report_url(report)
-        try:
-            url, download = self._download(report)
-        except (NotFound, UnexpectedContent, Transient, ForeignHost) as exc:
-            self.dead_letter({"reference": report.reference, "report_id": report.report_id}, exc,
-                             stage="fetch", url=url)
-            self.ledger.fail_current(exc)  # not collected: the next run fetches it again
+    def _report_items(self, report: WeeklyReport, first_seen: dict[str, tuple[str, bool]]) -> Iterator[dict]:
+        url, download = self.report_url(report), None
+        with self.item({"reference": report.reference, "report_id": report.report_id}, url):
+            url, download = self._download(report)  # a failed download: the next run fetches it again
+        if download is None:
             return
         kept = broken = 0
-        try:
-            for item in self._read_report(self._report_source(download, report), report, url):
-                if "_broken" in item:
-                    broken += 1
-                    self.dead_letter(Raw(item["_broken"], url=url, response_sha256=download.sha256),
-                                     item["error"], stage="fetch", kind="unexpected")
-                    continue
-                case = item["caseNumber"]
-                if case not in first_seen:
-                    stored = self._stored_date(case)
-                    first_seen[case] = (stored or item["report_date"], stored is not None)
-                item["first_report_date"], item["date_stored"] = first_seen[case]
-                kept += 1
-                yield Raw(item, url=url, response_sha256=download.sha256)
-        except UnsafeXml as exc:
-            self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
-                                 response_sha256=download.sha256), exc, stage="fetch", kind=exc.kind)
-        except (etree.XMLSyntaxError, UnexpectedContent) as exc:
-            self.dead_letter(Raw({"reference": report.reference, "report_id": report.report_id}, url=url,
-                                 response_sha256=download.sha256), exc, stage="fetch", kind="unexpected")
-            self.ledger.fail_current(exc)  # e.g. a body cut short: a new download may be whole
-        finally:
-            with suppress(FileNotFoundError):
-                download.path.unlink()
+        whole_report = {"reference": report.reference, "report_id": report.report_id}
+        with download, self.item(Raw(whole_report, url=url, response_sha256=download.sha256), url,
+                                 failures=(etree.XMLSyntaxError, UnexpectedContent)):
+            # A body cut short fails the item (a new download may be whole); an unsafe one does not.
+            try:
+                for item in self._read_report(self._report_source(download, report), report, url):
+                    if "_broken" in item:
+                        broken += 1
+                        self.dead_letter(Raw(item["_broken"], url=url, response_sha256=download.sha256),
+                                         item["error"], stage="fetch", kind="unexpected")
+                        continue
+                    case = item["caseNumber"]
+                    if case not in first_seen:
+                        stored = self.known_date(case)
+                        first_seen[case] = (stored or item["report_date"], stored is not None)
+                    item["first_report_date"], item["date_stored"] = first_seen[case]
+                    kept += 1
+                    yield item  # the pipeline notes the report it came from
+            except UnsafeXml as exc:
+                self.dead_letter(Raw(whole_report, url=url, response_sha256=download.sha256), exc)
         log.info("eu: %s (id %s): %d vehicle notifications", report.reference, report.report_id, kept)
         seen = self._notifications_read.pop(report.report_id, 0)
         if seen and not kept and not broken:
             # Weeks without a vehicle alert exist, but garbled categories look the same: say it.
             self.warn(f"{report.reference}: none of its {seen} notifications is in a vehicle category")
-
-    def _stored_date(self, case_number: str) -> str | None:
-        row = self.store.get_recall(self.country, case_number)
-        if row and not row.get("date_unknown"):
-            return row["recall_date"]
-        return None
 
     def _report_source(self, download, report: WeeklyReport):
         """The report file for iterparse: as it is, or re-encoded when it declares a legacy

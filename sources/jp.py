@@ -21,10 +21,10 @@ from urllib.parse import urljoin, urlsplit
 from lxml import html
 
 from basecrawler import BaseCrawler, FetchError, Raw
-from basecrawler.artifacts import ArtifactError, Artifacts
-from basecrawler.errors import UnexpectedContent
-from basecrawler.xmlsafe import ListRead, ListUnreadable, UnsafeXml, read_list
+from basecrawler.artifacts import ArtifactError
+from basecrawler.xmlsafe import ListRead, read_list
 from basecrawler.dates import parse_date
+from basecrawler.text import distinct_joined
 from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf
 
 log = logging.getLogger(__name__)
@@ -73,33 +73,20 @@ class JpCrawler(BaseCrawler):
 
     def fetch(self):
         feed_url = self.url("site", FEED_PATH)
-        response = self.http.get(feed_url, expect="xml")
-        sha = self.http.last_sha256
-        try:
-            items, listed = read_feed(response.content, header=response.charset_encoding)
-        except (ListUnreadable, UnsafeXml) as exc:
-            # Kept whole as a dead letter by the pipeline; the run fails without a traceback.
-            raise UnexpectedContent(f"the press-release feed cannot be read: {type(exc).__name__}: {exc}", url=feed_url,
-                                    status=response.status_code, body=response.content, response_sha256=sha) from None
-        for note in listed.repairs:
-            self.warn(f"feed {FEED_PATH}: {note}")
-        for chunk, reason in listed.lost:
-            self.dead_letter(Raw({"feed_url": feed_url, "item": chunk}, url=feed_url, response_sha256=sha),
-                             reason, stage="fetch", kind="unreadable_item")
+        items = self.read_list_document(feed_url, read_feed, name="press-release feed", label=f"feed {FEED_PATH}",
+                                        key="feed_url")
+        sha = self.http.last_sha256  # the feed's: letters about its items point at it
         recalls = [item for item in items if RECALL_TITLE_RE.match(item.title)]
         if not recalls:
             # Garbled titles or a new title wording would otherwise skip every recall silently.
             self.warn(f"feed {FEED_PATH}: none of its {len(items)} items is titled as a recall press release")
-        downloads = Artifacts(self.http, self.store, source=self.source)
         chosen: dict[str, tuple[FeedItem, str]] = {}
         for item in recalls:
             if not item.link:
                 self.dead_letter(Raw({"feed_url": feed_url, "title": item.title}, url=feed_url, response_sha256=sha),
                                  "recall item of the feed without a link", stage="fetch", kind="unreadable_item")
                 continue
-            if self.since and item.date and item.date < self.since:
-                continue
-            if self.until and item.date and item.date > self.until:
+            if not self.in_window(item.date):
                 continue
             press_url = self._site_url(item.link)
             if press_url is None:
@@ -121,38 +108,34 @@ class JpCrawler(BaseCrawler):
                 chosen[entry.key] = (item, press_url)
         for key, (item, press_url) in chosen.items():
             with self.ledger.attempt(key) as attempt:
-                produced = self._press_release(item, press_url, downloads, attempt)
+                produced = self._press_release(item, press_url, attempt)
                 if produced is not None:
                     yield produced
 
-    def _press_release(self, item: FeedItem, press_url: str, downloads: Artifacts, attempt=None) -> Raw | None:
+    def _press_release(self, item: FeedItem, press_url: str, attempt=None) -> Raw | None:
         """The press release's list PDF, read; None when it is lost (dead letter). A loss
         that a later fetch can mend fails the ledger attempt, so the next run comes back."""
         context = {"press_url": press_url, "press_title": item.title,
                    "feed_date": item.date.isoformat() if item.date else None}
-        retry_later = attempt.fail if attempt is not None else (lambda error: None)
-        try:
+        with self.item(Raw(context, url=press_url), failures=(FetchError,)) as fetched:
             press = self._press_page(press_url)
-        except FetchError as exc:
-            self.dead_letter(Raw(context, url=press_url), exc)
-            retry_later(exc)
+        if fetched.failed:
             return None
         if press.list_pdf is None:
             message = f"no {LIST_LINK_TEXT} PDF linked from the press page"
             self.dead_letter(Raw(context, url=press_url), message, kind="unexpected")
-            retry_later(message)
+            if attempt is not None:
+                attempt.fail(message)
             return None
         context.update(press_date=press.date.isoformat() if press.date else None, pdf_url=press.list_pdf)
-        target = f"jp:{urlsplit(press_url).path}#{LIST_LINK_TEXT}"
 
         def rediscover() -> str:
             return self._press_page(press_url).list_pdf or press.list_pdf
 
-        try:
-            artifact = downloads.ensure(target, press.list_pdf, rediscover=rediscover)
-        except (ArtifactError, FetchError) as exc:
-            self.dead_letter(Raw(context, url=press.list_pdf), exc)
-            retry_later(exc)
+        with self.item(Raw(context, url=press.list_pdf), failures=(ArtifactError, FetchError)) as downloaded:
+            artifact = self.documents.get(press.list_pdf, target=f"jp:{urlsplit(press_url).path}#{LIST_LINK_TEXT}",
+                                          rediscover=rediscover)
+        if downloaded.failed:
             return None
         context.update(pdf_url=artifact.url, pdf_sha256=artifact.sha256)
         if artifact.drifted:
@@ -177,13 +160,6 @@ class JpCrawler(BaseCrawler):
         text = self.http.get_text(url, encoding="utf-8", expect="html")
         return parse_press_page(text, url, site_url=self._site_url)
 
-    def _archived_pdf(self, sha256: str) -> bytes:
-        path = Artifacts(None, self.store, source=self.source).path_for(sha256)
-        if path.exists():
-            return path.read_bytes()
-        from basecrawler.archive import Archive
-        return Archive(self.store).get_bytes(sha256)
-
     def _site_url(self, link: str) -> str | None:
         """The feed and pages link http://www.mlit.go.jp/...; requests go to the (overridable)
         site endpoint with the same path."""
@@ -194,7 +170,7 @@ class JpCrawler(BaseCrawler):
 
     def parse(self, raw):
         if "pages" not in raw and raw.get("pdf_sha256"):
-            raw = {**raw, "pages": [page.to_dict() for page in self._read_pdf(self._archived_pdf(raw["pdf_sha256"]))]}
+            raw = {**raw, "pages": [page.to_dict() for page in self._read_pdf(self.documents.stored(raw["pdf_sha256"]))]}
         records, rejected = records_from_list(raw)
         if not records and not rejected:
             methods = sorted({page.get("method") for page in raw.get("pages") or []})
@@ -612,8 +588,8 @@ def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
     return {
         "recall_number": number,
         "recall_date": date or press_date,
-        "manufacturer_original": _distinct(v["maker"] for v in vehicles),
-        "model_original": _distinct(v["name"] for v in vehicles),
+        "manufacturer_original": distinct_joined((v["maker"] for v in vehicles), "、"),
+        "model_original": distinct_joined((v["name"] for v in vehicles), "、"),
         "component_original": text("component"),
         "defect_cause_original": None if batch else text("defect_cause"),
         "remedy_original": None if batch else text("remedy"),
@@ -621,11 +597,6 @@ def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
         "source_url": doc.get("press_url"),
         "extra": extra,
     }
-
-
-def _distinct(values) -> str | None:
-    seen = list(dict.fromkeys(v for v in values if v))
-    return "、".join(seen) or None
 
 
 def _merge_same_number(records: list[dict]) -> list[dict]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from urllib.parse import quote, urlencode
 
-from basecrawler import BaseCrawler, NotFound, Raw, UnexpectedContent
+from basecrawler import BaseCrawler, NotFound, UnexpectedContent
 from basecrawler.dates import parse_date
 from basecrawler.model import normalize_model_year, year_range
 
@@ -64,10 +64,8 @@ class UsCrawler(BaseCrawler):
             if not isinstance(page, list):
                 raise UnexpectedContent(f"list page is not a JSON array: {str(page)[:200]}", url=url,
                                         response_sha256=self.http.last_sha256)
-            sha = self.http.last_sha256
             log.info("us: list page at offset %d: %d rows", offset, len(page))
-            for row in page:
-                yield Raw(row, url=url, response_sha256=sha)
+            yield from page  # the pipeline notes the page each row came from
             if len(page) < self.page_size:
                 return
             offset += len(page)

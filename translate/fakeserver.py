@@ -16,7 +16,9 @@ import re
 import threading
 import time
 import zlib
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from basecrawler.testing import ThreadedServer
 
 _WORD = re.compile(r"[^\W\d_]+")
 
@@ -33,7 +35,7 @@ def pseudo_korean(text: str) -> str:
     return _WORD.sub(word, text)
 
 
-class FakeLibreTranslate:
+class FakeLibreTranslate(ThreadedServer):
     def __init__(self, *, translator=pseudo_korean, overrides: dict | None = None, delay_s: float = 0.0,
                  api_key: str | None = None, port: int = 0):
         self.translator = translator
@@ -78,14 +80,7 @@ class FakeLibreTranslate:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        self._listen(_Handler, port)
 
     @property
     def texts(self) -> list[str]:
@@ -114,20 +109,9 @@ class FakeLibreTranslate:
         out = [self.overrides[t] if t in self.overrides else self.translator(t) for t in texts]
         return 200, {"translatedText": out if isinstance(q, list) else out[0]}
 
-    def start(self) -> "FakeLibreTranslate":
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
         self.dead = True
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
+        super().stop()
 
 
 def main(argv=None) -> None:

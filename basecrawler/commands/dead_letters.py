@@ -33,18 +33,7 @@ def cmd_dead_letters(args) -> int:
 
 
 def _list(args, store: Store) -> int:
-    sql = ("SELECT id, source, run_id, stage, kind, error, recall_number, url, response_sha256, raw_kind, "
-           "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
-           "resolved_at, retry_count FROM dead_letters WHERE 1=1")
-    params: list = []
-    if not args.all:
-        sql += " AND resolved_at IS NULL"
-    if args.source:
-        sql += " AND source = ?"
-        params.append(args.source)
-    sql += " ORDER BY id DESC LIMIT ?"
-    params.append(args.limit)
-    rows = store.query(sql, params)
+    rows = store.list_dead_letters(args.source, include_resolved=args.all, limit=args.limit)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -60,8 +49,7 @@ def _list(args, store: Store) -> int:
 
 
 def _retry(args, store: Store) -> int:
-    sources = [args.source] if args.source else sorted(
-        {r["source"] for r in store.query("SELECT DISTINCT source FROM dead_letters WHERE resolved_at IS NULL")})
+    sources = [args.source] if args.source else store.sources_with_open_dead_letters()
     registry = discover()
     totals = {"retried": 0, "resolved": 0, "still_failing": 0}
     for source_id in sources:

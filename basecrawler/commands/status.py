@@ -27,12 +27,9 @@ def register(sub) -> None:
 
 def freshness(store: Store, source_id: str, now: dt.datetime) -> dict:
     """Newest recall date, last successful run, stale flag, crashed / interrupted run counts."""
-    success = store.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
-                          "ORDER BY id DESC LIMIT 1", [source_id])
-    last_success = (success[0]["finished_at"] or success[0]["started_at"]) if success else None
-    problems = {r["status"]: r["n"] for r in store.query(
-        "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
-        "GROUP BY status", [source_id])}
+    success = store.last_successful_run(source_id)
+    last_success = (success["finished_at"] or success["started_at"]) if success else None
+    problems = store.run_problem_counts(source_id)
     return {
         "newest_recall_date": store.newest_recall_date(source_id),
         "last_success": last_success,
@@ -46,22 +43,16 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     """`now` (aware) is injectable so the stale flag can be tested at a fixed time."""
     now = now or dt.datetime.now(dt.timezone.utc)
     sources = {}
-    known = set(source_ids) | {r["source"] for r in store.query("SELECT DISTINCT source FROM crawl_runs")}
+    known = set(source_ids) | store.sources_with_runs()
     for source_id in sorted(known):
         last = store.last_run(source_id)
         entry = {
             "records": store.count_recalls(source_id),
             "last_run": None,
-            "dead_letters_open": store.scalar(
-                "SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source_id]),
-            # retry is shown per level (retry1 … retry4): how close items are to `gone`.
+            "dead_letters_open": store.count_open_dead_letters(source_id),
             **freshness(store, source_id, now),
-            "enrichment": {r["state"]: r["n"] for r in store.query(
-                "SELECT CASE WHEN state = 'retry' THEN 'retry' || level ELSE state END AS state, COUNT(*) AS n "
-                "FROM enrichment WHERE source = ? GROUP BY 1 ORDER BY 1", [source_id])},
-            "translation": {(r["s"] or "pending"): r["n"] for r in store.query(
-                "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') END AS s, "
-                "COUNT(*) AS n FROM recalls WHERE source = ? GROUP BY s ORDER BY s", [source_id])},
+            "enrichment": store.enrichment_counts(source_id),
+            "translation": store.translation_counts(source_id),
         }
         entry["ledger"] = ledger_status(store, source_id)
         if last:
@@ -82,8 +73,8 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
         "next_scheduled_run": store.get_meta("scheduler.next_run"),
         "last_scheduled_job": json.loads(last_job) if last_job else None,
         "scheduler_errors": json.loads(errors)[-5:] if errors else [],
-        "translation_backlog": store.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL"),
-        "dead_letters_open": store.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL"),
+        "translation_backlog": store.translation_backlog(),
+        "dead_letters_open": store.count_open_dead_letters(),
         "sources": sources,
     }
 

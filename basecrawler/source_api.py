@@ -1,0 +1,221 @@
+"""Everything a source may touch, all on `self`: the HTTP client, URLs on its endpoints, the
+date window, the stored facts it needs, downloaded documents, the list ledger, and the per-item
+plumbing (dead letters with provenance, warnings). A source reaches nothing else: not the
+store, not the archive, not the artifact manifest.
+
+`BaseCrawler` (crawler.py) is this plus the pipeline.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+from typing import Any, Callable, Iterator
+
+from . import deadletters
+from .config import Settings, endpoint_override
+from .errors import FetchError, ForeignHost, Interrupted, ListUnreadable, NotFound, Transient, UnexpectedContent, UnsafeXml
+from .records import Raw, Window, as_date, origin, rebase
+from .results import RunCounts
+from .store import Store
+
+log = logging.getLogger("basecrawler")
+
+MODES = ("incremental", "full")
+# What `item()` turns into a dead letter by default: failures of one item. A block or a rate
+# limit is the host's, and ends the run instead.
+ITEM_FAILURES = (NotFound, UnexpectedContent, Transient, ForeignHost)
+
+
+class ItemScope:
+    """What `with self.item(...) as scope:` tells afterwards: whether the item failed."""
+
+    failed: bool = False
+
+
+class SourceAPI:
+    def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
+                 since: dt.date | str | None = None, until: dt.date | str | None = None,
+                 settings: Settings | None = None, transport=None, clock=None, sleep=None, progress=None,
+                 stop=None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        self.settings = settings or Settings.from_env()
+        if store is None:
+            store = self.settings.db_path
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.mode = mode
+        self._explicit_since = as_date(since)
+        self.since: dt.date | None = self._explicit_since
+        self.until: dt.date | None = as_date(until)
+        self._transport = transport
+        self._clock = clock or time.time
+        # `stop` (a threading.Event) ends the run at the next item boundary, or at once during
+        # an HTTP back-off wait: a scheduler asked to stop must not sit out a retry ladder.
+        self._stop = stop
+        self._sleep = sleep or (time.sleep if stop is None else self._stoppable_sleep)
+        self._http = None
+        self.run_id: int | None = None
+        self.counts = RunCounts()
+        self._transport_bases: list[tuple[str, str]] | None = None
+        self.warnings: list[str] = []
+        self._progress = progress  # callable(fetched, None) for a terminal display, or None
+        self._ledger = None
+
+    # ---- URLs -------------------------------------------------------------------------
+    def endpoint(self, name: str) -> str:
+        """Base URL (scheme+host[+port]) of an endpoint, after the environment override."""
+        return origin(endpoint_override(self.source, name) or self.endpoints[name])
+
+    def url(self, endpoint: str, path: str = "") -> str:
+        """Absolute URL on an endpoint: only scheme+host change with an override, paths stay."""
+        if path and not path.startswith("/"):
+            path = "/" + path
+        return self.endpoint(endpoint) + path
+
+    def public_url(self, url: str) -> str:
+        """A URL on an overridden endpoint (mirror, proxy, test server) written back on the
+        source's declared public host: the override is transport, never what a record links to."""
+        return rebase(url, self._overridden_bases())
+
+    def _overridden_bases(self) -> list[tuple[str, str]]:
+        if self._transport_bases is None:
+            self._transport_bases = [(origin(override), origin(declared)) for name, declared in self.endpoints.items()
+                                     if (override := endpoint_override(self.source, name))]
+        return self._transport_bases
+
+    def download_hosts(self) -> set[str]:
+        """Where this source's requests may go: every endpoint's host (declared and
+        overridden), `allowed_hosts`, and BASECRAWLER_<SOURCE>_ALLOWED_HOSTS (comma-separated)."""
+        from .http import host_key
+
+        hosts = set()
+        for name, declared in self.endpoints.items():
+            hosts.add(host_key(declared))
+            override = endpoint_override(self.source, name)
+            if override:
+                hosts.add(host_key(override))
+        extra = self.settings.source_setting(self.source, "allowed_hosts") or ""
+        for host in [*self.allowed_hosts, *extra.split(",")]:
+            if host.strip():
+                hosts.add(host_key(host.strip() if "//" in host else "//" + host.strip()))
+        return hosts
+
+    # ---- HTTP, documents, the ledger --------------------------------------------------
+    @property
+    def http(self):
+        """The run's HTTP client: retries, pacing, archive, failure classes, allowed hosts.
+        `self.http.download_to_file(url)` used in a `with` owns its temp file."""
+        if self._http is None:
+            from .http import HttpClient
+
+            self._http = HttpClient(
+                settings=self.settings, store=self.store, transport=self._transport,
+                rate_per_s=self.rate_per_s, concurrency=self.concurrency,
+                clock=self._clock, sleep=self._sleep, source=self.source,
+                allowed_hosts=self.download_hosts() if self.endpoints else None,
+            )
+        return self._http
+
+    @property
+    def documents(self):
+        """Downloaded documents (PDFs) through the artifact manifest (see `artifacts.Documents`)."""
+        from .artifacts import Documents
+
+        return Documents(lambda: self.http, self.store, source=self.source)
+
+    @property
+    def ledger(self):
+        """The list ledger (see `ledger.py`) for sources that read a list before its items."""
+        if self._ledger is None:
+            from .ledger import Ledger
+
+            self._ledger = Ledger(self.store, self.source, max_attempts=self.settings.ledger_max_attempts,
+                                  retries=self._explicit_since is None and self.until is None or self.mode == "full",
+                                  requeue=self.mode == "full")
+        return self._ledger
+
+    def read_list_document(self, url: str, reader: Callable, *, name: str, label: str, key: str) -> list:
+        """Fetch a list document (feed, index) and read it with `reader(body, header=charset)`,
+        which returns (entries, `xmlsafe.ListRead`). Repairs are warnings (`label: note`), lost
+        items dead letters ({key: url, "item": chunk}); a list that cannot be read at all is an
+        `UnexpectedContent` the pipeline keeps whole, and the run fails without a traceback."""
+        response = self.http.get(url, expect="xml")
+        sha = self.http.last_sha256
+        try:
+            entries, listed = reader(response.content, header=response.charset_encoding)
+        except (ListUnreadable, UnsafeXml) as exc:
+            raise UnexpectedContent(f"the {name} cannot be read: {type(exc).__name__}: {exc}", url=url,
+                                    status=response.status_code, body=response.content, response_sha256=sha) from None
+        for note in listed.repairs:
+            self.warn(f"{label}: {note}")
+        for chunk, reason in listed.lost:
+            self.dead_letter({key: url, "item": chunk}, reason, stage="fetch", kind="unreadable_item",
+                             url=url, response_sha256=sha)
+        return entries
+
+    # ---- the window and stored facts --------------------------------------------------
+    def in_window(self, date: dt.date | None) -> bool:
+        """Whether a listed item's date is inside this run's window (no date: always)."""
+        return Window(self.since, self.until).holds(date)
+
+    def known_date(self, recall_number: str) -> str | None:
+        """The stored recall date (ISO) of one of this source's recalls, None when it is not
+        stored or its date is unknown."""
+        row = self.store.get_recall(self.country, recall_number)
+        return row["recall_date"] if row and not row.get("date_unknown") else None
+
+    def known_keys(self, recall_numbers) -> set[str]:
+        """Which of these recall numbers this source has stored already."""
+        return self.store.known_recall_numbers(self.country, recall_numbers)
+
+    def today(self) -> dt.date:
+        """Today (UTC) by the injected clock, so "after tomorrow" is testable."""
+        return dt.datetime.fromtimestamp(self._clock(), dt.timezone.utc).date()
+
+    # ---- per-item plumbing ------------------------------------------------------------
+    @contextlib.contextmanager
+    def item(self, raw: Any, url: str | None = None, *, failures: tuple = ITEM_FAILURES,
+             recall_number: str | None = None) -> Iterator[ItemScope]:
+        """One item fetched or read on its own: a failure in `failures` inside the block becomes
+        a fetch dead letter keeping `raw`, with provenance from the error or the last response,
+        and fails the ledger's current list item (the next run fetches it again); the crawl
+        goes on. Anything else (a block, a stop) passes. `scope.failed` says what happened."""
+        scope = ItemScope()
+        try:
+            yield scope
+        except failures as exc:
+            scope.failed = True
+            # Provenance: the item's own response, else the error's, else (a parse failure of a
+            # body) the last response; never the last one for a failed request, which is not it.
+            last = None if isinstance(exc, FetchError) or isinstance(raw, Raw) or self._http is None \
+                else self._http.last_sha256
+            self.dead_letter(raw, exc, stage="fetch", url=url, recall_number=recall_number, response_sha256=last)
+            if self._ledger is not None:
+                self._ledger.fail_current(exc)
+
+    def dead_letter(self, raw: Any, error: BaseException | str, *, stage: str = "fetch", kind: str | None = None,
+                    url: str | None = None, recall_number: str | None = None,
+                    response_sha256: str | None = None) -> None:
+        """Keep an item the source could not turn into records (and count it), for a failure
+        that needs its own kind or stage (see `deadletters.record`); `item()` covers the rest."""
+        deadletters.record(self, raw, error, stage=stage, kind=kind, url=url, recall_number=recall_number,
+                           response_sha256=response_sha256)
+
+    def warn(self, message: str) -> None:
+        """An input problem handled with nothing lost (a repaired list, a lying charset, a list
+        with no recall in it): a WARNING, and counted in the run line."""
+        self.warnings.append(message)
+        log.warning("%s: %s", self.source, message)
+
+    def _stoppable_sleep(self, seconds: float) -> None:
+        if self._stop.wait(seconds):
+            raise Interrupted()
+
+    def _check_stop(self) -> None:
+        if self._stop is not None and self._stop.is_set():
+            raise Interrupted()
+
+
+__all__ = ["SourceAPI", "ItemScope", "ITEM_FAILURES", "MODES"]

@@ -1,0 +1,39 @@
+"""Housekeeping around a run, never part of it: rows and half downloads left by killed
+processes, and the raw archive's retention. None of it may fail a crawl."""
+from __future__ import annotations
+
+import logging
+
+from .archive import Archive
+from .config import Settings
+from .store import Store
+
+log = logging.getLogger("basecrawler")
+
+
+def recover_after_crash(store: Store, source: str, run_id: int | None) -> None:
+    """Under the run lock: close run rows left by killed processes, drop their half downloads."""
+    from .http import sweep_partial_downloads
+
+    closed = store.close_dead_runs(exclude_run_id=run_id, lock_held=True)
+    if closed:
+        log.warning("%s: %d earlier run(s) whose process is gone marked crashed (ids %s)", source,
+                    len(closed), ", ".join(map(str, closed)))
+    # The HTTP client streams bodies into <db dir>/tmp (see HttpClient.download_to_file).
+    removed = sweep_partial_downloads(store.directory / "tmp")
+    if removed:
+        log.warning("%s: removed %d partial download(s) left by processes that are gone (%.1f MB)",
+                    source, len(removed), sum(size for _, size in removed) / 1e6)
+
+
+def prune_archive(store: Store, settings: Settings, source: str) -> None:
+    """Apply the archive retention (BASECRAWLER_ARCHIVE_RETENTION_DAYS) once per run."""
+    if settings.archive_retention_days <= 0 or not settings.archive_enabled:
+        return
+    try:
+        Archive(store).prune(settings.archive_retention_days)
+    except OSError as exc:  # housekeeping must never fail a crawl
+        log.warning("%s: archive pruning skipped: %s", source, exc)
+
+
+__all__ = ["recover_after_crash", "prune_archive"]
