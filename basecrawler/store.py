@@ -333,6 +333,12 @@ class Store:
         db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         yield from items
 
+    def server_facts(self) -> tuple[str, int | None, bool]:
+        """PostgreSQL only (for `doctor`): the server version, the schema version reached and
+        whether the pg_trgm extension the search index needs is installed."""
+        return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
+                bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
+
     def newest_recall_date(self, source: str, latest=None) -> str | None:
         """Newest known recall date of a source (the incremental watermark). With `latest`, a
         date after it (a 9999-12-31 stored before dates were checked) does not count."""

@@ -134,9 +134,7 @@ def check_postgres(url: str) -> list[Check]:
                       "pip install 'basecrawler[pg]' for psycopg")]
     try:
         seconds = round(time.monotonic() - started, 3)
-        server = store.scalar("SHOW server_version")
-        schema = store.scalar("SELECT MAX(version) FROM schema_version")
-        trgm = store.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")
+        server, schema, trgm = store.server_facts()
     finally:
         store.close()
     checks = [Check("database connection", True,
@@ -147,7 +145,7 @@ def check_postgres(url: str) -> list[Check]:
     folder = db_directory(url)
     free = shutil.disk_usage(folder if folder.exists() else Path.cwd()).free
     checks.append(Check("free disk", free >= MIN_FREE_BYTES, f"{_size(free)} free on {folder} (archive, artifacts)",
-                        f"free space there or set BASECRAWLER_DATA_DIR to a larger disk"))
+                        "free space there or set BASECRAWLER_DATA_DIR to a larger disk"))
     return checks
 
 
