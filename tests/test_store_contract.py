@@ -70,19 +70,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def db_path(any_db):  # noqa: F811
+    """Every test here on both engines: conftest's `store` and `settings` take this db_path."""
     return any_db
-
-
-@pytest.fixture
-def store(db_path):
-    s = Store(db_path)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def settings(db_path):
-    return fast_settings(db_path)
 
 
 def _count_recall_writes(store) -> None:
