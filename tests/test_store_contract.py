@@ -21,7 +21,6 @@ from basecrawler import Recall, Store
 from basecrawler import enrichment
 from basecrawler.cli import main
 from basecrawler.runlock import RunLock
-from basecrawler.testing import fast_settings
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 # The SQLite-era behaviour tests, now run on both engines through the fixtures below.
