@@ -1,5 +1,5 @@
-"""Enrichment ladder for two-phase sources (feed ahead of meta). See ARCHITECTURE
-"Enrichment ladder". Called by BaseCrawler.run():
+"""Enrichment ladder for two-phase sources (feed ahead of meta). See docs/ARCHITECTURE.md,
+"The enrichment ladder". Called by BaseCrawler.run():
 
     enqueue(crawler, records)   after each stored batch: queue the records needing detail
     run_ladder(crawler) -> dict after the list is stored: claim due items, call fetch_detail,

@@ -6,7 +6,7 @@ Two engines, one contract: a path is a SQLite file (the default, no server); a
 adapter takes the same SQL, so every method here and every `store.write(…)` elsewhere runs on
 both.
 
-Upsert rules (see ARCHITECTURE "Storage"):
+Upsert rules (see docs/ARCHITECTURE.md, "The store"):
 - a NULL or blank never erases a stored value (COALESCE, in SQL);
 - a row whose merged values equal the stored ones is not written, so `updated_at` does not
   move and a re-run over the same data writes nothing;
