@@ -17,6 +17,7 @@ the key computed when they were last written: after changing the rules, refill t
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -68,6 +69,9 @@ def clean(name: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", name).upper().split())
 
 
+# Called for every stored row; a source publishes a few hundred distinct names at most, so the
+# rule table (a regex per alias, then suffix cutting) runs once per name, not once per row.
+@functools.lru_cache(maxsize=4096)
 def manufacturer_key(name: str | None) -> str | None:
     """The normalised key of a published manufacturer name (None for an empty name)."""
     if name is None:
