@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from .engines import is_postgres_url
 
 DEFAULT_USER_AGENT = (
     "basecrawler/0.1 (+https://github.com/basecrawler/basecrawler; public recall data collector)"
@@ -106,7 +107,7 @@ def endpoint_override(source: str, endpoint: str) -> str | None:
 
 
 def db_directory(db_path: str) -> Path:
-    if db_path.startswith(("postgresql://", "postgres://")):   # files stay on each machine (store.directory)
+    if is_postgres_url(db_path):   # files stay on each machine (store.directory)
         return Path(os.environ.get("BASECRAWLER_DATA_DIR") or Path.cwd()).resolve()
     return Path(db_path).resolve().parent if db_path != ":memory:" else Path.cwd()
 

@@ -236,7 +236,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":
             # Only plausible dates count: one stored 9999-12-31 must not filter out every new record.
-            newest = self.store.newest_recall_date(self.source, latest=self.today() + dt.timedelta(days=1))
+            newest = self.store.newest_recall_date(self.source, self.today())
             if newest:
                 overlap = max(self.settings.overlap_days, self.min_overlap_days)
                 self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)

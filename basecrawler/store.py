@@ -32,7 +32,7 @@ from typing import Any, Iterable, Iterator
 
 import sqlite_utils
 
-from .dates import utc_now_iso
+from .dates import EARLIEST_PLAUSIBLE_DATE, latest_plausible_date, utc_now_iso
 from .engines import is_postgres_url, redact
 from .manufacturers import manufacturer_key
 from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
@@ -230,6 +230,11 @@ class Store:
             row = self.db.execute(sql, params).fetchone()
         return row[0] if row else None
 
+    def write_returning(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
+        """One statement that writes and returns rows (`UPDATE … RETURNING`, a claim), atomic on
+        its own and retried like `write` when the database is locked."""
+        return self._with_lock_retry(lambda: self.query(sql, params))
+
     def query(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
         # Threads share this one connection (enrichment workers archive responses through it):
         # a read stepping while another thread's transaction is open can break its COMMIT.
@@ -259,7 +264,8 @@ class Store:
         now = utc_now_iso()
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
         # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
-        last_id = db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
+        last_id = (db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
+                   if self._feed_fts_per_batch else None)   # only the SQLite index feed needs it
         to_write: list[tuple[dict, str]] = []
         if self.engine == "postgresql":
             # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
@@ -339,14 +345,13 @@ class Store:
         return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
                 bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
 
-    def newest_recall_date(self, source: str, latest=None) -> str | None:
-        """Newest known recall date of a source (the incremental watermark). With `latest`, a
-        date after it (a 9999-12-31 stored before dates were checked) does not count."""
-        if latest is None:
-            return self.scalar("SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0", [source])
+    def newest_recall_date(self, source: str, today) -> str | None:
+        """Newest plausible recall date of a source (the incremental watermark): a date outside
+        `dates.is_plausible_date` (a 9999-12-31 stored before dates were checked) does not count."""
         return self.scalar(
             "SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0 "
-            "AND recall_date >= '1900-01-01' AND recall_date <= ?", [source, latest.isoformat()])
+            "AND recall_date >= ? AND recall_date <= ?",
+            [source, EARLIEST_PLAUSIBLE_DATE.isoformat(), latest_plausible_date(today).isoformat()])
 
     def count_recalls(self, source: str | None = None) -> int:
         if source is None:
@@ -365,13 +370,9 @@ class Store:
 
     def known_recall_numbers(self, country: str, numbers: Iterable[str]) -> set[str]:
         """Which of these recall numbers of a country are stored already."""
-        numbers = list(numbers)
-        if not numbers:
-            return set()
-        marks = ",".join("?" * len(numbers))
-        rows = self.query(f"SELECT recall_number FROM recalls WHERE country = ? AND recall_number IN ({marks})",
-                          [country.upper(), *numbers])
-        return {row["recall_number"] for row in rows}
+        # The keyed lookup of the upsert: chunked (SQLite's variable limit) and one array on PostgreSQL.
+        country = country.upper()
+        return {number for _, number in self.rows_by_key(((country, n) for n in numbers), ["country", "recall_number"])}
 
     # ---- runs -------------------------------------------------------------------------
     def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:

@@ -36,8 +36,7 @@ _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs
 _XML_DECL = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._:-]+)[\"']", re.IGNORECASE)
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", re.IGNORECASE)
 # The superset each legacy charset is in practice written in.
-_SUPERSETS = {"shift_jis": "cp932", "iso8859-1": "cp1252", "ascii": "cp1252", "euc_jp": "euc_jis_2004",
-              "iso8859-15": "cp1252", "latin-1": "cp1252"}
+_SUPERSETS = {"shift_jis": "cp932", "iso8859-1": "cp1252", "ascii": "cp1252", "euc_jp": "euc_jis_2004"}
 
 
 @dataclass
@@ -87,7 +86,10 @@ def decode_text(body: bytes, *, header: str | None = None, default: str | None =
     declaration too."""
     for bom, name in _BOMS:
         if body.startswith(bom):
-            return Decoded(body[len(bom):].decode(name, errors="strict"), name, name)
+            try:
+                return Decoded(body[len(bom):].decode(name, errors="strict"), name, name)
+            except UnicodeDecodeError as exc:   # a BOM is a promise; broken bytes after it are not text
+                raise Undecodable(f"the body starts with a {name} byte-order mark but is not {name}: {exc}") from None
     own = declared_in(body) if sniff else None
     claims = [c for c in (canonical(header), canonical(own), canonical(default)) if c]
     declared = claims[0] if claims else None

@@ -153,3 +153,14 @@ def test_press_page_sent_in_shift_jis_is_decoded_once():
     page = parse_press_page(decode_text(body, default="utf-8").text, "https://www.mlit.go.jp/report/press/x.html")
     assert page.list_pdf == "https://www.mlit.go.jp/a.pdf"
     assert str(page.date) == "2024-10-03"
+
+
+def test_broken_bytes_after_a_byte_order_mark_are_undecodable_not_a_crash():
+    # A UTF-8 BOM promises UTF-8; \xff\xfe after it is not: the callers (get_text, read_list)
+    # turn Undecodable into a dead letter, a bare UnicodeDecodeError would be a traceback.
+    import pytest
+    from basecrawler.errors import Undecodable
+    from basecrawler.textcodec import decode_text
+
+    with pytest.raises(Undecodable, match="byte-order mark"):
+        decode_text(b"\xef\xbb\xbf<feed>\xff\xfe</feed>")

@@ -75,7 +75,7 @@ def translation(monkeypatch):
         def summary_line(self):
             return "translated 1 record"
 
-    def translate_pending(store, backend, *, limit=None):
+    def translate_pending(store, backend, *, limit=None, stop=None):
         calls.append(("translate", backend))
         return Report()
 
@@ -128,7 +128,7 @@ def test_no_translation_backend_skips_translation(settings, translation):
 
 
 def test_translation_failure_is_logged_and_does_not_fail_the_sources(settings, translation, caplog):
-    def broken(store, backend, *, limit=None):
+    def broken(store, backend, *, limit=None, stop=None):
         raise RuntimeError("worker crashed")
 
     sys.modules["translate.worker"].translate_pending = broken

@@ -19,7 +19,12 @@ def translate_after_job(store, *, settings=None, stop=None) -> str:
         line = "skipped: no translation backend configured"
         log.info("schedule: translation %s", line)
         return line
-    outcome = translate_pending(store, backend)
+    try:
+        outcome = translate_pending(store, backend, stop=stop)
+    finally:
+        close = getattr(backend, "close", None)   # test doubles may have none
+        if close is not None:
+            close()
     if getattr(outcome, "backend_down", False):
         log.warning("schedule: translation backend is down; untranslated rows stay pending for the next run")
     return outcome.summary_line()

@@ -116,7 +116,7 @@ def count_pending(store) -> int:
 
 def translate_pending(store, backend: Backend | None, *, limit: int | None = None, retry=None, progress=None,
                       glossary: Glossary | None = None, batch_rows: int | None = None,
-                      target_lang: str = "ko") -> TranslationReport:
+                      target_lang: str = "ko", stop=None) -> TranslationReport:
     """Translate pending rows until none are left or `limit` rows were processed.
 
     `retry` ("failed", "blocked" or both) re-queues those rows first. `progress(done, total)`
@@ -131,7 +131,7 @@ def translate_pending(store, backend: Backend | None, *, limit: int | None = Non
     if batch_rows is None:
         batch_rows = int(os.environ.get("BASECRAWLER_TRANSLATE_BATCH") or DEFAULT_BATCH_ROWS)
     return _Worker(store, backend, glossary=glossary, target_lang=target_lang).run(
-        limit=limit, retry=retry, progress=progress, batch_rows=batch_rows)
+        limit=limit, retry=retry, progress=progress, batch_rows=batch_rows, stop=stop)
 
 
 class _Worker:
@@ -149,7 +149,7 @@ class _Worker:
         self.claim_timeout_s = Settings.from_env().processing_timeout_s
 
     # ---- the loop ---------------------------------------------------------------------
-    def run(self, *, limit, retry, progress, batch_rows) -> TranslationReport:
+    def run(self, *, limit, retry, progress, batch_rows, stop=None) -> TranslationReport:
         started = time.monotonic()
         calls_before = self.backend.calls
         report = self.report
@@ -165,7 +165,8 @@ class _Worker:
         workers = max(1, int(getattr(self.backend, "concurrency", 1)))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="translate") if workers > 1 else None
         try:
-            while limit is None or done < limit:
+            # `stop` (the scheduler's SIGTERM event) ends the run between batches; claims go back.
+            while (limit is None or done < limit) and not (stop is not None and stop.is_set()):
                 size = batch_rows if limit is None else min(batch_rows, limit - done)
                 rows = self._next_batch(position, size)
                 if not rows:
@@ -208,7 +209,7 @@ class _Worker:
                f"RETURNING id, recall_date, source_lang, {columns}")
         # One statement, atomic on both engines (autocommit): the claim needs no transaction
         # of its own, and a worker killed between claim and write leaves claims, not rows.
-        rows = self.store.query(sql, [stamp, self.claimer, *params, size])
+        rows = self.store.write_returning(sql, [stamp, self.claimer, *params, size])
         rows.sort(key=lambda r: (r["recall_date"], r["id"]), reverse=True)   # RETURNING has no order
         return rows
 

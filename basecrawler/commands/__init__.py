@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from ..engines import is_postgres_url
 
 
 def iso_date(text: str) -> dt.date:
@@ -21,7 +22,7 @@ def require_database(settings) -> str:
     from ..errors import ConfigError
 
     path = settings.db_path
-    if path.startswith(("postgresql://", "postgres://")):   # a server: it answers for itself
+    if is_postgres_url(path):   # a server: it answers for itself
         return path
     if not Path(path).is_file():
         raise ConfigError(f"no database at {path} (crawl first with `basecrawler run`, or pass --db)")

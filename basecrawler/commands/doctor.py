@@ -26,6 +26,7 @@ import httpx
 from ..config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
 from ..errors import ConfigError
 from ..runner import translation_backend_factory
+from ..engines import is_postgres_url
 
 OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/setup does)"
 # IPA Gothic, the font scripts/setup installs (the Japanese fixtures are drawn with it).
@@ -150,7 +151,7 @@ def check_postgres(url: str) -> list[Check]:
 
 
 def check_database(db_path: str) -> list[Check]:
-    if db_path.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(db_path):
         return check_postgres(db_path)
     path = Path(db_path)
     # The nearest folder that exists: the store creates the missing ones below it.

@@ -31,7 +31,7 @@ def freshness(store: Store, source_id: str, now: dt.datetime) -> dict:
     last_success = (success["finished_at"] or success["started_at"]) if success else None
     problems = store.run_problem_counts(source_id)
     return {
-        "newest_recall_date": store.newest_recall_date(source_id),
+        "newest_recall_date": store.newest_recall_date(source_id, now.date()),
         "last_success": last_success,
         "stale": last_success is None or now - dt.datetime.fromisoformat(last_success) > STALE_AFTER,
         "crashed_runs": problems.get("crashed", 0),

@@ -22,7 +22,7 @@ from datasette.database import QueryInterrupted
 from datasette.utils import path_with_added_args, path_with_removed_args
 
 from basecrawler.browse import DEFAULT_COLUMNS
-from basecrawler.search import RecallFilter, build_query, has_korean
+from basecrawler.search import RecallFilter, build_query, has_korean, translation_progress
 
 TABLE = "recalls"
 
@@ -57,7 +57,7 @@ def filters_from_request(request, database, table, datasette):
     async def with_translation_progress():
         # As the CLI says it: Korean words only find rows the translator has reached.
         db = datasette.get_database(database)
-        translated, total = (await db.execute("SELECT COUNT(translated_at), COUNT(*) FROM recalls")).rows[0]
+        translated, total = await db.execute_fn(lambda conn: translation_progress(conn, RecallFilter(text=text)))
         note = description
         if translated < total:
             note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
