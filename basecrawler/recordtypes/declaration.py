@@ -1,0 +1,129 @@
+"""The declaration of a record type, and what is derived from it without any I/O.
+
+Ideas taken from FollowTheMoney (a schema is data every tool reads: properties, labels,
+`featured` columns, a caption), dlt (a resource declares its primary key and the pipeline
+derives the merge from it) and Scrapy (spiders yield several kinds of items; pipelines handle
+any of them through one adapter). The spine (`BaseCrawler.run()`) stays one fixed pipeline.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Mapping, NamedTuple
+
+from pydantic import BaseModel
+
+# Columns the framework adds to every type's table; no model declares them.
+BOOKKEEPING_COLUMNS: dict[str, type] = {
+    "first_seen_at": str,
+    "updated_at": str,
+    "translated_at": str,
+    "translation_status": str,
+    "translation_note": str,
+}
+
+
+@dataclass(frozen=True)
+class Facet:
+    """A field people filter and count by (`--filter field=value`, a web facet).
+
+    `multi`: the field holds several values (a JSON list in the column); a filter matches a
+    record when any of its values matches. `expand`: a stored value → the facet values it
+    counts under (a model-year range "2019-2021" counts under 2019, 2020 and 2021); None means
+    the value itself.
+    """
+
+    field: str
+    label: str
+    multi: bool = False
+    expand: Callable[[Any], list[str]] | None = None
+
+
+@dataclass(frozen=True)
+class RecordType:
+    """One kind of record. Everything else (table, indexes, search, upsert, export, web,
+    translation, migrate, status) is derived from this."""
+
+    name: str                        # "vehicle_recall": --type, status, web, entry points
+    title: str                       # "Vehicle recalls": headings
+    model: type[BaseModel]           # the pydantic model; text fields as X_original / X_ko pairs
+    table: str                       # the store's table for this type
+    key: tuple[str, ...]             # identity *within a source*; the store prepends `source`
+    date_field: str | None = None    # the record's date (the window, the watermark, the sort)
+    # A record may lack a date: stored with `date_unknown = 1`, counted, searchable, never
+    # dropped by the window. `date_sentinel` is what the date column then holds (None = NULL;
+    # vehicle recalls keep 1970-01-01 for compatibility with stores made before types).
+    date_optional: bool = True
+    date_sentinel: dt.date | None = None
+    translated: tuple[str, ...] = ()     # base names with `_original` / `_ko` columns
+    searchable: tuple[str, ...] = ()     # extra plain columns in the full-text index
+    facets: tuple[Facet, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)   # column → human header
+    display: tuple[str, ...] = ()        # best text of a record: the first non-empty of these
+                                         # translated bases (Korean when there, else original)
+    listing: tuple[str, ...] = ()        # the columns a table of this type shows first
+    card: tuple[str, ...] = ()           # the fields a record card shows, in order
+    # Columns computed from a prepared row (e.g. a normalised manufacturer key), stored beside
+    # the data and recomputed on every upsert; `derived_columns` gives their SQL types.
+    derived: Callable[[dict], dict] | None = None
+    derived_columns: Mapping[str, type] = field(default_factory=dict)
+    # A publisher number other sources also use for the same thing (a Transport Canada recall
+    # number appears in `ca` and in the Canada-wide alerts): records of any type with the same
+    # country and the same value here are shown as the same recall — linked, never merged.
+    same_as_field: str | None = None
+    url_fields: tuple[str, ...] = ("source_url",)   # http(s) only; anything else kept as text in extra
+
+    # ---- derived, no I/O ------------------------------------------------------------------
+    @cached_property
+    def original_columns(self) -> tuple[str, ...]:
+        return tuple(f"{base}_original" for base in self.translated)
+
+    @cached_property
+    def korean_columns(self) -> tuple[str, ...]:
+        return tuple(f"{base}_ko" for base in self.translated)
+
+    @cached_property
+    def key_columns(self) -> tuple[str, ...]:
+        """The stored identity: the publishing source first, so two sources never collide."""
+        return ("source", *self.key)
+
+    @cached_property
+    def data_columns(self) -> tuple[str, ...]:
+        """Columns a crawl writes: `source`, every model field but the Korean ones, derived columns."""
+        fields = [name for name in self.model.model_fields if name not in self.korean_columns]
+        return ("source", *fields, *self.derived_columns)
+
+    @cached_property
+    def text_index_columns(self) -> tuple[str, ...]:
+        """Columns of the full-text index: every original / Korean pair, then `searchable`."""
+        pairs = [column for pair in zip(self.original_columns, self.korean_columns) for column in pair]
+        return (*pairs, *(c for c in self.searchable if c not in pairs))
+
+    def facet(self, name: str) -> Facet | None:
+        return next((f for f in self.facets if f.field == name), None)
+
+    def label(self, column: str) -> str:
+        return self.labels.get(column, column.replace("_", " "))
+
+    def best_text(self, row: Mapping[str, Any]) -> tuple[str | None, str | None]:
+        """(Korean, original) of the first `display` base that has text: the line a screen shows
+        for a record ("summary, else cause, else component"), translated when available."""
+        for base in self.display:
+            original = row.get(f"{base}_original")
+            korean = row.get(f"{base}_ko")
+            if original or korean:
+                return korean, original
+        return None, None
+
+    def __hash__(self) -> int:   # frozen + mappings: hash by name, types are singletons by name
+        return hash(self.name)
+
+
+class Record(NamedTuple):
+    """A record of a named type, as `parse()` returns it when the type is not the source's
+    default `record_type` (the EU source emits `Record("product_alert", {...})` beside its
+    vehicle recalls). A plain dict is a record of the source's default type."""
+
+    type: str
+    fields: dict
