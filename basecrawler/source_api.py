@@ -149,6 +149,8 @@ class SourceAPI:
                 clock=self._clock, sleep=self._sleep, source=self.source,
                 allowed_hosts=self.download_hosts() if self.endpoints else None,
             )
+            if self.settings.replay_dir:
+                self._http.rate_per_s = 0.0   # files, not a host: no spacing (as HttpClient's own replay)
         return self._http
 
     @property
