@@ -100,7 +100,7 @@ def test_every_source_unreachable_ends_quickly_and_suggests_the_replay(db_path, 
     command = shlex.split(last.split(HINT, 1)[1])
     # This very Python (the venv's: works without activating it), the same database, full mode;
     # paths relative to the working directory when under it.
-    absolute = [os.path.abspath(part) if "/" in part else part for part in command]
+    absolute = [os.path.abspath(part) if "/" in part or part.endswith(".db") else part for part in command]
     assert absolute == [os.path.abspath(sys.executable), "-m", "basecrawler", "--db", db_path, "run", "--all",
                         "--mode", "full", "--replay", str(DEFAULT_REPLAY_DIR)]
 
