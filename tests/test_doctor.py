@@ -3,6 +3,7 @@ tesseract on PATH is a fake script, the font is a temporary file: nothing here d
 machine's packages or reaches a real host."""
 import json
 import os
+import re
 import socket
 
 import pytest
@@ -62,8 +63,29 @@ def ready(monkeypatch, tmp_path, server, db_path):
 
 
 def _doctor(db_path, capsys, *extra):
+    """Exit code and output; the table read back as one `mark name: result` line per check."""
     code = main(["--db", db_path, "doctor", "--timeout", "2", *extra])
-    return code, capsys.readouterr().out
+    out = capsys.readouterr().out
+    return code, out if "--json" in extra else "\n".join(_rows(out)) + "\n"
+
+
+def _rows(table: str) -> list[str]:
+    lines = table.splitlines()
+    assert lines[0].split() == ["check", "result"] and set(lines[1]) == {"-", " "}
+    spans = [m.span() for m in re.finditer(r"-+", lines[1])]
+    assert len(spans) == 3
+    return [f"{line[:spans[0][1]].strip()} {line[spans[1][0]:spans[1][1]].strip()}: {line[spans[2][0]:]}"
+            for line in lines[2:]]
+
+
+def test_the_checklist_is_a_table_with_every_result_in_one_column(ready, tmp_path, capsys):
+    db = tmp_path / "ブレーキ" / "recalls.db"     # a Japanese folder name in the result column
+    main(["--db", str(db), "doctor", "--timeout", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    column = [m.start() for m in re.finditer(r"-+", lines[1])][2]
+    assert lines[0][column:] == "result"
+    assert all(line[column - 2:column] == "  " and line[column] != " " for line in lines[2:])
+    assert any("ブレーキ" in line[column:] for line in lines)
 
 
 def test_all_checks_hold_exit_0_every_endpoint_probed_once(ready, server, db_path, capsys):
@@ -142,7 +164,7 @@ def test_unreachable_endpoint_and_server_error(ready, monkeypatch, server, db_pa
     by_name = {c["name"]: c for c in report["checks"]}
     assert code == 1 and report["ok"] is False
     assert by_name[unreachable]["ok"] is False and "unreachable" in by_name[unreachable]["detail"]
-    assert by_name[unreachable]["fix"] == "check the network or proxy; offline, crawl with --replay fixtures/replay"
+    assert by_name[unreachable]["fix"] == doctor.OFFLINE_HINT and "scripts/run --replay" in doctor.OFFLINE_HINT
     assert by_name[failing]["ok"] is False and "HTTP 503" in by_name[failing]["detail"]
 
 

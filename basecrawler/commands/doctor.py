@@ -28,6 +28,7 @@ import httpx
 from ..config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
 from ..errors import ConfigError, CrawlerError
 from ..runner import translation_backend_factory
+from ..tables import render_table
 from ..engines import is_postgres_url
 
 OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/setup does)"
@@ -35,7 +36,7 @@ OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/se
 FONT_GLOBS = ("/usr/share/fonts/opentype/ipafont-gothic/ipag*.ttf", "/usr/share/fonts/truetype/fonts-japanese-gothic.ttf")
 MIN_FREE_BYTES = 1 << 30
 DEFAULT_TIMEOUT_S = 5.0
-OFFLINE_HINT = "check the network or proxy; offline, crawl with --replay fixtures/replay"
+OFFLINE_HINT = "check the network or proxy; without network, fill the store from the replay set: scripts/run --replay"
 
 
 @dataclass
@@ -49,12 +50,18 @@ class Check:
     # True so the exit code is 0; the line starts with – and `fix` says how to set it up.
     note: bool = False
 
-    def line(self) -> str:
-        mark = "–" if self.note else "✓" if self.ok else "✗"
-        text = f"{mark} {self.name}: {self.detail}"
+    @property
+    def mark(self) -> str:
+        return "–" if self.note else "✓" if self.ok else "✗"
+
+    def result(self) -> str:
+        """The detail, with the fix (or, for a note, how to set it up) after it."""
         if self.note and self.fix:
-            return f"{text} — to set up: {self.fix}"
-        return text if self.ok or not self.fix else f"{text} — fix: {self.fix}"
+            return f"{self.detail} — to set up: {self.fix}"
+        return self.detail if self.ok or not self.fix else f"{self.detail} — fix: {self.fix}"
+
+    def line(self) -> str:
+        return f"{self.mark} {self.name}: {self.result()}"
 
 
 def register(sub) -> None:
@@ -73,9 +80,8 @@ def cmd_doctor(args) -> int:
     ok = all(c.ok for c in checks)
     if args.json:
         print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, ensure_ascii=False, indent=2))
-    else:
-        for check in checks:
-            print(check.line())
+    else:   # one row per check; results line up whatever the script of the names and paths
+        print(render_table(["", "check", "result"], [[c.mark, c.name, c.result()] for c in checks]))
     sys.stdout.flush()
     return 0 if ok else 1
 
