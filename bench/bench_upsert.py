@@ -12,12 +12,23 @@ neighbour hurts all of them alike); the table shows the median and the min–max
 wall-clock time and of this process's CPU time (steadier on a shared machine: SQLite runs in
 process and WAL commits with synchronous=NORMAL do not wait for the disk).
 
-    python bench/bench_upsert.py [N] [REPEATS]
+    python bench/bench_upsert.py [N] [REPEATS] [--profile TOP]
+
+"Like for like" (issue #23.1): the plain reference does the same work as the store on the same
+rows — the same table and indexes, the trigram index fed the same way (per row by trigger, or
+per batch by the store's own statement), one transaction — so the ratio store / plain is what
+the framework adds. `--profile TOP` runs the store's upsert once more under cProfile and prints
+its TOP costliest functions. The store is called through `Store.upsert(record_type, …)` when the
+store has it (record types, issue #24), else through `upsert_recalls`.
 """
 from __future__ import annotations
 
+import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -98,13 +109,21 @@ def plain(path: str, prepared: list[tuple], per_row_trigger: bool) -> Timer:
     return timer
 
 
+def upsert(store: Store, records: list, source: str):
+    """One batch through the store's public write path, whichever this version of the store has."""
+    generic = getattr(store, "upsert", None)
+    if generic is not None:
+        return generic("vehicle_recall", records, source=source)
+    return store.upsert_recalls(records, source=source)
+
+
 def through_store(store: Store, rows: list[dict]) -> tuple[Timer, int, object]:
     before = store.db.conn.total_changes
     totals = None
     with Timer() as timer:
         for i in range(0, len(rows), BATCH):
             batch = [Recall.model_validate(r) for r in rows[i:i + BATCH]]
-            result = store.upsert_recalls(batch, source="us")
+            result = upsert(store, batch, "us")
             if totals is None:
                 totals = result
             else:
@@ -116,9 +135,28 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
 
 
+def profile_store(path: str, rows: list[dict], top: int) -> str:
+    """The store's first run (validation included) under cProfile: its `top` costliest functions."""
+    store = open_store(path, per_row_trigger=False)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    through_store(store, rows)
+    profiler.disable()
+    store.close()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=100_000)
+    parser.add_argument("repeats", nargs="?", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, metavar="TOP")
+    args = parser.parse_args()
+    n, repeats = args.n, args.repeats
     rows = raw_rows(n)
     prepared = [
         ("us", r["country"], r["recall_number"], r["recall_date"], 0, r["manufacturer_original"], r["model_original"],
@@ -163,6 +201,8 @@ def main() -> None:
     row("re-run time / first run (per batch)", lambda clock: [getattr(a, clock) / getattr(b, clock) for a, b, _, _ in rerun])
     print(f"{'re-run: unchanged / rows written (target 0)':<50}{f'{rerun[-1][3]} / {max(r[2] for r in rerun)}':>26}")
     print(f"{'peak RSS (MB)':<50}{rss_mb():>26.0f}")
+    if args.profile:
+        print(profile_store(os.path.join(tmp, "profile.db"), rows, args.profile))
 
 
 if __name__ == "__main__":
