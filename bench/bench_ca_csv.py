@@ -134,7 +134,9 @@ def crawl(url: str, db: str, profile_top: int = 0) -> None:
         import pstats
         profiler.disable()
         out = _io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(profile_top)
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("tottime").print_stats(profile_top)
+        stats.sort_stats("cumulative").print_stats(profile_top)
         print(out.getvalue(), file=sys.stderr)
     peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
     c = result.counts

@@ -38,10 +38,9 @@ import csv
 import functools
 import io
 import logging
-import operator
 import re
 from collections import Counter
-from itertools import compress, groupby
+from itertools import groupby
 from pathlib import Path
 from typing import Iterator
 
@@ -100,7 +99,7 @@ class CanadaCrawler(BaseCrawler):
 
         def column_values(column: str) -> list:
             default = first.get(column)
-            return [default, *map(operator.methodcaller("get", column, default), later)]
+            return [default, *(row.get(column, default) for row in later)]
 
         def text(column: str) -> str | None:
             value = clean_text(first.get(column), number, column)
@@ -179,14 +178,14 @@ def count_rows(path: Path) -> Counter:
         if header is None:
             return Counter()
         column = _header_index(header, path)[NUMBER]
-        numbers = map(str.strip, (cells[column] for cells in reader if len(cells) > column))
+        cells_of_number = (cells[column] for cells in reader if len(cells) > column)
         counts: Counter = Counter()
         scattered = set()
         # groupby walks the adjacent runs in C: a number with a second run is scattered.
-        for number, run in groupby(numbers):
+        for number, run in groupby(map(str.strip, cells_of_number)):
             if number in counts:
                 scattered.add(number)
-            counts[number] += sum(1 for _ in run)
+            counts[number] += len(list(run))
     if scattered:
         log.warning("ca: %d recall numbers have non-adjacent rows; they are held until their last row", len(scattered))
     return counts
@@ -219,7 +218,9 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
                 group = open_groups[number] = {"recall_number": number, "rows": [dict(zip(names, cells))],
                                                "cells": cells, "seen": 1}
             else:
-                group["rows"].append(_sparse(names, group["cells"], cells))
+                first = group["cells"]
+                group["rows"].append({names[i]: value for i, value in enumerate(cells[:width])
+                                      if i >= len(first) or first[i] != value})
                 group["seen"] += 1
             if group["seen"] >= rows_per_recall.get(number, 0):
                 del open_groups[number]
@@ -228,15 +229,6 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
         for group in open_groups.values():  # only if the file changed between the passes
             del group["seen"], group["cells"]
             yield group
-
-
-def _sparse(names: list[str], first: list[str], cells: list[str]) -> dict[str, str]:
-    """The cells of a later row that differ from the recall's first row (also those beyond
-    the first row's length), by column name."""
-    if len(cells) == len(first) == len(names):   # the usual case: compared in C, no Python loop per cell
-        differs = list(map(operator.ne, first, cells))
-        return dict(zip(compress(names, differs), compress(cells, differs)))
-    return {names[i]: value for i, value in enumerate(cells[:len(names)]) if i >= len(first) or first[i] != value}
 
 
 # ---- turning rows into fields ----------------------------------------------------------
