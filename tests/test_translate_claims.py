@@ -197,3 +197,17 @@ def test_memory_counters_of_two_translators_never_deadlock(any_db, caplog):  # n
     assert {r["uses"] for r in setup.query("SELECT uses FROM translation_memory")} == {2}
     for s in stores + [setup]:
         s.close()
+
+
+def test_a_bad_lease_setting_is_one_line_that_names_it(store, db_path, monkeypatch, capsys):
+    from basecrawler.cli import main
+    from translate.fakeserver import FakeLibreTranslate
+    seed(store, 1)
+    monkeypatch.setenv("BASECRAWLER_TRANSLATE_LEASE", "soon")
+    with FakeLibreTranslate() as server:
+        monkeypatch.setenv("BASECRAWLER_TRANSLATE_BACKEND", "libretranslate")
+        monkeypatch.setenv("BASECRAWLER_LIBRETRANSLATE_URL", server.url)
+        code = main(["--db", db_path, "translate", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and "BASECRAWLER_TRANSLATE_LEASE" in err and "Traceback" not in err
+    assert statuses(store) == {"pending": 1}

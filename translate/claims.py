@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 
+from basecrawler.errors import ConfigError
 from basecrawler.store import pid_alive
 
 from .targets import Target
@@ -43,7 +44,7 @@ def lease_from_env(environ=None) -> float:
     except ValueError:
         value = -1
     if value <= 0:
-        raise ValueError(f"BASECRAWLER_TRANSLATE_LEASE must be a positive number of seconds, not {text!r}")
+        raise ConfigError(f"BASECRAWLER_TRANSLATE_LEASE must be a positive number of seconds, not {text!r}")
     return value
 
 
