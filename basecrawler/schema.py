@@ -21,9 +21,19 @@ from collections.abc import Callable, Sequence
 
 import sqlite_utils
 
-from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS
+from .recordtypes import record_types
+from .recordtypes.tables import ensure_sqlite, needs_ensure, pg_statements
 
 log = logging.getLogger(__name__)
+
+# ---- the store's history before record types (migrations 1-7): frozen, never edited ------
+# These columns were the one record table of the store; today the `recalls` table is the
+# vehicle_recall type's, derived from record_types/vehicle_recall.py by recordtypes/tables.py
+# (ensure_types, after the numbered migrations). Spelt out here so a change of that
+# declaration never changes what an old migration does.
+_LEGACY_TEXT_FIELDS = ("manufacturer", "model", "component", "summary", "defect_cause", "consequence", "remedy")
+ORIGINAL_COLUMNS = tuple(f"{name}_original" for name in _LEGACY_TEXT_FIELDS)
+KOREAN_COLUMNS = tuple(f"{name}_ko" for name in _LEGACY_TEXT_FIELDS)
 
 RECALL_COLUMNS: dict[str, type] = {
     "source": str,
@@ -44,8 +54,8 @@ RECALL_COLUMNS: dict[str, type] = {
     "translation_note": str,
 }
 
-# Columns of recalls that the full-text index covers (original and Korean text).
-FTS_COLUMNS = [c for pair in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS) for c in pair]
+# Columns of recalls that the full-text index covered (original and Korean text).
+_LEGACY_FTS_COLUMNS = [c for pair in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS) for c in pair]
 
 
 def _has_unique_key(db: sqlite_utils.Database) -> bool:
@@ -189,13 +199,13 @@ def _m002_fts(db: sqlite_utils.Database) -> None:
     An external-content index over recalls kept in step by triggers (insert / update / delete),
     so upserts and the translation worker need no extra code to keep search current.
     """
-    cols = ", ".join(FTS_COLUMNS)
+    cols = ", ".join(_LEGACY_FTS_COLUMNS)
     db.execute(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS recalls_fts USING fts5({cols}, "
         "content='recalls', content_rowid='id', tokenize='trigram')"
     )
-    new_vals = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
-    old_vals = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
+    new_vals = ", ".join(f"new.{c}" for c in _LEGACY_FTS_COLUMNS)
+    old_vals = ", ".join(f"old.{c}" for c in _LEGACY_FTS_COLUMNS)
     db.executescript(
         f"""
         CREATE TRIGGER IF NOT EXISTS recalls_fts_ai AFTER INSERT ON recalls BEGIN
@@ -276,9 +286,9 @@ def _m007_translation_claims(db: sqlite_utils.Database) -> None:
             db["recalls"].add_column(name, str)
     # Claiming a row must not rewrite its full-text entry: the update trigger now fires only
     # when an indexed column changes.
-    cols = ", ".join(FTS_COLUMNS)
-    new_vals = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
-    old_vals = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
+    cols = ", ".join(_LEGACY_FTS_COLUMNS)
+    new_vals = ", ".join(f"new.{c}" for c in _LEGACY_FTS_COLUMNS)
+    old_vals = ", ".join(f"old.{c}" for c in _LEGACY_FTS_COLUMNS)
     db.execute("DROP TRIGGER IF EXISTS recalls_fts_au")
     db.execute(
         f"""CREATE TRIGGER recalls_fts_au AFTER UPDATE OF {cols} ON recalls BEGIN
@@ -287,8 +297,44 @@ def _m007_translation_claims(db: sqlite_utils.Database) -> None:
         END""")
 
 
+def _m008_source_in_identity(db: sqlite_utils.Database) -> None:
+    """A record's identity includes its source (issue #24): two sources emitting the same
+    publisher number keep two records. The `recalls` key moves from (country, recall_number)
+    to (source, country, recall_number) in place — rows, translations and ids kept (a key
+    with one more column cannot collide where the old one did not). The enrichment queue is
+    keyed the same way, and a dead letter says which record type it was meant to be."""
+    for index in db["recalls"].indexes:
+        if index.unique and list(index.columns) == ["country", "recall_number"]:
+            db.execute(f"DROP INDEX [{index.name}]")
+    db["recalls"].create_index(["source", "country", "recall_number"], unique=True, index_name="recalls_key",
+                               if_not_exists=True)
+    for index in db["enrichment"].indexes:
+        if index.unique and list(index.columns) == ["country", "recall_number"]:
+            db.execute(f"DROP INDEX [{index.name}]")
+    db["enrichment"].create_index(["source", "country", "recall_number"], unique=True, if_not_exists=True)
+    if "record_type" not in db["dead_letters"].columns_dict:
+        db["dead_letters"].add_column("record_type", str)
+
+
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
-              _m006_fts_fed_per_batch, _m007_translation_claims]
+              _m006_fts_fed_per_batch, _m007_translation_claims, _m008_source_in_identity]
+
+
+# ---- record types -------------------------------------------------------------------------
+def ensure_types(db: sqlite_utils.Database) -> None:
+    """The table of every known record type, created or evolved (recordtypes/tables.py); one
+    write transaction per type that needs it, none when all are up to date."""
+    for record_type in record_types().values():
+        if not needs_ensure(db.conn, record_type):
+            continue
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if needs_ensure(db.conn, record_type):   # again under the write lock
+                ensure_sqlite(db, record_type)
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.execute("ROLLBACK")
+            raise
 
 
 # ---- schema extensions --------------------------------------------------------------------
@@ -363,23 +409,36 @@ def _migrate_extension(db: sqlite_utils.Database, name: str, migrations: Sequenc
 # tables, columns, keys and indexes: a fresh in-memory SQLite database is migrated to the newest
 # version and read back (tables, column types, primary keys, indexes); PostgreSQL gets the
 # missing ones, additively. A new SQLite migration that adds a table, column or index therefore
-# reaches PostgreSQL with no second migration to write. What SQLite does with FTS5 and
-# triggers, PostgreSQL does with one pg_trgm GIN index over the searched text (PG_EXTRAS).
+# reaches PostgreSQL with no second migration to write; so do the tables of record types
+# (ensure_types runs on the reference database too). What SQLite does with FTS5 and triggers,
+# PostgreSQL does with one pg_trgm GIN index per type over its searched text (pg_extras()).
 
 _PG_TYPES = {"TEXT": "TEXT", "INTEGER": "BIGINT", "FLOAT": "DOUBLE PRECISION", "REAL": "DOUBLE PRECISION",
              "BLOB": "BYTEA", "": "TEXT"}
 
-# The text `search` looks in, one expression (searched terms never hold whitespace, so joining
-# the columns with a space cannot make a match across two of them). search.py uses this very
-# expression, so PostgreSQL answers ILIKE '%term%' from the trigram index.
-PG_SEARCH_DOCUMENT = " || ' ' || ".join(f"COALESCE({{t}}{c}, '')" for c in FTS_COLUMNS)
+def pg_extras() -> list[str]:
+    """The pg_trgm extension, and each type's trigram search index and translation queue."""
+    return ["CREATE EXTENSION IF NOT EXISTS pg_trgm",
+            *(statement for rt in record_types().values() for statement in pg_statements(rt))]
 
-PG_EXTRAS = [
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    f"CREATE INDEX IF NOT EXISTS recalls_search_trgm ON recalls USING gin (({PG_SEARCH_DOCUMENT.format(t='')}) gin_trgm_ops)",
-    # The translation queue (pending rows newest first) and the claim lookup.
-    "CREATE INDEX IF NOT EXISTS recalls_pending ON recalls (recall_date DESC, id DESC) WHERE translated_at IS NULL",
-]
+
+def __getattr__(name: str):
+    """Names from before record types, derived from the default type on first use (search.py
+    still imports them)."""
+    from .recordtypes import get_record_type
+    from .recordtypes.registry import DEFAULT_RECORD_TYPE
+    from .recordtypes.tables import fts_insert_trigger, pg_search_document
+
+    default = get_record_type(DEFAULT_RECORD_TYPE)
+    if name == "FTS_COLUMNS":
+        return list(default.text_index_columns)
+    if name == "PG_SEARCH_DOCUMENT":
+        return pg_search_document(default)
+    if name == "FTS_INSERT_TRIGGER":
+        return fts_insert_trigger(default)
+    if name == "PG_EXTRAS":
+        return pg_extras()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _pg_type(kind: str) -> str:
@@ -387,18 +446,27 @@ def _pg_type(kind: str) -> str:
     return _PG_TYPES.get(base, "TEXT") + (" " + rest if rest else "")
 
 
-def reference_schema() -> dict[str, dict]:
+def reference_schema(*, types_only: bool = False) -> dict[str, dict]:
     """{table: {"columns": [(name, type)], "pk": [names], "indexes": [(name, unique, [cols])]}}
-    of a SQLite database at the newest version, schema extensions included (FTS tables and the
-    extension bookkeeping left out)."""
+    of a SQLite database at the newest version, schema extensions and the tables of record
+    types included (FTS tables and the extension bookkeeping left out). `types_only`: the
+    tables of record types alone, as a new type would get them (a cheap check that runs no
+    migration)."""
     import sqlite3
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        migrate(sqlite_utils.Database(conn))
+        db = sqlite_utils.Database(conn)
+        if not types_only:
+            migrate(db)
+        ensure_types(db)
+        virtual = [name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
         tables = {}
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                                    "AND name NOT LIKE 'recalls_fts%' AND name != ? ORDER BY name", [EXTENSIONS_TABLE]):
+                                    "AND name != ? ORDER BY name", [EXTENSIONS_TABLE]):
+            if any(name == v or name.startswith(v + "_") for v in virtual):
+                continue   # a full-text index and its shadow tables: SQLite's own
             info = conn.execute(f"PRAGMA table_info([{name}])").fetchall()
             indexes = []
             for _, index, unique, origin, _ in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
@@ -416,10 +484,14 @@ def reference_schema() -> dict[str, dict]:
         conn.close()
 
 
-def pg_schema_statements(existing: dict[str, set[str]]) -> list[str]:
-    """DDL bringing a PostgreSQL database with these {table: columns} to the reference schema."""
+def pg_schema_statements(existing: dict[str, set[str]], indexes: dict[str, list[str]] | None = None,
+                         reference: dict[str, dict] | None = None) -> list[str]:
+    """DDL bringing a PostgreSQL database with these {table: columns} and {index: columns} to
+    the reference schema: missing tables, columns and indexes are added; an index whose
+    columns changed (a key that now includes the source) is made again."""
+    indexes = indexes or {}
     statements = []
-    for table, spec in reference_schema().items():
+    for table, spec in (reference or reference_schema()).items():
         if table not in existing:
             cols = []
             for name, kind in spec["columns"]:
@@ -437,9 +509,30 @@ def pg_schema_statements(existing: dict[str, set[str]]) -> list[str]:
                 if name not in existing[table]:
                     statements.append(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {_pg_type(kind).replace(" NOT NULL", "")}')
         for index, unique, cols in spec["indexes"]:
+            if index in indexes and indexes[index] != list(cols):
+                statements.append(f'DROP INDEX "{index}"')
             statements.append(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS "{index}" ON "{table}" '
                               f'({", ".join(chr(34) + c + chr(34) for c in cols)})')
-    return statements + PG_EXTRAS
+    return statements + pg_extras()
+
+
+def _pg_behind(reference: dict[str, dict], existing: dict[str, set[str]], indexes: dict[str, list[str]]) -> bool:
+    """Whether a table, column or index of the reference is missing or an index differs."""
+    for table, spec in reference.items():
+        if table not in existing or any(name not in existing[table] for name, _ in spec["columns"]):
+            return True
+        if any(indexes.get(index) != list(cols) for index, _, cols in spec["indexes"]):
+            return True
+    return False
+
+
+_PG_INDEX_COLUMNS = (
+    "SELECT i.relname, array_agg(a.attname ORDER BY k.n) FROM pg_index x "
+    "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+    "JOIN pg_namespace ns ON ns.oid = t.relnamespace "
+    "CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n) "
+    "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum "
+    "WHERE ns.nspname = current_schema() GROUP BY i.relname")
 
 
 def migrate_pg(conn) -> int:
@@ -448,8 +541,9 @@ def migrate_pg(conn) -> int:
     One transaction under a transaction-level advisory lock, so crawlers and workers starting
     together on a new database migrate it once; the core version is kept in `schema_version`,
     each extension's in `schema_extensions` (as on SQLite). The DDL is derived again when
-    either is behind, e.g. when the translate package is installed after the database was made;
-    it only adds what is missing."""
+    either is behind or the database lacks anything of the reference schema (a record type
+    dropped in, a field added to a model); it only adds what is missing and remakes an index
+    whose columns changed."""
     version = len(MIGRATIONS)
     wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
     conn.execute("BEGIN")
@@ -460,13 +554,15 @@ def migrate_pg(conn) -> int:
         stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
         stored_extensions = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
         behind = [name for name, n in wanted.items() if stored_extensions.get(name, 0) < n]
-        if stored is None or stored < version or behind:
-            existing: dict[str, set[str]] = {}
-            for table, column in conn.execute(
-                    "SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = current_schema()").fetchall():
-                existing.setdefault(table, set()).add(column)
-            for statement in pg_schema_statements(existing):
+        existing: dict[str, set[str]] = {}
+        for table, column in conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema()").fetchall():
+            existing.setdefault(table, set()).add(column)
+        indexes = {name: list(columns) for name, columns in conn.execute(_PG_INDEX_COLUMNS).fetchall()}
+        if (stored is None or stored < version or behind
+                or _pg_behind(reference_schema(types_only=True), existing, indexes)):
+            for statement in pg_schema_statements(existing, indexes):
                 conn.executescript(statement)
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", [max(version, stored or 0)])
