@@ -513,7 +513,12 @@ def pg_schema_statements(existing: dict[str, set[str]], indexes: dict[str, list[
                 statements.append(f'DROP INDEX "{index}"')
             statements.append(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS "{index}" ON "{table}" '
                               f'({", ".join(chr(34) + c + chr(34) for c in cols)})')
-    return statements + pg_extras()
+    return statements + [f'DROP INDEX IF EXISTS "{index}"' for index in PG_DROPPED_INDEXES] + pg_extras()
+
+
+# Indexes a numbered migration dropped on SQLite: the derived PostgreSQL schema only ever adds,
+# so these are named (migration 8: the enrichment queue's key without the source).
+PG_DROPPED_INDEXES = ["idx_enrichment_country_recall_number"]
 
 
 def _pg_behind(reference: dict[str, dict], existing: dict[str, set[str]], indexes: dict[str, list[str]]) -> bool:

@@ -278,7 +278,7 @@ class Store:
     def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
         key = plan.key
-        stored = self.rows_by_key(plan.record_type, (key(r) for r in rows), plan.data_columns)
+        stored = self.rows_by_key(plan.record_type, (key(r) for r in rows), plan.written)
         now = utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
@@ -317,6 +317,7 @@ class Store:
         in chunks of 500 values of the last key column per query."""
         rt = _type(record_type)
         key_columns = rt.key_columns
+        key_of = plan_for(rt).key
         cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
         *prefix_columns, last = key_columns
         by_prefix: dict[tuple, list] = {}
@@ -338,7 +339,7 @@ class Store:
                     names = [d[0] for d in cursor.description]
                     for values_ in cursor:
                         row = dict(zip(names, values_))
-                        found[tuple(row[c] for c in key_columns)] = row
+                        found[key_of(row)] = row
         return found
 
     def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str):

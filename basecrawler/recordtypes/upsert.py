@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from operator import itemgetter
 from typing import Any
 
 from .declaration import DATE_UNKNOWN, RecordType
@@ -61,8 +62,11 @@ class UpsertPlan:
         self.other_json = tuple(c for c in rt.json_columns if c != EXTRA)
         # `column_values`: the compared columns, the flag and JSON ones converted to stored form.
         self.compared = rt.compared_columns
-        self._flag_at = self.compared.index(DATE_UNKNOWN) if DATE_UNKNOWN in self.compared else None
-        self._json_at = tuple(self.compared.index(c) for c in self.json_columns if c in self.compared)
+        self._flag = DATE_UNKNOWN if DATE_UNKNOWN in self.compared else None
+        self._compared_json = tuple(c for c in self.json_columns if c in self.compared)
+        self._compared_plain = tuple(c for c in self.compared if c != DATE_UNKNOWN and c not in self.json_columns)
+        # A key as a tuple (source first); at least two columns, so itemgetter gives a tuple.
+        self.key = itemgetter(*self.key_columns)
         # `params`: positions of the columns converted on the way into SQL.
         self._param_json_at = tuple(self.written.index(c) for c in self.json_columns)
         self._param_flag_at = self.written.index(DATE_UNKNOWN) if self.dated else None
@@ -71,9 +75,6 @@ class UpsertPlan:
         self.sql = self._build_sql()
 
     # ---- rows ---------------------------------------------------------------------------
-    def key(self, row: dict) -> tuple:
-        return tuple(row[c] for c in self.key_columns)
-
     def row_of(self, record, source: str) -> dict:
         """A validated model instance as store columns: dates ISO text, `extra` a dict, other
         JSON fields (multi-valued facets) JSON text."""
@@ -97,14 +98,10 @@ class UpsertPlan:
 
     def column_values(self, row: dict) -> tuple:
         """The compared columns in their stored types (what the database holds after a write)."""
-        values = [row.get(c) for c in self.compared]
-        for at in self._json_at:
-            value = values[at]
-            if value is not None and not isinstance(value, str):
-                values[at] = extra_json(value)
-        if self._flag_at is not None:
-            values[self._flag_at] = int(bool(values[self._flag_at]))
-        return tuple(values)
+        get = row.get
+        flag = int(bool(get(self._flag))) if self._flag else None
+        return (flag, *[value if value is None or isinstance(value, str) else extra_json(value)
+                        for value in map(get, self._compared_json)], *map(get, self._compared_plain))
 
     def merge(self, old: dict, new: dict) -> dict:
         """The row the COALESCE rule makes of a stored row and an incoming one."""
@@ -157,7 +154,7 @@ class UpsertPlan:
         if self.derived:
             # Derived columns (a normalised maker key) come from the row, never from a source.
             derived = self.record_type.derived(row) if self.record_type.derived else {}
-            params += [derived.get(c) for c in self.derived]
+            params.extend(map(derived.get, self.derived))
         params += (now, now)
         return params
 
