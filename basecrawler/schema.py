@@ -422,23 +422,24 @@ def pg_extras() -> list[str]:
             *(statement for rt in record_types().values() for statement in pg_statements(rt))]
 
 
+_LEGACY_NAMES = ("FTS_COLUMNS", "PG_SEARCH_DOCUMENT", "FTS_INSERT_TRIGGER", "PG_EXTRAS")
+
+
 def __getattr__(name: str):
     """Names from before record types, derived from the default type on first use (search.py
-    still imports them)."""
+    still imports them). Only these names reach the registry: the import machinery asks a
+    module for others (`__path__`) while record types may still be loading."""
+    if name not in _LEGACY_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from .recordtypes import get_record_type
     from .recordtypes.registry import DEFAULT_RECORD_TYPE
     from .recordtypes.tables import fts_insert_trigger, pg_search_document
 
     default = get_record_type(DEFAULT_RECORD_TYPE)
-    if name == "FTS_COLUMNS":
-        return list(default.text_index_columns)
-    if name == "PG_SEARCH_DOCUMENT":
-        return pg_search_document(default)
-    if name == "FTS_INSERT_TRIGGER":
-        return fts_insert_trigger(default)
-    if name == "PG_EXTRAS":
-        return pg_extras()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return {"FTS_COLUMNS": lambda: list(default.text_index_columns),
+            "PG_SEARCH_DOCUMENT": lambda: pg_search_document(default),
+            "FTS_INSERT_TRIGGER": lambda: fts_insert_trigger(default),
+            "PG_EXTRAS": pg_extras}[name]()
 
 
 def _pg_type(kind: str) -> str:
