@@ -388,6 +388,36 @@ class Store:
         rt = _type(record_type)
         return set(self.rows_by_key(rt, keys, rt.key_columns))
 
+    def same_as(self, record_type: RecordType | str, row: dict) -> list[dict]:
+        """Records of any type that are the same thing as `row` published elsewhere: the same
+        value in their declared `same_as_field` (a Transport Canada recall number in `ca` and
+        in the Canada-wide alerts) and the same country when both have one; `row` itself left
+        out. Linked for a reader, never merged: each source keeps its own record. Each match
+        carries its `record_type`."""
+        rt = _type(record_type)
+        value = row.get(rt.same_as_field) if rt.same_as_field else None
+        if value is None or value == "":
+            return []
+        country = row.get("country") if "country" in rt.column_types else None
+        found = []
+        for other in record_types().values():
+            if not other.same_as_field:
+                continue
+            where, params = [f"[{other.same_as_field}] = ?"], [value]
+            if country and "country" in other.column_types:
+                where.append("(country = ? OR country IS NULL)")
+                params.append(country)
+            if other.table == rt.table:   # not the row itself
+                if row.get("id") is not None:
+                    where.append("id <> ?")
+                    params.append(row["id"])
+                else:
+                    where.append("NOT (" + " AND ".join(f"[{c}] IS ?" for c in rt.key_columns) + ")")
+                    params += [row.get(c) for c in rt.key_columns]
+            for match in self.query(f"SELECT * FROM [{other.table}] WHERE {' AND '.join(where)} ORDER BY id", params):
+                found.append({"record_type": other.name, **decode_row(other, match)})
+        return found
+
     def newest_date(self, record_type: RecordType | str, source: str, today) -> str | None:
         """Newest plausible date of a source's records of a type (the incremental watermark): a
         date outside `dates.is_plausible_date` (a 9999-12-31 stored before dates were checked)

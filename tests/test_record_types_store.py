@@ -177,3 +177,25 @@ def test_a_type_module_dropped_into_record_types_gets_its_table_on_open(db_path,
     assert _columns(store, "parcel_notices")[:4] == ["id", "source", "number", "note_original"]
     assert store.count("parcel_notice") == 0
     store.close()
+
+
+def test_the_same_recall_from_two_sources_and_types_is_linked_never_merged(gadget_type, db_path):
+    from basecrawler import Recall
+
+    store = Store(db_path)
+    store.upsert_recalls([Recall(country="CA", recall_number="2024-123", recall_date="2024-05-01",
+                                 manufacturer_original="Ford")], source="ca")
+    store.upsert_recalls([Recall(country="US", recall_number="2024-123", recall_date="2024-05-01")], source="us")
+    store.upsert(GADGET, [gadget("x", alert_id="2024-123", country="CA"), gadget("z", alert_id="2024-999", country="CA")],
+                 source="hc")
+    store.upsert(GADGET, [gadget("y", alert_id="2024-123", country=None)], source="cfia")
+    ford = store.get("vehicle_recall", {"source": "ca", "country": "CA", "recall_number": "2024-123"})
+    linked = store.same_as("vehicle_recall", ford)
+    assert sorted((r["record_type"], r["source"], r.get("country")) for r in linked) == [
+        ("gadget_alert", "cfia", None), ("gadget_alert", "hc", "CA")]     # not itself, not the US recall
+    alert = store.get(GADGET, {"source": "hc", "alert_id": "2024-123"})
+    back = store.same_as(GADGET, alert)
+    assert sorted((r["record_type"], r["source"]) for r in back) == [("gadget_alert", "cfia"), ("vehicle_recall", "ca")]
+    assert store.count("vehicle_recall") == 2 and store.count(GADGET) == 2 + 1   # nothing merged away
+    assert store.same_as(GADGET, store.get(GADGET, {"source": "hc", "alert_id": "2024-999"})) == []
+    store.close()
