@@ -65,8 +65,10 @@ class BaseCrawler(SourceAPI, abc.ABC):
         raise NotImplementedError
 
     def needs_detail(self, record: BaseModel) -> bool:
-        """Which stored records the ladder should enrich; default: the model is missing."""
-        return record.model_original is None
+        """Which stored records the ladder should enrich; default: the type's `needs_detail`
+        (a vehicle recall whose model is missing), else every record."""
+        wanted = self.default_type().needs_detail
+        return True if wanted is None else wanted(record)
 
     @classmethod
     def has_detail_phase(cls) -> bool:

@@ -235,4 +235,5 @@ VEHICLE_RECALL = RecordType(
     derived=lambda row: {"manufacturer_key": manufacturer_key(row.get("manufacturer_original"))},
     derived_columns={"manufacturer_key": str},
     same_as_field="recall_number",
+    needs_detail=lambda record: record.model_original is None,   # the list had no model: ask the detail
 )

@@ -81,6 +81,9 @@ class RecordType:
     # country and the same value here are shown as the same recall — linked, never merged.
     same_as_field: str | None = None
     url_fields: tuple[str, ...] = ("source_url",)   # http(s) only; anything else kept as text in extra
+    # Which stored records of this type a source's detail phase (fetch_detail) completes by
+    # default (a source may override `needs_detail`); None: every record.
+    needs_detail: Callable[[Any], bool] | None = None
 
     # ---- derived, no I/O ------------------------------------------------------------------
     @cached_property
