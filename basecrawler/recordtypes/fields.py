@@ -45,13 +45,16 @@ def clean_strings(data: dict) -> dict:
 
 def date_or_unknown(data: dict, field: str, sentinel: dt.date | None = None, *, day_first: bool = True) -> dict:
     """Read `data[field]` as a date in place. Unreadable or absent: the field becomes
-    `sentinel` (None when the type stores unknown dates as NULL), `date_unknown` True, and a
-    published value that could not be read is kept in `extra["unparsed_<field>"]`."""
+    `sentinel` (None when the type stores unknown dates as NULL) and a published value that
+    could not be read is kept in `extra["unparsed_<field>"]`. With a sentinel the model's
+    `date_unknown` field is set too (a sentinel date must be told apart from a real one; a
+    None date says it itself, and the store derives `date_unknown` from it)."""
     raw = data.get(field)
     parsed = parse_date(raw, day_first=day_first)
     if parsed is None:
         data[field] = sentinel
-        data["date_unknown"] = True
+        if sentinel is not None:
+            data["date_unknown"] = True
         if raw is not None:
             extra = dict(data.get("extra") or {})
             extra.setdefault(f"unparsed_{field}", str(raw))
