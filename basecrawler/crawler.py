@@ -218,7 +218,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
             # The letter's key column holds the last key field (the publisher's number).
             self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
                              recall_number=row.get(record_type.key[-1]))
-        if self.has_detail_phase() and record_type is self.default_type():
+        if self.has_detail_phase() and record_type.name == self.record_type:
             from . import enrichment
 
             enrichment.enqueue(self, batch_records, failed=[row for row, _ in outcome.failed])

@@ -40,7 +40,7 @@ from .engines import is_postgres_url, redact
 from .recordtypes import RecordType, get_record_type, record_types
 from .recordtypes.declaration import DATE_UNKNOWN
 from .recordtypes.registry import DEFAULT_RECORD_TYPE
-from .recordtypes.tables import feed_fts_sql, fts_insert_trigger
+from .recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
 from .recordtypes.upsert import UpsertPlan, json_default as _json_default, plan_for
 from .schema import ensure_types, migrate, migrate_pg
 
@@ -249,6 +249,16 @@ class Store:
                 feed = feed_fts_sql(record_type)
             self._feed_fts[record_type.table] = feed
         return self._feed_fts[record_type.table]
+
+    def rebuild_search_indexes(self) -> None:
+        """Rebuild every type's SQLite full-text index from its table (after rows were copied
+        in by hand, e.g. `migrate --to` a SQLite file); PostgreSQL's trigram indexes need nothing."""
+        if self.engine != "sqlite":
+            return
+        for record_type in record_types().values():
+            if record_type.text_index_columns:
+                name = fts_table(record_type)
+                self.write(lambda db, name=name: db.conn.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
 
     @property
     def _feed_fts_per_batch(self) -> bool:

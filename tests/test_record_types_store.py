@@ -199,3 +199,17 @@ def test_the_same_recall_from_two_sources_and_types_is_linked_never_merged(gadge
     assert store.count("vehicle_recall") == 2 and store.count(GADGET) == 2 + 1   # nothing merged away
     assert store.same_as(GADGET, store.get(GADGET, {"source": "hc", "alert_id": "2024-999"})) == []
     store.close()
+
+
+def test_search_indexes_of_every_type_can_be_rebuilt_after_rows_were_copied_in(gadget_type, tmp_path):
+    store = Store(tmp_path / "copy.db")
+    store.write(lambda db: db.conn.execute(
+        "INSERT INTO gadget_alerts (source, alert_id, title_original, first_seen_at, updated_at) "
+        "VALUES ('hc', 'G1', 'Copied kettle', 't', 't')"))   # as `migrate --to` copies rows
+
+    def found():
+        return store.scalar("SELECT COUNT(*) FROM gadget_alerts_fts WHERE gadget_alerts_fts MATCH 'kettle'")
+    assert found() == 0
+    store.rebuild_search_indexes()
+    assert found() == 1
+    store.close()

@@ -8,6 +8,7 @@ import importlib.metadata
 import pkgutil
 import threading
 
+from ..errors import ConfigError
 from .declaration import RecordType
 
 ENTRY_POINT_GROUP = "basecrawler.record_types"
@@ -22,8 +23,11 @@ _cache: dict[str, RecordType] | None = None
 _lock = threading.Lock()
 
 
-class UnknownRecordType(KeyError):
-    """A type name nobody declared (the message lists the known ones)."""
+class UnknownRecordType(ConfigError, KeyError):
+    """A type name nobody declared (the message lists the known ones): a usage error like an
+    unknown source, and a KeyError for callers that look types up like a mapping."""
+
+    kind = "unknown_record_type"
 
     def __init__(self, name: str, known: list[str]):
         super().__init__(name)
