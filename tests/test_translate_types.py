@@ -3,6 +3,9 @@ fields, table and date, and the types take turns so one type's backlog never sta
 import pytest
 from pydantic import BaseModel
 
+from basecrawler import Store
+from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
+
 from basecrawler.recordtypes import RecordType, register_record_type
 from basecrawler.recordtypes.registry import forget_registered_types
 from translate.backends import Backend
@@ -25,24 +28,20 @@ NOTICE = RecordType(name="demo_notice", title="Demo notices", model=Notice, tabl
 
 
 @pytest.fixture
-def notices(store):
+def notices(any_db):  # noqa: F811
     register_record_type(NOTICE)
-    if "demo_notices" not in store.db.table_names():
-        # TRANSITIONAL: until the store derives a table per declared type (issue #24 M1), the
-        # test makes the one the store would: the data columns plus the translation bookkeeping.
-        store.db.execute("CREATE TABLE demo_notices (id INTEGER PRIMARY KEY, source TEXT, notice_id TEXT, "
-                         "notice_date TEXT, title_original TEXT, title_ko TEXT, body_original TEXT, body_ko TEXT, "
-                         "translated_at TEXT, translation_status TEXT, translation_note TEXT)")
+    store = Store(any_db)
+    store.ensure_type_tables()   # the store derives the type's table from the declaration
     yield store
+    store.close()
     forget_registered_types()
 
 
 def add_notices(store, count, *, undated=0):
-    rows = [("demo", f"N{n}", None if n < undated else f"2023-05-{n % 28 + 1:02d}",
-             f"Notice title number {n}", f"The product may overheat during use ({n}).") for n in range(count)]
-    store.write(lambda db: db.conn.executemany(
-        "INSERT INTO demo_notices (source, notice_id, notice_date, title_original, body_original) VALUES (?,?,?,?,?)",
-        rows))
+    store.upsert(NOTICE, [Notice(notice_id=f"N{n}", notice_date=None if n < undated else f"2023-05-{n % 28 + 1:02d}",
+                                 title_original=f"Notice title number {n}",
+                                 body_original=f"The product may overheat during use ({n}).") for n in range(count)],
+                 source="demo")
 
 
 class Echo(Backend):
