@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing as mp
-import os
 import statistics
 import sys
 import time
