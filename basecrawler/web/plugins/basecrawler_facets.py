@@ -111,7 +111,7 @@ def _raw_values_sql(column: str, multi: bool, source: str) -> str:
     if multi:
         return (f"SELECT element.value AS value, count(*) AS count FROM ({source}) AS t, json_each("
                 f"CASE WHEN json_valid(t.[{column}]) THEN t.[{column}] ELSE json_array(t.[{column}]) END) AS element "
-                f"GROUP BY element.value")
+                f"WHERE t.[{column}] IS NOT NULL AND element.value IS NOT NULL GROUP BY element.value")
     return f"SELECT [{column}] AS value, count(*) AS count FROM ({source}) GROUP BY [{column}]"
 
 

@@ -184,7 +184,7 @@ def card(table: str, row) -> dict | None:
     record_type = TYPES.get(table)
     if record_type is None or row is None:
         return None
-    row = dict(zip(row.keys(), tuple(row))) if hasattr(row, "keys") else dict(row)
+    row = dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row)))   # a sqlite3.Row
     facts, texts, links = [], [], []
     for name in record_type.card:
         if name in record_type.translated:
