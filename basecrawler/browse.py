@@ -111,10 +111,10 @@ def column_descriptions(record_type: RecordType) -> dict[str, str]:
 
 
 def facet_config(record_type: RecordType) -> list:
-    """Datasette facets for a type: a plain column facet where the stored value is the facet
-    value; the plugin's `values` facet where a value expands (model-year ranges) or a column
-    holds several (a JSON list); the plugin's `month` facet over the date field."""
-    facets: list = [{"values": f.field} if (f.expand or f.multi) else f.field for f in record_type.facets]
+    """Datasette facets for a type: the plugin's `values` facet per declared facet (a value
+    that expands, as model-year ranges, or a multi-valued field counted under each value; its
+    counts cached per run), the plugin's `month` facet over the date field."""
+    facets: list = [{"values": f.field} for f in record_type.facets]
     if record_type.date_field:
         facets.append({"month": record_type.date_field})
     return facets
@@ -259,6 +259,9 @@ def datasette_command(db_path: str | Path, metadata_path: str | Path, *, host: s
             "--plugins-dir", str(WEB_DIR / "plugins"), "--template-dir", str(WEB_DIR / "templates"),
             "--static", f"{STATIC_MOUNT}:{WEB_DIR / 'static'}",
             "--setting", "sql_time_limit_ms", "3000",
+            # Suggestions count distinct values of every column on every table page (seconds
+            # at a million records); the declared facets are the ones worth showing.
+            "--setting", "suggest_facets", "off",
             # The CSV download is rewritten formula-safe in memory (plugins/basecrawler_guard.py):
             # a page of at most max_returned_rows, never an unbounded stream of the whole table.
             "--setting", "allow_csv_stream", "off",

@@ -199,7 +199,7 @@ def test_metadata_card_and_best_text_follow_any_declaration(plugins, monkeypatch
     monkeypatch.setitem(web.TYPES, "gadget_alerts", GADGET)
     monkeypatch.setattr("basecrawler.browse.types_by_table", lambda: {"recalls": VEHICLE_RECALL, "gadget_alerts": GADGET})
     table = build_metadata("/nowhere/x.db")["databases"]["x"]["tables"]["gadget_alerts"]
-    assert table["facets"] == ["country", {"values": "category"}, {"month": "alert_date"}]
+    assert table["facets"] == [{"values": "country"}, {"values": "category"}, {"month": "alert_date"}]
     assert table["sort_desc"] == "alert_date" and table["columns"]["hazard_original"] == "Hazard"
     assert default_columns(GADGET) == ("alert_date", "country", "alert_id", "title_ko", "page_url")
     row = {"country": "CA", "alert_id": "N-1", "alert_date": "2024-01-02", "title_original": None,
@@ -243,3 +243,18 @@ def test_browse_on_postgresql_serves_a_refreshed_snapshot(pg_url, tmp_path):  # 
     finally:
         server.stop()
         store.close()
+
+
+def test_whole_table_facet_counts_are_counted_once_per_run(tmp_path):
+    db_path = fill(tmp_path / "recalls.db")
+    with BrowseServer(db_path, port=free_port()) as server:
+        before = dict(facet(server, "country"))
+        with sqlite3.connect(db_path) as conn:     # a change no run made: the cache still holds
+            conn.execute("UPDATE recalls SET country = 'KR' WHERE country = 'AU'")
+        assert dict(facet(server, "country")) == before
+        assert dict(facet(server, "country", "source=au")) == {"KR": 2}   # a page not counted before
+        with sqlite3.connect(db_path) as conn:     # a run finished: counted again
+            conn.execute("INSERT INTO crawl_runs (source, mode, status, started_at, finished_at) "
+                         "VALUES ('au', 'incremental', 'ok', '2024-07-01T00:00:00', '2024-07-01T00:01:00')")
+        after = dict(facet(server, "country"))
+        assert after["KR"] == 2 and "AU" not in after

@@ -1,18 +1,25 @@
 """Datasette facets that follow a record type's declaration (browse.py puts them in the
 metadata; no record type is named here).
 
+- `values` ({"values": "country"}): every declared `Facet`, headed by its label. A stored value
+  that expands into several facet values (`expand`: the model-year range "2019-2021" counts
+  under 2019, 2020 and 2021) or a column holding several (`multi`: a JSON list) is selected with
+  `_bcf_<field>=<value>`, which `filters_from_request` turns into a condition on the stored
+  values that expand to it; a plain one with Datasette's own `field=value` filter.
 - `month` ({"month": "recall_date"}): records per YYYY-MM of the date field, plus "date unknown"
   for records whose date could not be read (`date_unknown = 1`) as a value of its own — never
   counted under the sentinel date 1970-01-01. Datasette facets by day only.
-- `values` ({"values": "model_year"}): for a declared `Facet` whose stored value expands into
-  several facet values (`expand`: the model-year range "2019-2021" counts under 2019, 2020 and
-  2021) or whose column holds several (`multi`: a JSON list). Selecting a value adds
-  `_bcf_<field>=<value>`, which `filters_from_request` turns into a condition on the stored
-  values that expand to it.
+
+Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
+run stores records, so they are counted once per run (with a generous time limit, and ahead of
+the first visitor at start-up) instead of on every page; while a run is going the cache lasts a
+minute. Counts over a filtered page are cached the same way but keep Datasette's time limit.
 """
 from __future__ import annotations
 
 import json
+import re
+import time
 
 from datasette import hookimpl
 from datasette.database import QueryInterrupted
@@ -26,6 +33,29 @@ TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_model_year=2020
 DATE_UNKNOWN = "date unknown"
 SENTINEL_FLOOR = "1970-01-01"      # a sentinel date (vehicle recalls) is never a month
+WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may take this long
+CACHE_SIZE = 256
+RUNNING_TTL_S = 60
+
+_cache: dict[tuple, list[dict]] = {}
+
+
+async def run_marker(datasette, database: str, table: str) -> tuple:
+    """Changes whenever a run may have changed the table's counts: a run started or finished,
+    a record added; the current minute while a run is going."""
+    db = datasette.get_database(database)
+    try:
+        run = (await db.execute("SELECT max(id) AS id, max(finished_at) AS finished, "
+                                "sum(status = 'running') AS running FROM crawl_runs")).first()
+        marker = (run["id"], run["finished"], int(time.time() // RUNNING_TTL_S) if run["running"] else None)
+    except Exception:   # a database without the runs table: the minute
+        marker = (int(time.time() // RUNNING_TTL_S),)
+    top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
+    return (*marker, top["id"])
+
+
+def _whole_table(sql: str) -> bool:
+    return not re.search(r"\bwhere\b", sql.rsplit(" from ", 1)[-1], re.I)
 
 
 def _column(config: dict) -> str:
@@ -53,9 +83,18 @@ class _DeclaredFacet(Facet):
             "results": values, "truncated": truncated,
         }
 
-    async def _rows(self, sql: str):
-        return await self.ds.execute(self.database, sql, self.params, truncate=False,
-                                     custom_time_limit=self.ds.setting("facet_time_limit_ms"))
+    async def _rows(self, sql: str) -> list[dict]:
+        """The facet query's rows, from the per-run cache when this run already counted them."""
+        key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str),
+               await run_marker(self.ds, self.database, self.table))
+        if key in _cache:
+            return _cache[key]
+        limit = WHOLE_TABLE_LIMIT_MS if _whole_table(self.sql) else self.ds.setting("facet_time_limit_ms")
+        rows = await self.ds.execute(self.database, sql, self.params, truncate=False, custom_time_limit=limit)
+        if len(_cache) >= CACHE_SIZE:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
+        return _cache[key]
 
 
 class MonthFacet(_DeclaredFacet):
@@ -78,12 +117,12 @@ class MonthFacet(_DeclaredFacet):
                 rows = await self._rows(sql)
                 unknown = 0
                 if may_be_unknown:
-                    unknown = (await self._rows(f"SELECT count(*) AS n FROM ({self.sql}) WHERE date_unknown = 1")).first()["n"]
+                    unknown = (await self._rows(f"SELECT count(*) AS n FROM ({self.sql}) WHERE date_unknown = 1"))[0]["n"]
             except QueryInterrupted:
                 timed_out.append(column)
                 continue
             values = []
-            for row in rows.rows[:size]:
+            for row in rows[:size]:
                 url, selected = self._toggle(f"{column}__startswith", row["value"])
                 values.append({"value": row["value"], "label": row["value"], "count": row["count"],
                                "toggle_url": url, "selected": selected})
@@ -91,7 +130,7 @@ class MonthFacet(_DeclaredFacet):
                 url, selected = self._toggle("date_unknown", "1")
                 values.append({"value": DATE_UNKNOWN, "label": DATE_UNKNOWN, "count": unknown,
                                "toggle_url": url, "selected": selected})
-            result = self._result(source_and_config, column, values, len(rows.rows) > size)
+            result = self._result(source_and_config, column, values, len(rows) > size)
             if declared is not None:
                 result["label"] = f"{declared.label(column)} by month"
             results.append(result)
@@ -116,7 +155,7 @@ def _raw_values_sql(column: str, multi: bool, source: str) -> str:
 
 
 class ValuesFacet(_DeclaredFacet):
-    """A declared facet whose stored values expand (ranges) or are several (lists)."""
+    """A declared facet: counts per value, a range or a list counted under each of its values."""
 
     type = "values"
 
@@ -134,17 +173,39 @@ class ValuesFacet(_DeclaredFacet):
                 timed_out.append(column)
                 continue
             counts: dict[str, int] = {}
-            for row in rows.rows:
+            for row in rows:
                 for value in set(_facet_values(facet, row["value"])):
                     counts[value] = counts.get(value, 0) + row["count"]
             size = self.get_facet_size()
             ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
             values = []
             for value, count in ranked[:size]:
-                url, selected = self._toggle(f"{SELECT_PREFIX}{column}", value)
+                plain = not (facet.expand or facet.multi)
+                url, selected = self._toggle(column if plain else f"{SELECT_PREFIX}{column}", value)
                 values.append({"value": value, "label": value, "count": count, "toggle_url": url, "selected": selected})
             results.append(self._result(source_and_config, column, values, len(ranked) > size))
         return results, timed_out
+
+
+@hookimpl
+def startup(datasette):
+    """Count every type's facets over its whole table in the background, before anyone asks."""
+    import asyncio
+
+    async def warm():
+        for database in list(datasette.databases):
+            if database == "_internal":
+                continue
+            names = await datasette.get_database(database).table_names()
+            for table in (t for t in names if t in TYPES):
+                try:
+                    await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results")
+                except Exception:   # a cold cache only costs the first visitor time
+                    pass
+
+    async def schedule():
+        asyncio.get_running_loop().create_task(warm())
+    return schedule
 
 
 @hookimpl
