@@ -25,9 +25,9 @@ import datasette as datasette_package
 from datasette import hookimpl
 from datasette.plugins import pm
 
-try:   # the project's shared rule, where it exists
-    from basecrawler.cellsafe import neutralise as _shared_neutralise
-except ImportError:
+try:   # the project's one rule (basecrawler/cellsafe.py, the CSV and XLSX exports use it)
+    from basecrawler.cellsafe import neutralise_cell as _shared_neutralise
+except ImportError:   # until it lands: the same rule, here
     _shared_neutralise = None
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -79,12 +79,13 @@ def content_security_policy() -> str:
 
 
 def neutralise(value: str) -> str:
-    """A CSV cell as a spreadsheet must read it: text that would start a formula, prefixed."""
+    """A CSV cell as a spreadsheet must read it: text that would start a formula, prefixed.
+    In CSV every cell is text, so a cell that is a plain number (-12.5) is left as it is."""
+    if NUMBER.fullmatch(value):
+        return value
     if _shared_neutralise is not None:
         return _shared_neutralise(value)
-    if value.startswith(FORMULA_START) and not NUMBER.fullmatch(value):
-        return "'" + value
-    return value
+    return "'" + value if value.startswith(FORMULA_START) else value
 
 
 def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
