@@ -22,6 +22,7 @@ from datasette import hookimpl
 from datasette.filters import FilterArguments
 
 from basecrawler.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
+from basecrawler.errors import ConfigError
 from basecrawler.search import RecallFilter, build_query, has_korean, translation_progress
 
 ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
@@ -75,7 +76,10 @@ def filters_from_request(request, database, table, datasette):
     if not _cli_search_covers(table):
         where, params = _like_search(table, text)
         return FilterArguments([where], params, [description], context)
-    sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
+    try:
+        sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
+    except ConfigError as exc:   # a search too large for the engine: say so, find nothing
+        return FilterArguments(["0 = 1"], {}, [f"search not run: {exc}"], context)
     sql, named = _named(sql, params)
     if not has_korean(text):
         return FilterArguments([f"id IN ({sql})"], named, [description], context)
@@ -215,9 +219,42 @@ def facet_label(table: str, name: str) -> str | None:
     return facet.label if facet else None
 
 
+async def same_recall(datasette, database: str, table: str, row_id) -> list[dict]:
+    """Records of any type, from any source, that carry the same publisher number in the same
+    country (`same_as_field`): the same recall published twice, linked and never merged."""
+    record_type = TYPES.get(table)
+    if record_type is None or not record_type.same_as_field:
+        return []
+    db = datasette.get_database(database)
+    this = (await db.execute(f"SELECT country, [{record_type.same_as_field}] AS number FROM [{table}] WHERE id = ?",
+                             [row_id])).first()
+    if this is None or not this["number"]:
+        return []
+    present = set(await db.table_names())
+    found = []
+    for other_table, other in TYPES.items():
+        if not other.same_as_field or other_table not in present:
+            continue
+        rows = await db.execute(f"SELECT id, source FROM [{other_table}] WHERE country = ? AND "
+                                f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20",
+                                [this["country"], this["number"], table, row_id])
+        found += [{"url": datasette.urls.row(database, other_table, str(r["id"])),
+                   "label": f"{other.title} · source {r['source']} · {this['number']}"} for r in rows.rows]
+    return found
+
+
 @hookimpl
-def extra_template_vars(datasette):
-    return {"bc_card": card, "bc_facet_label": facet_label}
+def extra_template_vars(view_name, table, database, request, datasette):
+    context = {"bc_card": card, "bc_facet_label": facet_label, "bc_same_recall": []}
+    if view_name != "row" or table not in TYPES or request is None:
+        return context
+
+    async def with_same_recall():
+        row_id = request.url_vars.get("pks")
+        if row_id and row_id.isdigit():
+            context["bc_same_recall"] = await same_recall(datasette, database, table, int(row_id))
+        return context
+    return with_same_recall
 
 
 # Served by `datasette --static bc-static:basecrawler/web/static` (see basecrawler/browse.py).
