@@ -24,12 +24,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import re
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -403,12 +405,15 @@ class SnapshotServer:
             raise ConfigError(f"not a PostgreSQL URL: {redact(str(url))}")
         self.url_db, self.folder = url, Path(folder)
         self.host, self.port, self.refresh_s = host, port, refresh_s
-        self.snapshot = self.folder / "browse-snapshot.db"
+        # Named after the PostgreSQL database, so the view's URLs read /<database>/<table>.
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", urllib.parse.urlsplit(url).path.strip("/")) or "basecrawler"
+        self.snapshot = self.folder / "browse-snapshot" / f"{name}.db"
         self.server: BrowseServer | None = None
         self.snapshot_at: float | None = None
 
     def refresh(self, *, quiet: bool = False) -> None:
         started = time.monotonic()
+        self.snapshot.parent.mkdir(parents=True, exist_ok=True)
         snapshot_to_sqlite(self.url_db, self.snapshot)
         self.snapshot_at = time.time()
         log.info("browse: snapshot of %s taken in %.1f s", redact(self.url_db), time.monotonic() - started)

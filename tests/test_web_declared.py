@@ -233,13 +233,15 @@ def test_browse_on_postgresql_serves_a_refreshed_snapshot(pg_url, tmp_path):  # 
     server = SnapshotServer(pg_url, tmp_path, port=free_port(), refresh_s=3600)
     try:
         server.refresh(quiet=True)
-        url = f"{server.server.url}/browse-snapshot/recalls.json?_shape=objects&_col=recall_number"
+        database = urllib.parse.urlsplit(pg_url).path.strip("/")
+        assert server.snapshot == tmp_path / "browse-snapshot" / f"{database}.db"
+        url = f"{server.server.url}/{database}/recalls.json?_shape=objects&_col=recall_number"
         assert [r["recall_number"] for r in get_json(url)["rows"]] == ["24V-001"]
         store.upsert_recalls([Recall(country="US", recall_number="24V-002", recall_date="2024-01-06",
                                      source_lang="en")], source="us")
         server.refresh(quiet=True)            # what the periodic refresh does
         assert sorted(r["recall_number"] for r in get_json(url)["rows"]) == ["24V-001", "24V-002"]
-        assert not list(tmp_path.glob("*.partial*"))
+        assert not list(tmp_path.glob("**/*.partial*"))
     finally:
         server.stop()
         store.close()
