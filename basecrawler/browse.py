@@ -52,17 +52,18 @@ DASHBOARD_PATH = f"/-/dashboards/{DASHBOARD}"
 CHART_MONTHS = 120   # the chart shows the last ten years that have a known date
 
 # Columns every type's table has besides its model's (store bookkeeping), described once.
+# "Header — explanation": the page's script shows the part before " — " as the column header.
 COMMON_COLUMN_DESCRIPTIONS = {
-    "id": "row id (stable within this database)",
-    "source": "basecrawler source id that collected the record",
-    "date_unknown": "1 when the published date could not be read (the record has no date)",
-    "source_lang": "language of the *_original fields (en, ja, fr …)",
-    "extra": "source-specific fields (JSON)",
-    "first_seen_at": "when basecrawler first stored the record (UTC)",
-    "updated_at": "when a crawl last changed the record (UTC)",
-    "translated_at": "when the Korean fields were written (UTC); empty = waiting for translation",
-    "translation_status": "translated, failed, … (empty while pending)",
-    "translation_note": "why a translation was held back or failed",
+    "id": "Id — row id, stable within this database; opens the record's card",
+    "source": "Source — basecrawler source id that collected the record",
+    "date_unknown": "Date unknown — 1 when the published date could not be read (the record has no date)",
+    "source_lang": "Language — language of the *_original fields (en, ja, fr …)",
+    "extra": "Extra — source-specific fields (JSON)",
+    "first_seen_at": "First seen — when basecrawler first stored the record (UTC)",
+    "updated_at": "Updated — when a crawl last changed the record (UTC)",
+    "translated_at": "Translated — when the Korean fields were written (UTC); empty = waiting for translation",
+    "translation_status": "Translation — translated, failed, … (empty while pending)",
+    "translation_note": "Translation note — why a translation was held back or failed",
 }
 
 
@@ -104,11 +105,11 @@ def default_columns(record_type: RecordType) -> tuple[str, ...]:
 
 def column_descriptions(record_type: RecordType) -> dict[str, str]:
     columns = [*record_type.data_columns, *record_type.korean_columns]
-    described = {c: record_type.label(c) for c in columns}
+    described = {c: record_type.label(c) for c in columns if c in record_type.labels}
     best = best_text_column(record_type)
     if best:
         chain = ", else ".join(record_type.label(f"{b}_original").lower() for b in record_type.display)
-        described[best] = f"best text of the record: {chain} — Korean when translated, else the original"
+        described[best] = f"Text — the record's best text: {chain}; Korean when translated, else the original"
     return {**COMMON_COLUMN_DESCRIPTIONS, **described}
 
 
