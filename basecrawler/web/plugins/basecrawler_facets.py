@@ -13,10 +13,12 @@ metadata; no record type is named here).
 Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
 run stores records, so they are counted once per run (with a generous time limit, and ahead of
 the first visitor at start-up) instead of on every page; while a run is going the cache lasts a
-minute. Counts over a filtered page are cached the same way but keep Datasette's time limit.
+minute. Counts over a filtered page are cached the same way but keep Datasette's time limit;
+one that runs out of time is finished in the background for the page's next visitor.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -34,10 +36,13 @@ SELECT_PREFIX = "_bcf_"            # ?_bcf_model_year=2020
 DATE_UNKNOWN = "date unknown"
 SENTINEL_FLOOR = "1970-01-01"      # a sentinel date (vehicle recalls) is never a month
 WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may take this long
+BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
+BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
 CACHE_SIZE = 256
 RUNNING_TTL_S = 60
 
 _cache: dict[tuple, list[dict]] = {}
+_pending: dict[tuple, "asyncio.Future"] = {}
 
 
 async def run_marker(datasette, database: str, table: str) -> tuple:
@@ -52,6 +57,29 @@ async def run_marker(datasette, database: str, table: str) -> tuple:
         marker = (int(time.time() // RUNNING_TTL_S),)
     top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
     return (*marker, top["id"])
+
+
+async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
+    """Run one facet query into the cache; a query already running for the same key is
+    awaited, not started twice (the start-up warm-up and the first visitor ask together)."""
+    if key in _pending:
+        return await asyncio.shield(_pending[key])
+    future = asyncio.get_running_loop().create_future()
+    _pending[key] = future
+    try:
+        rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
+        result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
+        if len(_cache) >= CACHE_SIZE:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = result
+        future.set_result(result)
+        return result
+    except BaseException as exc:
+        future.set_exception(exc)
+        future.exception()   # retrieved: nobody else may be waiting
+        raise
+    finally:
+        del _pending[key]
 
 
 def _whole_table(sql: str) -> bool:
@@ -84,17 +112,24 @@ class _DeclaredFacet(Facet):
         }
 
     async def _rows(self, sql: str) -> list[dict]:
-        """The facet query's rows, from the per-run cache when this run already counted them."""
+        """The facet query's rows, from the per-run cache when this run already counted them.
+        A whole-table count may take long (once per run); a filtered page's count keeps
+        Datasette's facet time limit, and when it runs out the count goes on in the background
+        so the next visitor of that page sees it."""
         key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str),
                await run_marker(self.ds, self.database, self.table))
         if key in _cache:
             return _cache[key]
-        limit = WHOLE_TABLE_LIMIT_MS if _whole_table(self.sql) else self.ds.setting("facet_time_limit_ms")
-        rows = await self.ds.execute(self.database, sql, self.params, truncate=False, custom_time_limit=limit)
-        if len(_cache) >= CACHE_SIZE:
-            _cache.pop(next(iter(_cache)))
-        _cache[key] = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        return _cache[key]
+        if _whole_table(self.sql):
+            return await _count(self.ds, key, sql, self.params, WHOLE_TABLE_LIMIT_MS)
+        try:
+            return await _count(self.ds, key, sql, self.params, self.ds.setting("facet_time_limit_ms"))
+        except QueryInterrupted:
+            if key not in _pending and len(_pending) < BACKGROUND_COUNTS:
+                task = asyncio.get_running_loop().create_task(
+                    _count(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
+                task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
+            raise
 
 
 class MonthFacet(_DeclaredFacet):
@@ -190,7 +225,6 @@ class ValuesFacet(_DeclaredFacet):
 @hookimpl
 def startup(datasette):
     """Count every type's facets over its whole table in the background, before anyone asks."""
-    import asyncio
 
     async def warm():
         for database in list(datasette.databases):
