@@ -262,9 +262,13 @@ def filters_from_request(request, database, table, datasette):
     async def conditions():
         db = datasette.get_database(database)
         wheres, params, descriptions = [], {}, []
+        marker = await run_marker(datasette, database, table)
         for n, (facet, value) in enumerate(chosen):
-            stored = await db.execute(_raw_values_sql(facet.field, facet.multi, f"SELECT * FROM [{table}]"))
-            matching = [row["value"] for row in stored.rows if value in _facet_values(facet, row["value"])]
+            # The stored values (counted once per run, like the facets) that count under `value`.
+            sql = _raw_values_sql(facet.field, facet.multi, f"SELECT * FROM [{table}]")
+            key = (database, sql, "[]", marker)
+            stored = _cache.get(key) or await _count(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
+            matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
             name = f"bcf_{n}"
             params[name] = json.dumps(matching)
             if facet.multi:
