@@ -291,3 +291,10 @@ def test_a_file_that_is_not_a_database_is_one_line_and_exit_1(tmp_path, capsys):
     notes.write_text("these are not the recalls you are looking for\n" * 200)
     assert main(["status", "--db", str(notes)]) == 1
     assert capsys.readouterr().err == f"basecrawler: database error on {notes}: file is not a database\n"
+
+
+def test_list_is_a_table_with_a_header_and_one_row_per_source(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["id", "country", "language", "endpoints", "description"]
+    assert [line.split()[0] for line in lines[2:]] == sorted(registry.discover())
