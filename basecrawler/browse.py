@@ -193,7 +193,8 @@ def build_metadata(db_path: str | Path) -> dict:
     name = database_name(db_path)
     counts = present_tables(db_path)
     tables = {t: rt for t, rt in types_by_table().items() if counts is None or t in counts}
-    charted = {t: rt for t, rt in tables.items() if rt.date_field}
+    # A chart per type with a date and records (an empty type would draw an empty frame).
+    charted = {t: rt for t, rt in tables.items() if rt.date_field and (counts is None or counts[t])}
     type_tables, queries = {}, {}
     for table, record_type in tables.items():
         others = " · ".join(f'<a href="/{name}/{t}">{rt.title}</a>' for t, rt in tables.items() if t != table)

@@ -3,6 +3,7 @@ the home page, the continuous chart query, the Content-Security-Policy on every 
 formula-safe CSV download, and `browse` on PostgreSQL through a SQLite snapshot.
 What a person sees in Chromium is tests/test_web_view.py."""
 import csv
+import dataclasses
 import io
 import json
 import socket
@@ -210,6 +211,18 @@ def test_metadata_card_and_best_text_follow_any_declaration(plugins, monkeypatch
     assert card["links"] == [{"label": "Page", "url": None, "text": "data:text/html,x"}]
     best = str(web.best_text_html(GADGET, row))
     assert "질식" in best and "Choking" in best and "Hazard" in best and "not yet translated" not in best
+
+
+def test_multi_valued_and_undated_cells_read_as_words(plugins, monkeypatch):
+    web = plugins[0]
+    monkeypatch.setitem(web.TYPES, "gadget_alerts", GADGET)
+    assert web.render_cell({}, '["Food", "Toys"]', "category", "gadget_alerts", "x", None) == "Food, Toys"
+    assert "date unknown" in str(web.render_cell({}, None, "alert_date", "gadget_alerts", "x", None))
+    assert "date unknown" in str(web.render_cell({}, "1970-01-01", "recall_date", "recalls", "x", None))
+    assert web.render_cell({}, "2024-01-02", "recall_date", "recalls", "x", None) is None
+    monkeypatch.setitem(web.TYPES, "gadget_alerts", dataclasses.replace(GADGET, card=(*GADGET.card, "category")))
+    card = web.card("gadget_alerts", {"country": "CA", "alert_id": "N-2", "category": '["Food", "Toys"]'})
+    assert {"label": "category", "value": "Food, Toys"} in card["facts"]
 
 
 def test_multi_valued_facet_counts_each_listed_value(plugins):

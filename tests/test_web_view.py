@@ -111,6 +111,8 @@ def test_home_opens_on_the_table_with_the_declared_columns(server, profile):
     assert "연료 펌프의 임펠러가 변형되어" in dom and "燃料ポンプのインペラが変形し" in dom
     assert "not yet translated" in dom and "Die Kraftstoffleitung kann undicht werden." in dom
     assert 'href="https://www.nhtsa.gov/recalls?nhtsaId=24V202"' in dom
+    undated = table_row(dom, "2024-077")            # the stored sentinel never shows as a date
+    assert "date unknown" in undated and "1970" not in undated
 
 
 def test_a_translated_recall_without_summary_shows_its_korean_cause(server, profile):

@@ -15,6 +15,7 @@ declarations (basecrawler/recordtypes); no record type is named here.
 """
 from __future__ import annotations
 
+import json
 import urllib.parse
 
 import markupsafe
@@ -164,6 +165,21 @@ def best_text_html(record_type, row: dict):
     return markupsafe.Markup("").join(parts)
 
 
+def listed(value) -> str | None:
+    """A multi-valued field's JSON list as the words it holds ("Food, Children")."""
+    try:
+        items = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return ", ".join(str(item) for item in items) if isinstance(items, list) else None
+
+
+def unknown_date(record_type, value) -> bool:
+    """A date cell that holds no real date: empty, or the type's sentinel (1970-01-01)."""
+    sentinel = record_type.date_sentinel.isoformat() if record_type.date_sentinel else None
+    return value in (None, "") or (sentinel is not None and str(value).startswith(sentinel))
+
+
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
     record_type = TYPES.get(table)
@@ -171,6 +187,12 @@ def render_cell(row, value, column, table, database, datasette):
         return None
     if column in record_type.url_fields:
         return link_or_text(value) if value else None
+    if column == record_type.date_field and unknown_date(record_type, value):
+        return markupsafe.Markup('<span class="bc-date-unknown">date unknown</span>')
+    facet = record_type.facet(column)
+    if facet is not None and facet.multi and value:
+        words = listed(value)
+        return None if words is None else words
     if column == best_text_column(record_type):
         async def best():
             # The row holds only the columns on screen: fetch the display chain by id.
@@ -199,8 +221,11 @@ def card(table: str, row) -> dict | None:
         elif name in record_type.url_fields:
             if row.get(name):
                 links.append({"label": record_type.label(name), "url": http_url(row[name]), "text": row[name]})
-        elif name == record_type.date_field and row.get("date_unknown"):
+        elif name == record_type.date_field and (row.get("date_unknown") or unknown_date(record_type, row.get(name))):
             facts.append({"label": record_type.label(name), "value": "date unknown"})
+        elif record_type.facet(name) is not None and record_type.facet(name).multi:
+            if row.get(name) not in (None, "", "[]"):
+                facts.append({"label": record_type.label(name), "value": listed(row[name]) or row[name]})
         elif row.get(name) not in (None, ""):
             value = row[name]
             facts.append({"label": record_type.label(name),
