@@ -36,8 +36,9 @@ PAGES = [
     ("table page (home, default columns)", "/{db}/recalls"),
     ("filtered: country=JP", "/{db}/recalls?country=JP"),
     ("facet selection: model year 2012", "/{db}/recalls?_bcf_model_year=2012"),
-    ("search: brake (3+ chars, trigram)", "/{db}/recalls?_search=brake"),
-    ("search: 燃料 (2 chars, LIKE)", "/{db}/recalls?_search=" + urllib.parse.quote("燃料")),
+    ("search: #12345 (a few records, trigram)", "/{db}/recalls?_search=" + urllib.parse.quote("#12345")),
+    ("search: brake (every record, trigram)", "/{db}/recalls?_search=brake"),
+    ("search: 燃料 (2 chars, LIKE scan)", "/{db}/recalls?_search=" + urllib.parse.quote("燃料")),
     ("card", "/{db}/recalls/1"),
 ]
 

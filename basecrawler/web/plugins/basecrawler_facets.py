@@ -104,7 +104,7 @@ class _DeclaredFacet(Facet):
         declared = TYPES.get(self.table)
         facet = declared.facet(column) if declared else None
         return {
-            # Datasette's template adds the type: "recall_date (month)".
+            # Headed by the declared label (templates/_facet_results.html), else "name (type)".
             "name": column, "type": self.type, "label": facet.label if facet else None,
             "hideable": source_and_config["source"] != "metadata",
             "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
