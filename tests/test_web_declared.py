@@ -273,3 +273,12 @@ def test_whole_table_facet_counts_are_counted_once_per_run(tmp_path):
                          "VALUES ('au', 'incremental', 'ok', '2024-07-01T00:00:00', '2024-07-01T00:01:00')")
         after = dict(facet(server, "country"))
         assert after["KR"] == 2 and "AU" not in after
+
+
+def test_browse_refresh_must_be_positive(monkeypatch, capsys):
+    from basecrawler.cli import main
+
+    monkeypatch.setattr("basecrawler.commands.browse.datasette_available", lambda: True)
+    assert main(["--db", "postgresql://nobody@127.0.0.1:1/store", "browse", "--refresh", "0",
+                 "--port", str(free_port())]) == 2
+    assert "--refresh must be a positive number of minutes" in capsys.readouterr().err

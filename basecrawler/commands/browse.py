@@ -13,7 +13,7 @@ from ..engines import is_postgres_url
 
 log = logging.getLogger("basecrawler")
 
-EXIT_NO_EXTRA = 2
+EXIT_NO_EXTRA = 2   # also a usage error (a bad --refresh)
 
 
 def register(sub) -> None:
@@ -32,10 +32,14 @@ def cmd_browse(args) -> int:
     if not datasette_available():
         print(f"basecrawler: {INSTALL_HINT}", file=sys.stderr)
         return EXIT_NO_EXTRA
+    on_postgres = is_postgres_url(args.settings.db_path)
+    if on_postgres and args.refresh <= 0:
+        print("basecrawler: --refresh must be a positive number of minutes", file=sys.stderr)
+        return EXIT_NO_EXTRA
     _check_port_free(args.host, args.port)
     # SIGTERM (service managers, `timeout`) must stop Datasette too, not orphan it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    if is_postgres_url(args.settings.db_path):
+    if on_postgres:
         return _browse_snapshot(args)
     server = BrowseServer(args.settings.db_path, host=args.host, port=args.port)
     server.start()
@@ -52,9 +56,6 @@ def cmd_browse(args) -> int:
 
 
 def _browse_snapshot(args) -> int:
-    if args.refresh <= 0:
-        print("basecrawler: --refresh must be a positive number of minutes", file=sys.stderr)
-        return EXIT_NO_EXTRA
     server = SnapshotServer(args.settings.db_path, db_directory(args.settings.db_path), host=args.host,
                             port=args.port, refresh_s=args.refresh * 60)
     try:
