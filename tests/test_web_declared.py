@@ -115,6 +115,7 @@ def test_home_opens_on_the_table_of_the_type_with_most_records(server):
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.build_opener(NoRedirect).open(f"{server.url}/", timeout=10)
     assert caught.value.code == 302 and caught.value.headers["location"] == "/recalls/recalls"
+    assert caught.value.headers["content-security-policy"].startswith("default-src 'self'")
     assert server.table_url == f"{server.url}/recalls/recalls"
 
 

@@ -103,7 +103,7 @@ def _is_csv(scope) -> bool:
     return b"_format=csv" in (scope.get("query_string") or b"")
 
 
-@hookimpl
+@hookimpl(trylast=True)   # applied last, so outermost: the other plugins' redirects get the headers too
 def asgi_wrapper(datasette):
     def wrap(app):
         async def guarded(scope, receive, send):
