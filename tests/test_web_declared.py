@@ -283,3 +283,20 @@ def test_browse_refresh_must_be_positive(monkeypatch, capsys):
     assert main(["--db", "postgresql://nobody@127.0.0.1:1/store", "browse", "--refresh", "0",
                  "--port", str(free_port())]) == 2
     assert "--refresh must be a positive number of minutes" in capsys.readouterr().err
+
+
+def test_a_card_links_the_same_recall_from_another_source(tmp_path):
+    # Identity includes the source (#24.3): two sources keep two records of one recall.
+    db_path = tmp_path / "recalls.db"
+    store = Store(db_path)
+    for source in ("ca", "cawide"):
+        store.upsert_recalls([Recall(country="CA", recall_number="2024-150", recall_date="2024-04-30",
+                                     source_lang="en", summary_original=f"Brake fluid may leak ({source}).")],
+                             source=source)
+    store.close()
+    with BrowseServer(db_path, port=free_port()) as server:
+        ids = {row["source"]: row["id"] for row in
+               get_json(f"{server.url}/recalls/recalls.json?_shape=objects&_col=source")["rows"]}
+        page = get(f"{server.url}/recalls/recalls/{ids['ca']}")[1].decode()
+    assert "The same recall, published again" in page
+    assert f'href="/recalls/recalls/{ids["cawide"]}"' in page and f'href="/recalls/recalls/{ids["ca"]}"' not in page

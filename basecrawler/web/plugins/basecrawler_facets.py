@@ -6,7 +6,7 @@ metadata; no record type is named here).
   under 2019, 2020 and 2021) or a column holding several (`multi`: a JSON list) is selected with
   `_bcf_<field>=<value>`, which `filters_from_request` turns into a condition on the stored
   values that expand to it; a plain one with Datasette's own `field=value` filter.
-- `month` ({"month": "recall_date"}): records per YYYY-MM of the date field, plus "date unknown"
+- `month` ({"month": <the date field>}): records per YYYY-MM of the date field, plus "date unknown"
   for records whose date could not be read (`date_unknown = 1`) as a value of its own — never
   counted under the sentinel date 1970-01-01. Datasette facets by day only.
 
@@ -133,7 +133,7 @@ class _DeclaredFacet(Facet):
 
 
 class MonthFacet(_DeclaredFacet):
-    """Facet a date column by month: `{"month": "recall_date"}` in the table's facets."""
+    """Facet a date column by month: `{"month": <the date field>}` in the table's facets."""
 
     type = "month"
 
