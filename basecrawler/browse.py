@@ -362,18 +362,18 @@ def snapshot_to_sqlite(url: str, path: str | Path) -> Path:
     """Copy the PostgreSQL store at `url` into a new SQLite file at `path` (replaced
     atomically: a reader never sees half a snapshot). The copy is `migrate`'s own, so every
     table of every type arrives and the counts are checked table by table."""
-    try:   # the engines' own snapshot, where the store provides one
+    path = Path(path)
+    try:   # the engines' own snapshot (engines/transfer.py), where the store provides one
         from .engines.transfer import snapshot_to_sqlite as engine_snapshot
     except ImportError:
         engine_snapshot = None
-    path = Path(path)
+    if engine_snapshot is not None:
+        engine_snapshot(url, path)
+        return path
     partial = path.with_name(path.name + ".partial")
     for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
         leftover.unlink(missing_ok=True)
-    if engine_snapshot is not None:
-        engine_snapshot(url, partial)
-    else:
-        _copy_into_sqlite(url, partial)
+    _copy_into_sqlite(url, partial)
     with sqlite3.connect(partial) as conn:   # one self-contained file: no -wal beside it
         conn.execute("PRAGMA journal_mode = DELETE")
     partial.replace(path)
