@@ -11,6 +11,7 @@ import sqlite3
 import urllib.error
 import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -300,3 +301,13 @@ def test_a_card_links_the_same_recall_from_another_source(tmp_path):
         page = get(f"{server.url}/recalls/recalls/{ids['ca']}")[1].decode()
     assert "The same recall, published again" in page
     assert f'href="/recalls/recalls/{ids["cawide"]}"' in page and f'href="/recalls/recalls/{ids["ca"]}"' not in page
+
+
+def test_the_engines_snapshot_is_used_when_the_store_has_one(tmp_path, monkeypatch):
+    import basecrawler.engines.transfer as transfer
+
+    calls = []
+    monkeypatch.setattr(transfer, "snapshot_to_sqlite", lambda url, path: calls.append((url, Path(path))),
+                        raising=False)
+    assert snapshot_to_sqlite("postgresql://u@h/db", tmp_path / "db.db") == tmp_path / "db.db"
+    assert calls == [("postgresql://u@h/db", tmp_path / "db.db")]
