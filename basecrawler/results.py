@@ -20,6 +20,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 from .dates import utc_now_iso
+from .errors import CrawlerError
 
 log = logging.getLogger("basecrawler")
 
@@ -103,8 +104,9 @@ def record_run(store, run_id: int | None, result: RunResult) -> None:
             error=result.error, summary=line, http_stats=result.http_stats,
             enrichment_stats=result.enrichment_stats, **asdict(result.counts),
         )
-    except Exception:  # the run record itself could not be written: say so loudly
-        log.exception("%s: could not record the run", result.source)
+    except Exception as exc:  # the run record itself could not be written: say so loudly
+        log.error("%s: could not record the run: %s", result.source, describe(exc),
+                  exc_info=not isinstance(exc, CrawlerError))   # a classified failure needs no traceback
 
 
 def describe(exc: BaseException) -> str:

@@ -80,7 +80,7 @@ def is_locked_error(exc: BaseException) -> bool:
     whole transaction may simply run again."""
     if isinstance(exc, sqlite3.OperationalError):
         return "database is locked" in str(exc) or "database is busy" in str(exc)
-    if type(exc).__module__.startswith("psycopg"):
+    if isinstance(exc, _db_errors()[1:]):   # psycopg's errors, and a lost connection (engines/pg.py)
         from .engines.pg import is_retryable
         return is_retryable(exc)
     return False
@@ -198,7 +198,8 @@ class Store:
                 if not is_locked_error(exc) or attempt == LOCK_RETRIES:
                     raise
                 wait = LOCK_RETRY_BASE_WAIT_S * (2 ** attempt)
-                log.warning("database is locked; retry %d/%d in %.1fs", attempt + 1, LOCK_RETRIES, wait)
+                log.warning("%s; retry %d/%d in %.1fs", "database is locked" if isinstance(exc, sqlite3.Error)
+                            else type(exc).__name__, attempt + 1, LOCK_RETRIES, wait)
                 time.sleep(wait)
 
     @contextlib.contextmanager
