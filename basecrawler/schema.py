@@ -442,45 +442,6 @@ def pg_schema_statements(existing: dict[str, set[str]]) -> list[str]:
     return statements + PG_EXTRAS
 
 
-def migrate_pg(conn) -> int:
-    """Bring a PostgreSQL database (a PgConnection) to the newest schema; returns the version.
-
-    One transaction under a transaction-level advisory lock, so crawlers and workers starting
-    together on a new database migrate it once; the core version is kept in `schema_version`,
-    each extension's in `schema_extensions` (as on SQLite). The DDL is derived again when
-    either is behind, e.g. when the translate package is installed after the database was made;
-    it only adds what is missing."""
-    version = len(MIGRATIONS)
-    wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
-    conn.execute("BEGIN")
-    try:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
-        conn.executescript("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
-        conn.executescript(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} (name TEXT PRIMARY KEY, version BIGINT NOT NULL)")
-        stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-        stored_extensions = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
-        behind = [name for name, n in wanted.items() if stored_extensions.get(name, 0) < n]
-        if stored is None or stored < version or behind:
-            existing: dict[str, set[str]] = {}
-            for table, column in conn.execute(
-                    "SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = current_schema()").fetchall():
-                existing.setdefault(table, set()).add(column)
-            for statement in pg_schema_statements(existing):
-                conn.executescript(statement)
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", [max(version, stored or 0)])
-            for name in behind:
-                conn.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET version = excluded.version", [name, wanted[name]])
-            log.debug("PostgreSQL schema at version %d, extensions %s", version, wanted)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return version
-
-
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the database to the newest schema: the core migrations, then those of each schema
     extension not applied yet; returns the core version reached."""

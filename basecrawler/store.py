@@ -36,7 +36,7 @@ from .dates import EARLIEST_PLAUSIBLE_DATE, latest_plausible_date, utc_now_iso
 from .engines import is_postgres_url, redact
 from .manufacturers import manufacturer_key
 from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
-from .schema import FTS_COLUMNS, FTS_INSERT_TRIGGER, migrate, migrate_pg
+from .schema import FTS_COLUMNS, FTS_INSERT_TRIGGER, migrate
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,7 @@ class Store:
     def _open_postgres(self) -> None:
         try:
             from .engines.pg import PgDatabase
+            from .engines.pg_migrations import migrate_pg
         except ImportError as exc:   # psycopg is the optional extra "pg"
             from .errors import ConfigError
             raise ConfigError(f"{redact(self.path)} needs psycopg 3: pip install 'basecrawler[pg]' ({exc})") from exc
