@@ -7,6 +7,11 @@ every job here is added with `coalesce=True`, `max_instances=1` and a misfire gr
 EVENT_JOB_ERROR | EVENT_JOB_MISSED logs at ERROR and stores what happened. One worker thread
 runs jobs one after the other, and a lock file next to the database (`<db>.schedule.lock`)
 keeps a second scheduler process (or a `schedule --once`) from running a job at the same time.
+
+Several machines can share one PostgreSQL store, each running its own sources
+(`schedule --source us --source eu` here, `--source jp` there): the job's locks and its
+catch-up record are per selection of sources, so one machine's job never makes another's skip,
+while a source is still never crawled twice at once (the per-source run lock).
 """
 from __future__ import annotations
 
@@ -18,11 +23,12 @@ import threading
 import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .config import Settings, _env
 from .dates import utc_now_iso
-from .errors import ConfigError, SchedulerAlreadyRunning
+from .engines import redact
+from .errors import ConfigError, SchedulerAlreadyRunning, UnknownSource
 from .runlock import RunLock
 from .runner import RunSummary, job_hooks, run_sources, stop_on_signals
 from .store import Store
@@ -147,6 +153,7 @@ class JobReport:
     translation: str | None = None                       # hooks' outcome lines, or why they were skipped
     translation_failed: bool = False
     skipped: str | None = None                           # why the whole job did not run
+    scope: str = ""                                      # "" (every source) or ".eu+us" (scheduler.scope)
 
     @property
     def results(self) -> list:
@@ -172,31 +179,51 @@ class JobReport:
         }
 
 
-def job_lock(db_path: str) -> RunLock:
-    """`<db>.schedule.lock`: held while a scheduled job runs, in whichever process runs it."""
+def scope(sources: Iterable[str] | None) -> str:
+    """What names a job's locks and records: "" for every source, ".eu+us" for a selection."""
+    return "." + "+".join(sorted(set(sources))) if sources else ""
+
+
+def select_sources(crawlers: Mapping[str, type], sources: Iterable[str] | None) -> dict[str, type]:
+    """The crawlers of `sources` (in the registry's order), all of them when None; an unknown
+    id is a usage error naming the known ones."""
+    if not sources:
+        return dict(crawlers)
+    for source_id in sources:
+        if source_id not in crawlers:
+            raise UnknownSource(source_id, sorted(crawlers))
+    return {source_id: cls for source_id, cls in crawlers.items() if source_id in set(sources)}
+
+
+def job_lock(db_path: str, sources: Iterable[str] | None = None) -> RunLock:
+    """`<db>.schedule.lock` (`<db>.<selection>.schedule.lock`): held while a scheduled job runs,
+    in whichever process runs it."""
     lock = RunLock(db_path)
     if lock.path is not None:
-        lock.path = lock.path.with_name(Path(db_path).name + ".schedule.lock")
+        lock.path = lock.path.with_name(Path(db_path).name + scope(sources) + ".schedule.lock")
     return lock
 
 
-def daemon_lock(db_path: str) -> RunLock:
-    """`<db>.scheduler.lock`: held for the lifetime of a `schedule` process."""
+def daemon_lock(db_path: str, sources: Iterable[str] | None = None) -> RunLock:
+    """`<db>.scheduler.lock` (`<db>.<selection>.scheduler.lock`): held for the lifetime of a
+    `schedule` process."""
     lock = RunLock(db_path)
     if lock.path is not None:
-        lock.path = lock.path.with_name(Path(db_path).name + ".scheduler.lock")
+        lock.path = lock.path.with_name(Path(db_path).name + scope(sources) + ".scheduler.lock")
     return lock
 
 
 def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
                       crawlers: Mapping[str, type] | None = None, translate: bool = True,
-                      stop: threading.Event | None = None) -> JobReport:
+                      stop: threading.Event | None = None, sources: Iterable[str] | None = None) -> JobReport:
     """Every source in `mode` through the one runner (`runner.run_sources`), then the job hooks
     (the translation worker registers one); `translate=False` skips the hooks.
 
-    `crawlers` maps source id → crawler class (default: the registry)."""
-    report = JobReport(mode=mode, started_at=utc_now_iso())
-    lock = job_lock(settings.db_path)
+    `crawlers` maps source id → crawler class (default: the registry); `sources` keeps only
+    those ids (UnknownSource for one that is not there)."""
+    sources = sorted(set(sources)) if sources else None
+    report = JobReport(mode=mode, started_at=utc_now_iso(), scope=scope(sources))
+    lock = job_lock(settings.db_path, sources)
     if not lock.try_acquire():
         report.skipped = f"another scheduled job is running (pid {lock.holder_pid()})"
         report.finished_at = utc_now_iso()
@@ -207,6 +234,7 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
             from .registry import discover
 
             crawlers = discover()
+        crawlers = select_sources(crawlers, sources)
         log.info("schedule: %s run of %d sources: %s", mode, len(crawlers), ", ".join(crawlers) or "(none)")
         store = Store(settings.db_path)
         try:
@@ -247,7 +275,7 @@ def _run_hooks(store: Store, settings: Settings, report: JobReport, stop) -> Non
 def _record_job(store: Store, report: JobReport) -> None:
     try:
         store.set_meta(META_LAST_JOB, json.dumps(report.as_dict(), ensure_ascii=False))
-        store.set_meta(f"{META_LAST_JOB}.{report.mode}", report.started_at)
+        store.set_meta(f"{META_LAST_JOB}{report.scope}.{report.mode}", report.started_at)
     except Exception:
         log.exception("schedule: could not record the job report")
 
@@ -269,7 +297,8 @@ def stored_errors(store: Store) -> list[dict]:
     return json.loads(current) if current else []
 
 
-def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None = None) -> dict[str, dt.datetime]:
+def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None = None,
+                       sources: Iterable[str] | None = None) -> dict[str, dt.datetime]:
     """Fire times a scheduler that was not running (machine off, process restarted) missed.
 
     APScheduler's memory job store forgets a fire time that passed while no scheduler ran, so
@@ -281,7 +310,7 @@ def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None
     for job_id, (mode, fired) in plan.previous_fire_times(now).items():
         if (now - fired).total_seconds() > plan.misfire_grace_s:
             continue
-        last = store.get_meta(f"{META_LAST_JOB}.{mode}")
+        last = store.get_meta(f"{META_LAST_JOB}{scope(sources)}.{mode}")
         if last is None or dt.datetime.fromisoformat(last) < fired:
             due[job_id] = fired
     return due
@@ -354,18 +383,22 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
 
 
 def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., JobReport] | None = None,
-                translate: bool = True) -> None:
+                translate: bool = True, sources: Iterable[str] | None = None) -> None:
     """Foreground scheduler until SIGINT / SIGTERM. The first signal stops scheduling and asks a
     running job to stop: its source ends at the next item boundary (run recorded `interrupted`,
     what it stored kept), later sources and the hooks are skipped. A second signal ends the
-    process at once. `job(settings, mode=..., stop=...)` defaults to run_scheduled_job."""
-    lock = daemon_lock(settings.db_path)
+    process at once. `job(settings, mode=..., stop=...)` defaults to run_scheduled_job; `sources`
+    (a selection) is passed on to it."""
+    sources = sorted(set(sources)) if sources else None
+    lock = daemon_lock(settings.db_path, sources)
     if not lock.try_acquire():
-        raise SchedulerAlreadyRunning(f"a scheduler for {settings.db_path} is already running (pid {lock.holder_pid()})")
+        which = f" of {', '.join(sources)}" if sources else ""
+        raise SchedulerAlreadyRunning(f"a scheduler{which} for {redact(settings.db_path)} is already running "
+                                      f"(pid {lock.holder_pid()})")
     try:
         store = Store(settings.db_path)
         try:
-            catch_up = catch_up_run_times(plan, store)
+            catch_up = catch_up_run_times(plan, store, sources=sources)
         finally:
             store.close()
         for job_id, fired in catch_up.items():
@@ -378,7 +411,7 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
         def bound_job(settings, *, mode):
             with job_running:
                 if job is None:
-                    return chosen(settings, mode=mode, translate=translate, stop=stop)
+                    return chosen(settings, mode=mode, translate=translate, stop=stop, sources=sources)
                 return chosen(settings, mode=mode)
 
         scheduler = build_scheduler(settings, plan, job=bound_job, first_run_times=catch_up)
@@ -399,4 +432,5 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
 
 __all__ = ["SchedulePlan", "JobReport", "run_scheduled_job", "build_scheduler", "run_forever",
            "record_scheduler_error", "stored_errors", "job_lock", "daemon_lock", "SchedulerAlreadyRunning",
+           "select_sources", "scope",
            "DAILY_JOB", "WEEKLY_FULL_JOB"]
