@@ -204,10 +204,21 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
                 if index == 100:   # restart in the background while batches keep being written
                     threading.Thread(target=lambda: (cluster.restart(), restarted.set()), daemon=True).start()
                 yield entry
+    # Besides the restart (which may land between transactions), one batch is cut for sure
+    # inside its transaction, after its rows were written and before its COMMIT.
+    real_batch, batches = store._upsert_batch, []
+
+    def cut_once(db, rows):
+        outcome = real_batch(db, rows)
+        batches.append(len(rows))
+        if len(batches) == 60:
+            _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        return outcome
+    store._upsert_batch = cut_once
     try:
         with caplog.at_level(logging.INFO):
             result = Restarting(store, items=items, settings=settings, mode="full").run()
-        assert restarted.is_set()
+        assert restarted.is_set() and len(batches) >= 121   # 120 batches of 5, the cut one (at least) twice
         assert result.status == "succeeded", result.summary_line()
         assert (result.counts.fetched, result.counts.new, result.counts.dead_lettered) == (600, 600, 0)
         assert store.scalar("SELECT COUNT(*) FROM recalls") == 600
