@@ -113,7 +113,7 @@ def test_doctor_against_a_server_that_never_answers_prints_its_checklist_within_
 
 def test_the_timeouts_have_defaults_the_environment_and_the_url_can_change(monkeypatch):
     params = connection_params("postgresql://u@h/db")
-    assert params["connect_timeout"] == 10 and "statement_timeout=300000" in params["options"]
+    assert params["connect_timeout"] == 5 and "statement_timeout=300000" in params["options"]
     monkeypatch.setenv("BASECRAWLER_PG_CONNECT_TIMEOUT_S", "4")
     monkeypatch.setenv("BASECRAWLER_PG_STATEMENT_TIMEOUT_S", "7.5")
     params = connection_params("postgresql://u@h/db")

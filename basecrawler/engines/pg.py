@@ -17,7 +17,7 @@ exactly as on SQLite. Each connection names itself `basecrawler <host> <pid>` so
 tell a live crawl on any machine from a crashed one (pg_stat_activity).
 
 Nothing waits forever (`connect`): a connect timeout (BASECRAWLER_PG_CONNECT_TIMEOUT_S,
-default 10 s), a statement timeout (BASECRAWLER_PG_STATEMENT_TIMEOUT_S, default 300 s, 0 = none)
+default 5 s), a statement timeout (BASECRAWLER_PG_STATEMENT_TIMEOUT_S, default 300 s, 0 = none)
 and TCP keepalives (a server that vanished mid-statement is noticed within about a minute).
 Values the URL sets itself (`?connect_timeout=…`, `options=-c statement_timeout=…`) win.
 
@@ -62,7 +62,7 @@ _RETURNING = re.compile(r"\sRETURNING\s", re.I)
 
 APPLICATION_PREFIX = "basecrawler"
 
-CONNECT_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5.0
 STATEMENT_TIMEOUT_S = 300.0
 RECONNECT_S = 60.0
 RECONNECT_FIRST_WAIT_S = 0.25

@@ -83,6 +83,9 @@ def migrate_pg(conn) -> int:
     latest = latest_version()
     conn.execute("BEGIN")
     try:
+        # A step or an index build on a big table may take longer than the statement timeout
+        # every other statement has; cut half-way it would only roll back and start over.
+        conn.execute("SET LOCAL statement_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
         conn.executescript(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} (name TEXT PRIMARY KEY, version BIGINT NOT NULL)")
         fresh = conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None
