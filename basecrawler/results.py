@@ -109,6 +109,16 @@ def record_run(store, run_id: int | None, result: RunResult) -> None:
                   exc_info=not isinstance(exc, CrawlerError))   # a classified failure needs no traceback
 
 
+def not_started(result: RunResult, exc: Exception, lock) -> RunResult:
+    """A run that failed before it could be recorded (its database unreachable): one ERROR
+    line, a traceback only for an unclassified error, the run lock given back."""
+    lock.release()
+    result.error = describe(exc)
+    log.error("%s: source failed before it started: %s", result.source, result.error,
+              exc_info=not isinstance(exc, CrawlerError))
+    return result
+
+
 def describe(exc: BaseException) -> str:
     """An error as the run line shows it: class, message and the URL when it has one."""
     text = f"{type(exc).__name__}: {exc}"
@@ -118,4 +128,4 @@ def describe(exc: BaseException) -> str:
     return text
 
 
-__all__ = ["RunCounts", "RunResult", "judge", "record_run", "describe"]
+__all__ = ["RunCounts", "RunResult", "judge", "record_run", "describe", "not_started"]

@@ -199,8 +199,8 @@ class Store:
                 if not is_locked_error(exc) or attempt == LOCK_RETRIES:
                     raise
                 wait = LOCK_RETRY_BASE_WAIT_S * (2 ** attempt)
-                log.warning("%s; retry %d/%d in %.1fs", "database is locked" if isinstance(exc, sqlite3.Error)
-                            else type(exc).__name__, attempt + 1, LOCK_RETRIES, wait)
+                reason = "database is locked" if isinstance(exc, sqlite3.Error) else str(exc).split("\n")[0]
+                log.warning("%s; retry %d/%d in %.1fs", reason, attempt + 1, LOCK_RETRIES, wait)
                 time.sleep(wait)
 
     @contextlib.contextmanager

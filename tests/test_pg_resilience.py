@@ -248,15 +248,28 @@ def test_a_server_gone_for_good_fails_the_source_in_one_line_and_later_sources_s
             failed = Stopping(store, items=[f"S{n}" for n in range(40)], settings=settings, mode="full").run()
         assert failed.status == "failed"
         assert "ConnectionLost" in failed.error and "unreachable" in failed.error
+        while_down = OtherSource(store, items=["T1"], settings=settings, mode="full").run()   # never raises
+        assert while_down.status == "failed" and "DatabaseUnreachable" in while_down.error
         assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
-        cluster._run(f"{cluster.bin_dir}/pg_ctl", "-D", cluster.data, "-l", f"{cluster.root}/log", "-w", "start",
-                     "-o", f"-k {cluster.root} -p {cluster.port} -c listen_addresses=127.0.0.1 -c fsync=off")
+        _start(cluster)
         later = OtherSource(store, items=["T1", "T2"], settings=settings, mode="full").run()
         assert later.status == "succeeded", later.summary_line()
         assert store.count_recalls("other") == 2
         assert store.count_recalls("slow") >= 20   # what was stored before the server went stays
     finally:
         store.close()
+        _start(cluster)
+
+
+def _start(cluster) -> None:
+    """Start the module's server again if a test stopped it."""
+    try:
+        with psycopg.connect(cluster.url("postgres"), connect_timeout=2):
+            return
+    except psycopg.OperationalError:
+        pass
+    cluster._run(f"{cluster.bin_dir}/pg_ctl", "-D", cluster.data, "-l", f"{cluster.root}/log", "-w", "start",
+                 "-o", f"-k {cluster.root} -p {cluster.port} -c listen_addresses=127.0.0.1 -c fsync=off")
 
 
 # ---- 3. passwords are never printed ------------------------------------------------------------

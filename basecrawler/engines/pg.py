@@ -81,6 +81,12 @@ class InvalidDatabaseUrl(ConfigError):
     kind = "invalid_database_url"
 
 
+class DatabaseUnreachable(psycopg.OperationalError, CrawlerError):
+    """The server could not be reached or refused the connection (one line, no password)."""
+
+    kind = "database_unreachable"
+
+
 class ConnectionLost(psycopg.OperationalError, CrawlerError):
     """The connection to PostgreSQL broke (`retryable`: the transaction can run again once
     reconnected) or could not be re-established in time (`retryable` False)."""
@@ -132,13 +138,13 @@ def connection_params(url: str, *, statement_timeout: bool = True) -> dict:
 
 def connect(url: str, *, statement_timeout: bool = True) -> psycopg.Connection:
     """An autocommit psycopg connection with the defaults above. A server that cannot be
-    reached raises psycopg.OperationalError with one line that names the database (redacted)
-    and never the password."""
+    reached raises DatabaseUnreachable (a psycopg.OperationalError) with one line that names the
+    database (redacted) and never the password."""
     params = connection_params(url, statement_timeout=statement_timeout)
     try:
         return psycopg.connect(autocommit=True, **params)
     except psycopg.OperationalError as exc:
-        raise psycopg.OperationalError(f"cannot connect to {redact(url)}: {one_line(exc, url)}") from None
+        raise DatabaseUnreachable(f"cannot connect to {redact(url)}: {one_line(exc, url)}") from None
 
 
 def one_line(exc: BaseException, url: str) -> str:
@@ -268,7 +274,7 @@ class PgConnection:
                 time.sleep(wait)
                 wait = min(wait * 2, RECONNECT_MAX_WAIT_S)
                 continue
-            log.warning("PostgreSQL: reconnected to %s after %.1fs", redact(self.url), time.monotonic() - started)
+            log.info("PostgreSQL: reconnected to %s after %.1fs", redact(self.url), time.monotonic() - started)
             return
 
     @property
@@ -300,13 +306,13 @@ class PgConnection:
         except psycopg.Error as exc:
             if not is_connection_lost(exc, self.raw):
                 raise
-            log.warning("PostgreSQL: connection to %s lost (%s)", redact(self.url), one_line(exc, self.url))
             self.raw.close()
             if self._in_tx or not (begins or _READ_ONLY.match(sql)):
                 # What the server kept of this transaction (or lone write) is unknown: the
-                # caller runs it again from its BEGIN.
+                # caller runs it again from its BEGIN (the store's retry line reports it).
                 self._lost = self._in_tx
                 raise ConnectionLost(f"connection to {redact(self.url)} lost: {one_line(exc, self.url)}") from None
+            log.warning("PostgreSQL: connection to %s lost (%s); reconnecting", redact(self.url), one_line(exc, self.url))
             self._reconnect()
             result = run(self.raw)
         if begins:
@@ -404,5 +410,5 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure))
 
 
-__all__ = ["PgConnection", "PgDatabase", "Cursor", "ConnectionLost", "InvalidDatabaseUrl", "connect",
+__all__ = ["PgConnection", "PgDatabase", "Cursor", "ConnectionLost", "DatabaseUnreachable", "InvalidDatabaseUrl", "connect",
            "connection_params", "one_line", "is_connection_lost", "translate", "application_name", "is_retryable"]
