@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Mapping
 from .config import Settings, _env
 from .dates import utc_now_iso
 from .engines import redact
-from .errors import ConfigError, SchedulerAlreadyRunning, UnknownSource
+from .errors import ConfigError, CrawlerError, SchedulerAlreadyRunning, UnknownSource
 from .runlock import RunLock
 from .runner import RunSummary, job_hooks, run_sources, stop_on_signals
 from .store import Store
@@ -224,11 +224,11 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
     sources = sorted(set(sources)) if sources else None
     report = JobReport(mode=mode, started_at=utc_now_iso(), scope=scope(sources))
     lock = job_lock(settings.db_path, sources)
-    if not lock.try_acquire():
-        report.skipped = f"another scheduled job is running (pid {lock.holder_pid()})"
-        report.finished_at = utc_now_iso()
-        log.warning("schedule: %s; this one is skipped", report.skipped)
-        return report
+    try:
+        if not lock.try_acquire():
+            return _skipped(report, f"another scheduled job is running (pid {lock.holder_pid()})", logging.WARNING)
+    except CrawlerError as exc:   # PostgreSQL unreachable (its lock lives there): the next job tries again
+        return _skipped(report, f"database unreachable: {exc}", logging.ERROR)
     try:
         if crawlers is None:
             from .registry import discover
@@ -236,7 +236,10 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
             crawlers = discover()
         crawlers = select_sources(crawlers, sources)
         log.info("schedule: %s run of %d sources: %s", mode, len(crawlers), ", ".join(crawlers) or "(none)")
-        store = Store(settings.db_path)
+        try:
+            store = Store(settings.db_path)
+        except CrawlerError as exc:
+            return _skipped(report, f"database unreachable: {exc}", logging.ERROR)
         try:
             report.summary = run_sources(crawlers, settings=settings, mode=mode, stop=stop, store=store)
             if stop is not None and stop.is_set():
@@ -252,6 +255,12 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
     level = logging.INFO if report.ok else logging.ERROR
     log.log(level, "schedule: %s run done: %s%s", mode, report.summary.summary_line(),
             f"; translation: {report.translation}" if report.translation else "")
+    return report
+
+
+def _skipped(report: JobReport, why: str, level: int) -> JobReport:
+    report.skipped, report.finished_at = why, utc_now_iso()
+    log.log(level, "schedule: %s; this %s run is skipped", why, report.mode)
     return report
 
 
@@ -276,8 +285,8 @@ def _record_job(store: Store, report: JobReport) -> None:
     try:
         store.set_meta(META_LAST_JOB, json.dumps(report.as_dict(), ensure_ascii=False))
         store.set_meta(f"{META_LAST_JOB}{report.scope}.{report.mode}", report.started_at)
-    except Exception:
-        log.exception("schedule: could not record the job report")
+    except Exception as exc:
+        _log_failure("schedule: could not record the job report", exc)
 
 
 def record_scheduler_error(db_path: str, entry: dict) -> None:
@@ -314,6 +323,12 @@ def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None
         if last is None or dt.datetime.fromisoformat(last) < fired:
             due[job_id] = fired
     return due
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    """ERROR with the cause; a traceback only for an unclassified error (a lost database is one
+    line, not a stack)."""
+    log.error("%s: %s: %s", what, type(exc).__name__, exc, exc_info=not isinstance(exc, CrawlerError))
 
 
 # ---- the scheduler ---------------------------------------------------------------------------
@@ -354,8 +369,8 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
                 store.set_meta(META_NEXT_RUN, next_run)
             finally:
                 store.close()
-        except Exception:
-            log.exception("schedule: could not record the next run time")
+        except Exception as exc:
+            _log_failure("schedule: could not record the next run time", exc)
         log.info("schedule: next run %s", next_run)
 
     def record_problem(event) -> None:
@@ -363,7 +378,8 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
         if event.code == EVENT_JOB_ERROR:
             kind, detail = "error", f"{type(event.exception).__name__}: {event.exception}"
             log.error("schedule: job %s (due %s) failed: %s", event.job_id, scheduled, detail,
-                      exc_info=(type(event.exception), event.exception, event.exception.__traceback__))
+                      exc_info=None if isinstance(event.exception, CrawlerError) else
+                      (type(event.exception), event.exception, event.exception.__traceback__))
         elif event.code == EVENT_JOB_MISSED:
             kind, detail = "missed", f"not run: more than {plan.misfire_grace_s}s late"
             log.error("schedule: job %s due %s was missed (%s)", event.job_id, scheduled, detail)
@@ -374,8 +390,8 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
                  "scheduled_run_time": scheduled.isoformat() if hasattr(scheduled, "isoformat") else None}
         try:
             record_scheduler_error(settings.db_path, entry)
-        except Exception:
-            log.exception("schedule: could not record the job problem")
+        except Exception as exc:
+            _log_failure("schedule: could not record the job problem", exc)
 
     scheduler.add_listener(record_next_run, EVENT_SCHEDULER_STARTED | EVENT_JOB_SUBMITTED | EVENT_JOB_EXECUTED)
     scheduler.add_listener(record_problem, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)

@@ -96,3 +96,16 @@ def test_schedule_once_with_sources_from_the_command_line(tmp_path, crawlers, jo
     assert journal == ["bb", "cc"]
     assert main(["--db", db, "schedule", "--once", "--source", "nope"]) == 2
     assert "unknown source 'nope'" in capsys.readouterr().err
+
+
+def test_a_job_whose_database_is_unreachable_is_skipped_in_one_line(crawlers, journal, caplog, monkeypatch):
+    import socket
+    monkeypatch.setenv("BASECRAWLER_PG_CONNECT_TIMEOUT_S", "2")
+    with socket.socket() as closed:   # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"postgresql://crawler:s3cret@127.0.0.1:{closed.getsockname()[1]}/recalls"
+    settings = fast_settings(url)
+    report = run_scheduled_job(settings, crawlers=crawlers, translate=False)
+    assert not report.ok and report.skipped.startswith("database unreachable") and journal == []
+    assert "s3cret" not in report.skipped + caplog.text
+    assert not any(r.exc_info for r in caplog.records)
