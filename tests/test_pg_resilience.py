@@ -163,6 +163,29 @@ def test_a_transaction_cut_mid_way_is_run_again_whole_on_a_new_connection(cluste
         store.close()
 
 
+def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster, url, monkeypatch):
+    """A connection lost in the middle of the upsert's executemany reaches the bisecting
+    `except`: it must not mistake the loss for rows the database refuses."""
+    import basecrawler.store as store_module
+    from basecrawler import Recall
+    store = Store(url)
+    real_params, calls = store_module._sql_params, []
+
+    def cut_on_first_row(row, now):
+        calls.append(row["recall_number"])
+        if len(calls) == 1:
+            _terminate(cluster, url, store.scalar("SELECT pg_backend_pid()"))
+        return real_params(row, now)
+    monkeypatch.setattr(store_module, "_sql_params", cut_on_first_row)
+    try:
+        result = store.upsert_recalls([Recall(country="US", recall_number=f"N{n}", recall_date="2024-05-01")
+                                       for n in range(4)], source="us")
+        assert (result.new, result.failed) == (4, [])
+        assert store.scalar("SELECT COUNT(*) FROM recalls") == 4
+    finally:
+        store.close()
+
+
 def test_a_read_outside_a_transaction_reconnects_by_itself(cluster, url):
     store = Store(url)
     try:
