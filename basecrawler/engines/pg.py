@@ -111,10 +111,10 @@ def _seconds(name: str, default: float) -> float:
     return seconds
 
 
-def connection_params(url: str, *, statement_timeout: bool = True) -> dict:
+def connection_params(url: str) -> dict:
     """libpq parameters for `url` with the project's defaults for what the URL leaves out
-    (connect timeout, statement timeout, keepalives, application name). Raises
-    InvalidDatabaseUrl (without the password) for a URL libpq cannot read."""
+    (connect timeout, keepalives, application name). Raises InvalidDatabaseUrl (without the
+    password) for a URL libpq cannot read."""
     from psycopg.conninfo import conninfo_to_dict
 
     try:
@@ -125,10 +125,6 @@ def connection_params(url: str, *, statement_timeout: bool = True) -> dict:
     if "connect_timeout" not in params:
         # libpq counts whole seconds and treats 1 as 2; 0 would mean "wait forever".
         params["connect_timeout"] = max(2, round(_seconds("BASECRAWLER_PG_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S)))
-    options = str(params.get("options") or "")
-    if statement_timeout and "statement_timeout" not in options:
-        ms = int(_seconds("BASECRAWLER_PG_STATEMENT_TIMEOUT_S", STATEMENT_TIMEOUT_S) * 1000)
-        params["options"] = f"{options} -c statement_timeout={ms}".strip()
     for name, value in (("keepalives", 1), ("keepalives_idle", 30), ("keepalives_interval", 10),
                         ("keepalives_count", 3)):
         params.setdefault(name, value)
@@ -140,11 +136,23 @@ def connect(url: str, *, statement_timeout: bool = True) -> psycopg.Connection:
     """An autocommit psycopg connection with the defaults above. A server that cannot be
     reached raises DatabaseUnreachable (a psycopg.OperationalError) with one line that names the
     database (redacted) and never the password."""
-    params = connection_params(url, statement_timeout=statement_timeout)
+    params = connection_params(url)
+    ms = statement_timeout_ms(params) if statement_timeout else None
     try:
-        return psycopg.connect(autocommit=True, **params)
+        raw = psycopg.connect(autocommit=True, **params)
+        if ms is not None:
+            # SET rather than a startup `options`, which PgBouncer refuses by default.
+            raw.execute(f"SET statement_timeout = {ms}")
+        return raw
     except psycopg.OperationalError as exc:
         raise DatabaseUnreachable(f"cannot connect to {redact(url)}: {one_line(exc, url)}") from None
+
+
+def statement_timeout_ms(params: dict) -> int | None:
+    """The statement timeout to set (ms; 0 = none), or None when the URL's `options` set one."""
+    if "statement_timeout" in str(params.get("options") or ""):
+        return None
+    return int(_seconds("BASECRAWLER_PG_STATEMENT_TIMEOUT_S", STATEMENT_TIMEOUT_S) * 1000)
 
 
 def one_line(exc: BaseException, url: str) -> str:
