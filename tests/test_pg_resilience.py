@@ -47,20 +47,24 @@ class SilentServer:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
+        self.sock.settimeout(0.1)   # the accept loop checks `stopping`: a thread blocked in accept()
+        self.port = self.sock.getsockname()[1]   # on a closed socket could take a reused descriptor
         self.accepted = []
+        self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
 
     def _accept(self):
-        while True:
+        while not self.stopping.is_set():
             try:
                 conn, _ = self.sock.accept()
-            except OSError:
-                return
+            except socket.timeout:
+                continue
             self.accepted.append(conn)   # kept open, never read: the client waits for an answer
 
     def close(self):
+        self.stopping.set()
+        self._thread.join()
         self.sock.close()
         for conn in self.accepted:
             conn.close()
