@@ -6,6 +6,7 @@ import logging
 
 from .archive import Archive
 from .config import Settings
+from .errors import CrawlerError
 from .store import Store
 
 log = logging.getLogger("basecrawler")
@@ -32,7 +33,7 @@ def prune_archive(store: Store, settings: Settings, source: str) -> None:
         return
     try:
         Archive(store).prune(settings.archive_retention_days)
-    except OSError as exc:  # housekeeping must never fail a crawl
+    except (OSError, CrawlerError) as exc:  # housekeeping must never fail a crawl (nor a lost database)
         log.warning("%s: archive pruning skipped: %s", source, exc)
 
 
