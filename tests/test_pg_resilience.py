@@ -173,17 +173,17 @@ def test_a_transaction_cut_mid_way_is_run_again_whole_on_a_new_connection(cluste
 def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster, url, monkeypatch):
     """A connection lost in the middle of the upsert's executemany reaches the bisecting
     `except`: it must not mistake the loss for rows the database refuses."""
-    import basecrawler.store as store_module
     from basecrawler import Recall
+    from basecrawler.recordtypes.upsert import UpsertPlan
     store = Store(url)
-    real_params, calls = store_module._sql_params, []
+    real_params, calls = UpsertPlan.params, []
 
-    def cut_on_first_row(row, now):
+    def cut_on_first_row(plan, row, now):
         calls.append(row["recall_number"])
         if len(calls) == 1:
             _terminate(cluster, url, store.scalar("SELECT pg_backend_pid()"))
-        return real_params(row, now)
-    monkeypatch.setattr(store_module, "_sql_params", cut_on_first_row)
+        return real_params(plan, row, now)
+    monkeypatch.setattr(UpsertPlan, "params", cut_on_first_row)
     try:
         result = store.upsert_recalls([Recall(country="US", recall_number=f"N{n}", recall_date="2024-05-01")
                                        for n in range(4)], source="us")
@@ -238,8 +238,8 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
     # inside its transaction, after its rows were written and before its COMMIT.
     real_batch, batches = store._upsert_batch, []
 
-    def cut_once(db, rows):
-        outcome = real_batch(db, rows)
+    def cut_once(db, plan, rows):
+        outcome = real_batch(db, plan, rows)
         batches.append(len(rows))
         if len(batches) == 60:
             _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
