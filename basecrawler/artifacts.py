@@ -303,8 +303,7 @@ class Artifacts:
             try:
                 with os.fdopen(fd, "wb") as out, self.http.open_stream(url, headers=headers) as response:
                     if response.status_code not in (200, 206):
-                        response.read()
-                        return response, segment, None, 0
+                        return self.http.read_whole(response), segment, None, 0
                     resumed = response.status_code == 206 and self._range_fits(response, have, row)
                     if response.status_code == 206 and not resumed:
                         response.close()  # not the bytes we asked for: start over without Range
@@ -312,7 +311,7 @@ class Artifacts:
                         raise _RangeRefused(url)
                     written = 0
                     try:
-                        for chunk in response.iter_bytes():  # unchunked: bytes before a break are kept
+                        for chunk in self.http.iter_body(response):  # bounded; bytes before a break are kept
                             out.write(chunk)
                             written += len(chunk)
                             if have + written > self.max_bytes:

@@ -5,7 +5,12 @@
 - failures classified by the pure `classify()` into the kinds of `errors.py` (its status table
   is built from the `statuses` each FetchError class declares), each handled its own way;
 - conditional requests (ETag / Last-Modified) with 304 served from the raw archive;
-- every body archived by sha256, and `--record` / `--replay` for offline runs.
+- every body archived by sha256, and `--record` / `--replay` for offline runs;
+- every body bounded while it streams (bounded.py): size on the wire and decoded, the
+  decompression ratio, a total deadline and a minimum rate; documents held in memory far lower
+  than downloads streamed to disk (Settings.max_document_bytes / max_download_bytes);
+- a stop request (stopping.StopEvent) shuts the client's sockets down: a blocked read ends at
+  once and the exchange raises Interrupted, never a retry.
 """
 from __future__ import annotations
 
@@ -30,10 +35,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from .archive import Archive
+from .bounded import ACCEPT_ENCODING, DeadlineBackend, Limits, iter_decoded
 from .config import Settings
+from .stopping import add_stop_hook
 from .textcodec import Undecodable, decode_text
-from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, RateLimited, ReplayMiss, Transient,
-                     UnexpectedContent, subclasses)
+from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, Interrupted, RateLimited, RedirectLoop,
+                     ReplayMiss, TooLarge, TooSlow, Transient, UnexpectedContent, subclasses)
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +207,11 @@ class HttpClient:
     def __init__(self, *, settings: Settings | None = None, store=None, transport: httpx.BaseTransport | None = None,
                  rate_per_s: float | None = None, concurrency: int | None = None, clock=None, sleep=None,
                  source: str = "", headers: dict | None = None, archive: Archive | None = None,
-                 allowed_hosts: set[str] | None = None):
+                 allowed_hosts: set[str] | None = None, stop=None):
         self.settings = settings or Settings.from_env()
         self.source = source
+        self._stop = stop
+        self.limits = {label: self._limits(label) for label in ("document", "download")}
         # Hosts requests may go to (see BaseCrawler.download_hosts); None: anywhere.
         self.allowed_hosts = frozenset(allowed_hosts) if allowed_hosts is not None else None
         self.clock = clock or time.time
@@ -218,12 +227,22 @@ class HttpClient:
             transport = ReplayTransport(self.settings.replay_dir)
             # Replay reads files: there is no host to be polite to, so no request spacing.
             self.rate_per_s = 0.0
+        # Our own transport reads through a DeadlineBackend: per-thread deadlines on every
+        # socket operation, and sockets a stop request can shut down (injected transports —
+        # tests, replay — have no sockets; their bodies are still bounded by iter_decoded).
+        self._backend: DeadlineBackend | None = None
+        if transport is None or self.settings.record_dir:
+            own = httpx.HTTPTransport()
+            self._backend = DeadlineBackend(own._pool._network_backend)
+            own._pool._network_backend = self._backend   # httpcore has no public setter here
+            transport = transport or own
         if self.settings.record_dir:
             from .replay import RecordingTransport
-            transport = RecordingTransport(transport or httpx.HTTPTransport(), self.settings.record_dir)
+            transport = RecordingTransport(transport, self.settings.record_dir)
         self._client = httpx.Client(
             transport=transport, timeout=self.settings.timeout_s, follow_redirects=True,
-            headers={"User-Agent": self.settings.user_agent, **(headers or {})},
+            # Only encodings iter_decoded inflates step by step (no brotli/zstd bombs).
+            headers={"User-Agent": self.settings.user_agent, "Accept-Encoding": ACCEPT_ENCODING, **(headers or {})},
             # Every request, redirects included, is checked before it is sent.
             event_hooks={"request": [self._check_host]},
         )
@@ -233,6 +252,13 @@ class HttpClient:
         self._stats_lock = threading.Lock()
         self._local = threading.local()
         self.credentials_configured = False
+        add_stop_hook(stop, self.abort)
+
+    def _limits(self, label: str) -> Limits:
+        bound = lambda name: self.settings.bound(self.source, name)  # noqa: E731
+        return Limits(max_bytes=bound(f"max_{label}_bytes"), max_ratio=bound("max_decompression_ratio"),
+                      deadline_s=bound("request_deadline_s" if label == "document" else "download_deadline_s"),
+                      min_rate_bps=bound("min_rate_bps"), grace_s=bound("min_rate_grace_s"), label=label)
 
     # ---- public API -------------------------------------------------------------------
     def get(self, url: str, *, expect: str | None = None, conditional: bool = True, **kwargs) -> httpx.Response:
@@ -276,7 +302,8 @@ class HttpClient:
         download = self.download_to_file(url, **kwargs)
         try:
             with open(download.path, "rb") as handle:
-                response = httpx.Response(200, headers=download.response.headers, stream=_FileStream(handle),
+                # The file holds the decoded body: no Content-Encoding may make httpx inflate it again.
+                response = httpx.Response(200, headers=_decoded_headers(download.response), stream=_FileStream(handle),
                                           request=download.response.request)
                 yield response
         finally:
@@ -295,14 +322,14 @@ class HttpClient:
             fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
             digest, size = hashlib.sha256(), 0
             try:
-                with os.fdopen(fd, "wb") as out, self._client.stream("GET", url, headers=attempt_headers) as response:
-                    if response.status_code == 200:
-                        for chunk in response.iter_bytes(1 << 16):
-                            out.write(chunk)
-                            digest.update(chunk)
-                            size += len(chunk)
-                    else:
-                        response.read()
+                with os.fdopen(fd, "wb") as out, self._open("GET", url, headers=attempt_headers,
+                                                            label="download") as response:
+                    if response.status_code != 200:   # an error page: read (bounded) for classification
+                        return self.read_whole(response), Path(name), None, 0
+                    for chunk in self.iter_body(response, "download"):
+                        out.write(chunk)
+                        digest.update(chunk)
+                        size += len(chunk)
             except BaseException:
                 os.unlink(name)
                 raise
@@ -336,9 +363,26 @@ class HttpClient:
         return self._with_policy(method, url, send, expect=expect)
 
     def open_stream(self, url: str, *, headers: dict | None = None, method: str = "GET"):
-        """A raw streaming exchange (context manager) with the client's headers and
-        timeouts; no policy of its own — call it inside `with_policy`'s `send`."""
-        return self._client.stream(method, url, headers=headers or {})
+        """A streaming exchange (context manager) with the client's headers, timeouts and the
+        download deadline; read its body with `iter_body(response)` (bounded). No policy of
+        its own — call it inside `with_policy`'s `send`."""
+        return self._open(method, url, headers=headers, label="download")
+
+    def iter_body(self, response: httpx.Response, label: str = "download") -> Iterator[bytes]:
+        """The decoded body of a response from `open_stream`, within the `label` limits."""
+        head = bytearray()
+        until = getattr(self._local, "until", None) or time.monotonic() + self.limits[label].deadline_s
+        try:
+            yield from iter_decoded(response, self.limits[label], until=until, stopped=self._stopped, head=head)
+        except (TooLarge, TooSlow) as exc:
+            self._count(f"failed/{exc.kind}")
+            self._keep_refused(exc, response)
+            raise
+
+    def abort(self) -> None:
+        """The stop hook: shut the client's sockets down so any blocked read returns now."""
+        if self._backend is not None:
+            self._backend.abort()
 
     def _received(self, url: str, sha256: str | None) -> None:
         self._local.last_url, self._local.last_sha256 = url, sha256
@@ -358,7 +402,50 @@ class HttpClient:
             return dict(sorted(self._stats.items()))
 
     def close(self) -> None:
+        if self._stop is not None and hasattr(self._stop, "remove_hook"):
+            self._stop.remove_hook(self.abort)
         self._client.close()
+
+    def _stopped(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    @contextlib.contextmanager
+    def _open(self, method: str, url: str, *, headers: dict | None = None, label: str = "document", **kwargs):
+        """One streamed exchange whose every socket operation ends by its deadline."""
+        limits = self.limits[label]
+        until = time.monotonic() + limits.deadline_s
+        previous = getattr(self._local, "until", None)
+        self._local.until = until
+        deadline = self._backend.deadline(until) if self._backend is not None else contextlib.nullcontext()
+        try:
+            with deadline, self._client.stream(method, url, headers=headers or {}, **kwargs) as response:
+                yield response
+        except httpx.TimeoutException:
+            if self._stopped():
+                raise Interrupted() from None
+            if time.monotonic() < until:
+                raise   # an ordinary timeout: transient, retried
+            self._count("failed/too_slow")
+            raise TooSlow(f"over the {limits.deadline_s:g}s deadline ({limits.deadline_setting}): {method} {url}",
+                          url=url) from None
+        finally:
+            self._local.until = previous
+
+    def read_whole(self, response: httpx.Response) -> httpx.Response:
+        """A response from `open_stream` with its whole body in memory (decoded, within the
+        document limits): for an error page, which the policy classifies by its content."""
+        body = bytearray()
+        for piece in self.iter_body(response, "document"):
+            body += piece
+        return httpx.Response(response.status_code, headers=_decoded_headers(response), content=bytes(body),
+                              request=response.request)
+
+    def _keep_refused(self, exc: FetchError, response: httpx.Response) -> None:
+        """Archive the first bytes of a refused body, so its dead letter shows what came."""
+        if self.archive is None or not exc.body:
+            return
+        exc.response_sha256 = self.archive.put_bytes(exc.body)
+        self._record(str(response.request.url), response, exc.response_sha256, len(exc.body))
 
     # ---- internals --------------------------------------------------------------------
     def _throttle(self, url: str) -> HostThrottle:
@@ -408,9 +495,8 @@ class HttpClient:
         cached = self._conditional_headers(url, headers) if conditional and method == "GET" else None
 
         def send():
-            response = self._client.request(method, url, headers=headers, **kwargs)
-            response.read()
-            return response
+            with self._open(method, url, headers=headers, **kwargs) as response:
+                return self.read_whole(response)
 
         response = self._with_policy(method, url, send, expect=expect, credentials=_has_credentials(headers))
         if response.status_code == 304 and not cached:
@@ -439,19 +525,30 @@ class HttpClient:
         transient_attempts = rate_limited_attempts = blocked_attempts = 0
         while True:
             error_kind, response, network_exc = None, None, None
+            if self._stopped():
+                raise Interrupted()
             with throttle.turn():
                 self._count("requests")
                 try:
                     result = send()
-                except ReplayMiss:
-                    raise
-                except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                except (ReplayMiss, FetchError, Interrupted):
+                    raise   # classified already (too_large, too_slow, a foreign host, a refused encoding…)
+                except httpx.TooManyRedirects as exc:
+                    self._count("failed/too_many_redirects")
+                    raise RedirectLoop(f"too many redirects ({exc}): {method} {url}", url=url) from None
+                except httpx.HTTPError as exc:
+                    if self._stopped():   # the stop hook shut the socket down under this read
+                        raise Interrupted() from None
+                    if not isinstance(exc, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)):
+                        # Not a network blip (a protocol violation, an unsupported scheme…): retrying repeats it.
+                        self._count("failed/unexpected")
+                        raise UnexpectedContent(f"{type(exc).__name__}: {exc}: {method} {url}", url=url) from None
                     network_exc = exc
                     error_kind = Transient.kind
                     result = None
             if result is not None:
                 response = result[0] if isinstance(result, tuple) else result
-                body = response.content if not isinstance(result, tuple) else _peek_file(result[1])
+                body = _content(response) if _content(response) is not None else _peek_file(result[1])
                 error_kind = classify(
                     response.status_code, body=body, content_type=response.headers.get("content-type", ""),
                     expect=expect, has_credentials=credentials or self.credentials_configured
@@ -464,7 +561,7 @@ class HttpClient:
                     with contextlib.suppress(FileNotFoundError):
                         result[1].unlink()
             status = response.status_code if response is not None else None
-            body = response.content if response is not None and not isinstance(result, tuple) else b""
+            body = (_content(response) or b"") if response is not None else b""
             where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
             if error_kind == RateLimited.kind:
                 rate_limited_attempts += 1
@@ -536,6 +633,12 @@ def _unreachable(exc: BaseException) -> bool:
     return False
 
 
+def _decoded_headers(response: httpx.Response) -> list[tuple[str, str]]:
+    """Headers for the decoded body: without the encoding and length of what came on the wire."""
+    return [(k, v) for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+
+
 def _has_credentials(headers) -> bool:
     return any(str(name).lower() in CREDENTIAL_HEADERS for name in (headers or {}))
 
@@ -547,6 +650,14 @@ class _FileStream(httpx.SyncByteStream):
     def __iter__(self):
         while chunk := self.handle.read(1 << 16):
             yield chunk
+
+
+def _content(response: httpx.Response) -> bytes | None:
+    """The body held in memory, None for a body streamed to a file."""
+    try:
+        return response.content
+    except httpx.ResponseNotRead:
+        return None
 
 
 def _peek_file(path: Path, size: int = 1024) -> bytes:
