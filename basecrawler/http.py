@@ -34,9 +34,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from . import partials
 from .archive import Archive
 from .bounded import ACCEPT_ENCODING, DeadlineBackend, Limits, iter_decoded
 from .config import Settings
+from .partials import partial_prefix, sweep_partial_downloads  # noqa: F401  (their home before partials.py)
 from .stopping import add_stop_hook
 from .textcodec import Undecodable, decode_text
 from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, Interrupted, RateLimited, RedirectLoop,
@@ -312,38 +314,69 @@ class HttpClient:
 
     def download_to_file(self, url: str, *, headers: dict | None = None, conditional: bool = True,
                          directory: Path | None = None) -> Download:
-        """Fetch a body straight to a temp file with retries; returns path, sha256 and size."""
+        """Fetch a body straight to a temp file with retries; returns path, sha256 and size.
+        A copy a killed or stopped process left of the same URL is resumed with Range when the
+        server allows it (see partials.py)."""
         attempt_headers = dict(headers or {})
         cached = self._conditional_headers(url, attempt_headers) if conditional else None
         tmp_dir = directory or (self.archive.root.parent / "tmp" if self.archive else Path(tempfile.gettempdir()))
         tmp_dir.mkdir(parents=True, exist_ok=True)
+        limit = self.limits["download"]
+        may_resume = True
 
         def send():
-            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(url), suffix=".part")
+            os.close(fd)
+            path = Path(name)
+            resume = partials.claim(tmp_dir, url, path) if may_resume else None
             digest, size = hashlib.sha256(), 0
             try:
-                with os.fdopen(fd, "wb") as out, self._open("GET", url, headers=attempt_headers,
-                                                            label="download") as response:
-                    if response.status_code != 200:   # an error page: read (bounded) for classification
-                        return self.read_whole(response), Path(name), None, 0
-                    for chunk in self.iter_body(response, "download"):
-                        out.write(chunk)
-                        digest.update(chunk)
-                        size += len(chunk)
+                with self._open("GET", url, headers={**attempt_headers, **(resume.headers() if resume else {})},
+                                label="download") as response:
+                    if resume is not None and resume.continued_by(response):
+                        size, mode = partials.hash_existing(path, digest), "ab"
+                        self._count("resumed")
+                        log.info("%s: resuming after %d bytes", url, size)
+                    elif response.status_code == 206 and resume is not None:
+                        raise partials.RangeMismatch(f"206 that does not continue the partial copy: GET {url}")
+                    elif response.status_code == 206:
+                        raise UnexpectedContent(f"206 Partial Content to a request without Range: GET {url}", url=url,
+                                                status=206)
+                    elif response.status_code == 200:
+                        mode = "wb"
+                    else:   # an error page or a 304: read (bounded) for classification
+                        return self.read_whole(response), path, None, 0
+                    partials.note_resumable(path, url, response)
+                    with open(path, mode) as out:
+                        for chunk in self.iter_body(response, "download"):
+                            size += len(chunk)
+                            if size > limit.max_bytes:   # the resumed bytes count too
+                                raise TooLarge(f"body over the download limit of {limit.max_bytes} bytes "
+                                               f"({limit.setting}): GET {url}", url=url)
+                            out.write(chunk)
+                            digest.update(chunk)
             except BaseException:
-                os.unlink(name)
+                if not (self._stopped() and partials.park(path, url)):
+                    partials.discard(path)
                 raise
-            return response, Path(name), digest.hexdigest(), size
+            partials.sidecar(path).unlink(missing_ok=True)
+            return response, path, digest.hexdigest(), size
 
-        response, path, sha, size = self._with_policy("GET", url, send, expect=None,
-                                                      credentials=_has_credentials(attempt_headers))
+        for _ in range(2):
+            try:
+                response, path, sha, size = self._with_policy("GET", url, send, expect=None,
+                                                              credentials=_has_credentials(attempt_headers))
+                break
+            except partials.RangeMismatch as exc:
+                log.warning("%s; downloading it whole", exc)
+                may_resume = False
         if response.status_code == 304 and not cached:
             path.unlink()
             raise UnexpectedContent(f"304 Not Modified but no stored copy to reuse: GET {url}", url=url, status=304)
         if response.status_code == 304:
             path.unlink()
             self._count("not_modified")
-            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(url), suffix=".part")
             with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
                 import shutil
                 shutil.copyfileobj(src, out, 1 << 20)
@@ -667,41 +700,3 @@ def _peek_file(path: Path, size: int = 1024) -> bytes:
 
 __all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
            "host_allowed"]
-
-
-# ---- partial downloads left by killed processes ------------------------------------------
-# A body is streamed to `<db dir>/tmp/dl-<pid>-XXXX.part`; a process killed mid-download
-# (kill -9, OOM) leaves it behind, full size for the ~200 MB Canada file. The pid in the name
-# says whose it is, so the next run can remove the files of processes that are gone.
-_PARTIAL_RE = re.compile(r"^dl-(\d+)-.*\.part$")
-# A `.part` without a pid (written before the pid was in the name) is removed once it is old.
-LEGACY_PARTIAL_AGE_S = 3600
-
-
-def partial_prefix() -> str:
-    return f"dl-{os.getpid()}-"
-
-
-def sweep_partial_downloads(directory: Path, *, now: float | None = None, legacy: bool = True) -> list[tuple[Path, int]]:
-    """Remove partial downloads whose process is gone; returns (path, size) of each removed.
-    `legacy=False` leaves `.part` files without our name pattern alone (a shared temp dir)."""
-    from .store import pid_alive
-
-    removed = []
-    if not directory.is_dir():
-        return removed
-    now = time.time() if now is None else now
-    for path in directory.glob("*.part"):
-        match = _PARTIAL_RE.match(path.name)
-        try:
-            stat = path.stat()
-            if match:
-                if pid_alive(int(match.group(1))):
-                    continue
-            elif not legacy or now - stat.st_mtime < LEGACY_PARTIAL_AGE_S:
-                continue
-            path.unlink()
-        except FileNotFoundError:
-            continue  # its owner finished with it meanwhile
-        removed.append((path, stat.st_size))
-    return removed
