@@ -48,24 +48,11 @@ def _temp_beside(target: Path):
 def sweep_temp_files(root: Path, *, now: float | None = None) -> list[tuple[Path, int]]:
     """Remove the archive's temp files of processes that are gone (killed mid-write);
     returns (path, size) of each removed."""
-    from .store import pid_alive
+    from .partials import remove_dead_writers
 
-    removed: list[tuple[Path, int]] = []
     if not root.is_dir():
-        return removed
-    now = time.time() if now is None else now
-    for path in root.glob("*/tmp*.tmp"):
-        match = _TEMP_RE.match(path.name)
-        try:
-            stat = path.stat()
-            if match and pid_alive(int(match.group(1))) or not match and now - stat.st_mtime < LEGACY_TEMP_AGE_S:
-                continue
-            path.unlink()
-        except FileNotFoundError:
-            continue   # its writer finished with it meanwhile
-        removed.append((path, stat.st_size))
-    return removed
-
+        return []
+    return remove_dead_writers(root.glob("*/tmp*.tmp"), _TEMP_RE, now=now, legacy_age_s=LEGACY_TEMP_AGE_S)
 
 class Archive:
     def __init__(self, store, root: Path | None = None, enabled: bool = True):

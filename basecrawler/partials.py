@@ -184,6 +184,27 @@ def sweep_partial_downloads(directory: Path, *, now: float | None = None, legacy
     return removed
 
 
+def remove_dead_writers(paths, name_re: re.Pattern, *, now: float | None = None,
+                        legacy_age_s: float = LEGACY_PARTIAL_AGE_S) -> list[tuple[Path, int]]:
+    """Remove each file whose name (`name_re`, group 1: the writer's pid) says its writer is
+    gone, and each file without a pid older than `legacy_age_s`; returns (path, size) removed."""
+    from .store import pid_alive
+
+    now = time.time() if now is None else now
+    removed = []
+    for path in paths:
+        match = name_re.match(path.name)
+        try:
+            stat = path.stat()
+            if match and pid_alive(int(match.group(1))) or not match and now - stat.st_mtime < legacy_age_s:
+                continue
+            path.unlink()
+        except FileNotFoundError:
+            continue   # its writer finished with it meanwhile
+        removed.append((path, stat.st_size))
+    return removed
+
+
 def hash_existing(path: Path, digest) -> int:
     """Feed the bytes already on disk into `digest`; returns their count."""
     size = 0
@@ -194,5 +215,5 @@ def hash_existing(path: Path, digest) -> int:
     return size
 
 
-__all__ = ["Resumable", "RangeMismatch", "claim", "park", "discard", "note_resumable", "partial_prefix",
+__all__ = ["Resumable", "RangeMismatch", "claim", "remove_dead_writers", "park", "discard", "note_resumable", "partial_prefix",
            "sweep_partial_downloads", "url_key", "hash_existing", "LEGACY_PARTIAL_AGE_S", "RESUMABLE_AGE_S"]

@@ -25,9 +25,11 @@ def recover_after_crash(store: Store, source: str, run_id: int | None) -> None:
         log.warning("%s: removed %d partial download(s) left by processes that are gone (%.1f MB)",
                     source, len(removed), sum(size for _, size in removed) / 1e6)
     # The raw archive writes each body to a temp file beside it first (see archive.py).
-    removed = sweep_temp_files(store.directory / "archive")
+    from .artifacts import sweep_segments
+
+    removed = sweep_temp_files(store.directory / "archive") + sweep_segments(store.directory / "artifacts")
     if removed:
-        log.warning("%s: removed %d unfinished archive file(s) left by processes that are gone (%.1f MB)",
+        log.warning("%s: removed %d unfinished archive or document file(s) left by processes that are gone (%.1f MB)",
                     source, len(removed), sum(size for _, size in removed) / 1e6)
 
 

@@ -28,6 +28,15 @@ from hostile_support import RawServer
 DOCUMENT = bytes(range(256)) * 4096          # 1 MiB, every offset distinguishable
 ETAG = '"v1"'
 DEAD_PID = 2 ** 22 + 12345                   # above the default pid_max: no such process
+STALL_S = 60                                 # a stalled server outlives the wait for the child's bytes
+WAIT_S = 15
+
+
+def _wait_for(condition, child) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert child.poll() is None and time.monotonic() < deadline, "the child never wrote its first bytes"
+        time.sleep(0.05)
 
 
 def _range_server(*, honour_range=True, etag=ETAG, stall_after: int | None = None):
@@ -55,7 +64,7 @@ def _range_server(*, honour_range=True, etag=ETAG, stall_after: int | None = Non
         if stall_after is not None and not wanted:
             h.wfile.write(body[:stall_after])
             h.wfile.flush()
-            time.sleep(20)
+            time.sleep(STALL_S)
             return
         h.wfile.write(body)
 
@@ -88,10 +97,7 @@ def test_a_download_killed_mid_body_resumes_with_range_in_the_next_process(tmp_p
     with _range_server(stall_after=300_000) as server:
         url = server.url + "/data.csv"
         child = subprocess.Popen([sys.executable, "-c", CHILD, url, str(tmp)], env=subprocess_env())
-        deadline = time.monotonic() + 30
-        while not [p for p in tmp.glob("dl-*.part") if p.stat().st_size >= 300_000]:
-            assert child.poll() is None and time.monotonic() < deadline, "the child never wrote its first bytes"
-            time.sleep(0.05)
+        _wait_for(lambda: [p for p in tmp.glob("dl-*.part") if p.stat().st_size >= 300_000], child)
         child.send_signal(signal.SIGKILL)
         child.wait()
         assert len(list(tmp.glob("dl-*.json"))) == 1      # the sidecar was written with the headers
@@ -225,3 +231,71 @@ def test_the_ocr_cap_stops_tesseract_inside_a_single_page(monkeypatch):
     print(f"OCR stopped {took:.1f}s into a page with a 3s cap")
     assert given and 0 < given[0] <= 3            # tesseract itself got what was left as its timeout
     assert took < 6
+
+
+# ---- documents (the artifact manifest): the same, through artifacts.py ---------------------------
+PDF = b"%PDF-1.4\n" + bytes(range(256)) * 4096 + b"\n%%EOF\n"
+
+ARTIFACT_CHILD = textwrap.dedent('''
+    import sys
+    from basecrawler import Store
+    from basecrawler.artifacts import Artifacts
+    from basecrawler.config import Settings
+    from basecrawler.http import HttpClient
+    store = Store(sys.argv[2])
+    Artifacts(HttpClient(settings=Settings(max_retries=0), store=store), store, source="demo").ensure("doc", sys.argv[1])
+''')
+
+
+def _pdf_server(stall_after: int):
+    seen = []
+
+    def handler(h):
+        seen.append({k.lower(): v for k, v in h.headers.items()})
+        wanted = h.headers.get("Range")
+        start = int(wanted.split("=")[1].rstrip("-")) if wanted and h.headers.get("If-Range") == ETAG else 0
+        h.send_response(206 if start else 200)
+        if start:
+            h.send_header("Content-Range", f"bytes {start}-{len(PDF) - 1}/{len(PDF)}")
+        h.send_header("ETag", ETAG)
+        h.send_header("Content-Type", "application/pdf")
+        h.send_header("Content-Length", str(len(PDF) - start))
+        h.send_header("Connection", "close")
+        h.end_headers()
+        if not start:
+            h.wfile.write(PDF[:stall_after])
+            h.wfile.flush()
+            time.sleep(STALL_S)
+            return
+        h.wfile.write(PDF[start:])
+
+    server = RawServer(handler)
+    server.seen = seen
+    return server
+
+
+def test_a_document_download_killed_mid_body_resumes_in_the_next_run(tmp_path):
+    from basecrawler.artifacts import Artifacts
+
+    db = str(tmp_path / "docs.db")
+    Store(db).close()
+    with _pdf_server(stall_after=300_000) as server:
+        url = server.url + "/list.pdf"
+        child = subprocess.Popen([sys.executable, "-c", ARTIFACT_CHILD, url, db], env=subprocess_env())
+        # The bytes received so far are in the partial copy while the body is still coming.
+        _wait_for(lambda: [p for p in (tmp_path / "artifacts" / "partial").glob("*.part") if p.stat().st_size >= 300_000],
+                  child)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+        store = Store(db)
+        try:
+            recover_after_crash(store, "demo", None)
+            artifact = Artifacts(HttpClient(settings=Settings(max_retries=0), store=store), store,
+                                 source="demo").ensure("doc", url)
+            assert artifact.path.read_bytes() == PDF and artifact.sha256 == hashlib.sha256(PDF).hexdigest()
+            assert store.query("SELECT state FROM artifacts")[0]["state"] == "complete"
+        finally:
+            store.close()
+    assert server.seen[-1]["range"] == "bytes=300000-" and server.seen[-1]["if-range"] == ETAG
+    assert list((tmp_path / "artifacts" / "partial").iterdir()) == []    # no segment, no partial left
