@@ -132,6 +132,36 @@ def test_a_changed_document_is_downloaded_whole_not_spliced(tmp_path):
         assert server.seen[-1]["if-range"] == ETAG
 
 
+def test_a_download_cut_by_a_stop_is_kept_and_resumed_next_time(tmp_path):
+    import threading
+
+    from basecrawler.errors import Interrupted
+    from basecrawler.stopping import StopEvent
+
+    stop = StopEvent()
+    with _range_server(stall_after=300_000) as server:
+        url = server.url + "/data.csv"
+
+        def stop_once_bytes_came():
+            deadline = time.monotonic() + WAIT_S
+            while not [p for p in tmp_path.glob("dl-*.part") if p.stat().st_size >= 290_000]:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            stop.set()   # what SIGTERM does (runner.stop_on_signals)
+
+        threading.Thread(target=stop_once_bytes_came, daemon=True).start()
+        started = time.monotonic()
+        with pytest.raises(Interrupted):
+            HttpClient(settings=Settings(max_retries=0), stop=stop).download_to_file(url, directory=tmp_path)
+        assert time.monotonic() - started < WAIT_S
+        assert [p.name for p in tmp_path.glob("*.part")] == [f"resume-{url_key(url)}.part"]
+        kept = (tmp_path / f"resume-{url_key(url)}.part").stat().st_size
+        with HttpClient(settings=Settings(max_retries=0)).download_to_file(url, directory=tmp_path) as download:
+            assert download.path.read_bytes() == DOCUMENT
+        assert kept >= 290_000 and server.seen[-1]["range"] == f"bytes={kept}-"
+
+
 def test_partials_without_validators_or_of_live_processes_are_not_parked(tmp_path):
     url = "http://x.test/a.csv"
     plain = tmp_path / f"dl-{DEAD_PID}-{url_key(url)}-aaaa.part"      # no sidecar: no validator
