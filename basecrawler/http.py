@@ -233,11 +233,14 @@ class HttpClient:
         # socket operation, and sockets a stop request can shut down (injected transports —
         # tests, replay — have no sockets; their bodies are still bounded by iter_decoded).
         self._backend: DeadlineBackend | None = None
-        if transport is None or self.settings.record_dir:
-            own = httpx.HTTPTransport()
-            self._backend = DeadlineBackend(own._pool._network_backend)
-            own._pool._network_backend = self._backend   # httpcore has no public setter here
-            transport = transport or own
+        if transport is None:
+            transport = httpx.HTTPTransport()
+            pool = getattr(transport, "_pool", None)   # httpx has no public way to pass a network backend
+            if pool is not None and hasattr(pool, "_network_backend"):
+                self._backend = DeadlineBackend(pool._network_backend)
+                pool._network_backend = self._backend
+            else:  # a future httpx: bodies stay bounded between reads, a stop waits for the read timeout
+                log.warning("httpx internals changed: per-read deadlines and stop-on-signal are degraded")
         if self.settings.record_dir:
             from .replay import RecordingTransport
             transport = RecordingTransport(transport, self.settings.record_dir)

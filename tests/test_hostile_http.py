@@ -180,3 +180,10 @@ def test_iter_decoded_judges_the_rate_only_after_the_grace():
     assert next(reader) == b"b"
     with pytest.raises(TooSlow):
         next(reader)
+
+
+def test_the_client_reads_through_its_deadline_backend():
+    # The per-read deadline and the stop hook need httpx's pool to take our network backend:
+    # an httpx upgrade that moves it fails here, not silently in production.
+    client = _client()
+    assert client._backend is not None and client._client._transport._pool._network_backend is client._backend
