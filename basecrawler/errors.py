@@ -22,6 +22,8 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     │   ├── OcrUnavailable (ocr_unavailable)              a scanned page but no tesseract / Japanese data
     │   ├── PdfEncrypted (encrypted)                      the document needs a password
     │   └── PdfTooBig (too_big)                           over BASECRAWLER_PDF_MAX_PAGES or _OCR_MAX_SECONDS
+    │       └── _OcrTimedOut (ocr_timeout)                internal: tesseract's own timeout hit inside a page
+    ├── RangeMismatch (range_mismatch)                    internal (partials): a 206 that does not continue the copy
     ├── FetchError (fetch_error)                          an HTTP exchange failed; http.py's table is built
     │   │                                                 from the `statuses` each subclass declares
     │   ├── RateLimited (rate_limited)        429         the host is paused, never the item's fault
@@ -43,9 +45,9 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
         │   └── BackendUnexpected (backend_unexpected)
         └── BackendItemError (backend_item)               only this request's texts failed
 
-`parse_error`, `validation` and `store_error` are dead-letter kinds, not exception classes: the
-pipeline records whatever `parse()` raises, a record the model refuses, or a row the database
-refuses under those names.
+`parse_error`, `validation`, `store_error` and `item_error` are dead-letter kinds, not exception
+classes: the pipeline records whatever `parse()` raises, a record the model refuses, a row the
+database refuses, or an unexpected exception inside `SourceAPI.item()` under those names.
 """
 from __future__ import annotations
 
