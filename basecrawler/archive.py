@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from .dates import utc_now_iso

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import random
-import re
 import socket
 import tempfile
 import threading
@@ -38,7 +37,7 @@ from . import partials
 from .archive import Archive
 from .bounded import ACCEPT_ENCODING, DeadlineBackend, Limits, iter_decoded
 from .config import Settings
-from .partials import partial_prefix, sweep_partial_downloads  # noqa: F401  (their home before partials.py)
+from .partials import partial_prefix, sweep_partial_downloads  # re-exported: their home before partials.py
 from .stopping import add_stop_hook
 from .textcodec import Undecodable, decode_text
 from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, Interrupted, RateLimited, RedirectLoop,
@@ -702,4 +701,4 @@ def _peek_file(path: Path, size: int = 1024) -> bytes:
 
 
 __all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
-           "host_allowed"]
+           "host_allowed", "partial_prefix", "sweep_partial_downloads"]

@@ -187,3 +187,13 @@ def test_the_client_reads_through_its_deadline_backend():
     # an httpx upgrade that moves it fails here, not silently in production.
     client = _client()
     assert client._backend is not None and client._client._transport._pool._network_backend is client._backend
+
+
+def test_bounds_are_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("BASECRAWLER_MAX_DOCUMENT_BYTES", "1000")
+    monkeypatch.setenv("BASECRAWLER_MIN_RATE_BPS", "2.5")
+    monkeypatch.setenv("BASECRAWLER_REQUEST_DEADLINE_S", "9")
+    settings = Settings.from_env()
+    assert (settings.max_document_bytes, settings.min_rate_bps, settings.request_deadline_s) == (1000, 2.5, 9.0)
+    limits = HttpClient(settings=settings).limits["document"]
+    assert (limits.max_bytes, limits.min_rate_bps, limits.deadline_s) == (1000, 2.5, 9.0)
