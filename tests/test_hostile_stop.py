@@ -114,3 +114,48 @@ def test_sigterm_during_a_slow_read_ends_the_scheduler(tmp_path):
     assert process.returncode == 0
     assert _run_rows(db) == [("slow", "interrupted")]
     assert "Traceback" not in stderr
+
+
+# ---- in process: a stop during the detail lookups of a two-phase source ---------------------------
+def test_a_stop_during_detail_lookups_releases_them_and_the_run_is_interrupted(store, db_path, monkeypatch):
+    import threading
+
+    from basecrawler import BaseCrawler
+    from basecrawler.stopping import StopEvent
+    from basecrawler.testing import fast_settings
+
+    class TwoPhase(BaseCrawler):
+        source = "twophase"
+        country = "TP"
+        endpoints = {"site": "http://placeholder.test"}
+
+        def fetch(self):
+            for n in range(3):
+                yield {"n": n}
+
+        def parse(self, raw):
+            return {"recall_number": f"D-{raw['n']}", "recall_date": "2024-05-01"}
+
+        def fetch_detail(self, recall):
+            return self.http.get_json(self.url("site", f"/detail/{recall['recall_number']}"))
+
+    stop = StopEvent()
+    with RawServer(slowloris(seconds=60)) as server:
+        monkeypatch.setenv("BASECRAWLER_TWOPHASE_SITE_URL", server.url)
+
+        def stop_when_asked():
+            deadline = time.monotonic() + 20
+            while len(server.requests) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)
+            stop.set()
+
+        threading.Thread(target=stop_when_asked, daemon=True).start()
+        started = time.monotonic()
+        result = TwoPhase(store, settings=fast_settings(db_path), stop=stop).run()
+        took = time.monotonic() - started
+    assert result.status == "interrupted" and took < STOP_WITHIN_S
+    assert store.open_dead_letters("twophase") == []          # a cut lookup is nobody's failure
+    states = [r["state"] for r in store.query("SELECT state FROM enrichment WHERE country = 'TP'")]
+    assert states == ["pending"] * 3                           # back in the queue, not left `processing`
+    assert {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")} == {"D-0", "D-1", "D-2"}
