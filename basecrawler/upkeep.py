@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .archive import Archive
+from .archive import Archive, sweep_temp_files
 from .config import Settings
 from .errors import CrawlerError
 from .store import Store
@@ -24,6 +24,13 @@ def recover_after_crash(store: Store, source: str, run_id: int | None) -> None:
     removed = sweep_partial_downloads(store.directory / "tmp")
     if removed:
         log.warning("%s: removed %d partial download(s) left by processes that are gone (%.1f MB)",
+                    source, len(removed), sum(size for _, size in removed) / 1e6)
+    # The raw archive writes each body to a temp file beside it first (see archive.py).
+    from .artifacts import sweep_segments
+
+    removed = sweep_temp_files(store.directory / "archive") + sweep_segments(store.directory / "artifacts")
+    if removed:
+        log.warning("%s: removed %d unfinished archive or document file(s) left by processes that are gone (%.1f MB)",
                     source, len(removed), sum(size for _, size in removed) / 1e6)
 
 
