@@ -57,12 +57,9 @@ NOT_YET_GENERIC = {
     # recall_number, recall_date); tests and the us source read them.
     "basecrawler/enrichment.py": {"recall_number", "recall_date"},
     # The reading side and the commands, not yet derived from declarations (other work of #24).
-    "basecrawler/browse.py": {"recall_number", "recall_date", "manufacturer_original", "manufacturer_key",
-                              "model_original", "model_year"},
     "basecrawler/search.py": {"recall_date", "manufacturer_key", "model_year"},
     "basecrawler/export.py": {"manufacturer_key"},
     "basecrawler/xlsx.py": {"recall_number", "recall_date", "manufacturer_key", "model_year"},
-    "basecrawler/web/plugins/basecrawler_web.py": {"recall_date"},
     "basecrawler/commands/dead_letters.py": {"recall_number"},
     "basecrawler/commands/run.py": {"recall_date"},
     "basecrawler/commands/search.py": {"recall_number", "recall_date", "manufacturer_original", "model_original",
