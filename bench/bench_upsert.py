@@ -12,12 +12,23 @@ neighbour hurts all of them alike); the table shows the median and the min–max
 wall-clock time and of this process's CPU time (steadier on a shared machine: SQLite runs in
 process and WAL commits with synchronous=NORMAL do not wait for the disk).
 
-    python bench/bench_upsert.py [N] [REPEATS]
+    python bench/bench_upsert.py [N] [REPEATS] [--profile TOP]
+
+"Like for like" (issue #23.1): the plain reference does the same work as the store on the same
+rows — the same table and indexes, the trigram index fed the same way (per row by trigger, or
+per batch by the store's own statement), one transaction — so the ratio store / plain is what
+the framework adds. `--profile TOP` runs the store's upsert once more under cProfile and prints
+its TOP costliest functions. The store is called through `Store.upsert(record_type, …)` when the
+store has it (record types, issue #24), else through `upsert_recalls`.
 """
 from __future__ import annotations
 
+import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -98,13 +109,21 @@ def plain(path: str, prepared: list[tuple], per_row_trigger: bool) -> Timer:
     return timer
 
 
+def upsert(store: Store, records: list, source: str):
+    """One batch through the store's public write path, whichever this version of the store has."""
+    generic = getattr(store, "upsert", None)
+    if generic is not None:
+        return generic("vehicle_recall", records, source=source)
+    return store.upsert_recalls(records, source=source)
+
+
 def through_store(store: Store, rows: list[dict]) -> tuple[Timer, int, object]:
     before = store.db.conn.total_changes
     totals = None
     with Timer() as timer:
         for i in range(0, len(rows), BATCH):
             batch = [Recall.model_validate(r) for r in rows[i:i + BATCH]]
-            result = store.upsert_recalls(batch, source="us")
+            result = upsert(store, batch, "us")
             if totals is None:
                 totals = result
             else:
@@ -112,13 +131,136 @@ def through_store(store: Store, rows: list[dict]) -> tuple[Timer, int, object]:
     return timer, store.db.conn.total_changes - before, totals
 
 
+# ---- a second record type (issue #24): the same like-for-like pair on a type declared here ----
+def alert_type():
+    """A product-alert-like type: four translated pairs, a multi-valued category, an optional
+    date. None when this version of the store has no record types."""
+    try:
+        from basecrawler.recordtypes import Facet, RecordType, get_record_type, register_record_type
+    except ImportError:
+        return None, None
+    from pydantic import BaseModel
+
+    class BenchAlert(BaseModel):
+        country: str
+        alert_id: str
+        alert_date: str | None = None
+        title_original: str | None = None
+        title_ko: str | None = None
+        product_original: str | None = None
+        product_ko: str | None = None
+        hazard_original: str | None = None
+        hazard_ko: str | None = None
+        remedy_original: str | None = None
+        remedy_ko: str | None = None
+        category: list[str] = []
+        authority: str | None = None
+        risk_class: str | None = None
+        source_url: str | None = None
+        source_lang: str = "en"
+
+    try:
+        return get_record_type("bench_alert"), BenchAlert
+    except KeyError:
+        pass
+    rt = register_record_type(RecordType(
+        name="bench_alert", title="Bench alerts", model=BenchAlert, table="bench_alerts", key=("country", "alert_id"),
+        date_field="alert_date", translated=("title", "product", "hazard", "remedy"), searchable=("authority",),
+        facets=(Facet("category", "Category", multi=True), Facet("risk_class", "Risk class"))))
+    return rt, BenchAlert
+
+
+def alert_rows(n: int) -> list[dict]:
+    cats = [["Food"], ["Toys"], ["Cosmetics", "Chemicals"], ["Electrical appliances"], ["Medical devices"]]
+    return [
+        {"country": "CA", "alert_id": f"RA-{i:06d}", "alert_date": None if i % 13 == 0 else f"2024-{1 + i % 12:02d}-{1 + i % 28:02d}",
+         "title_original": f"Brand {i % 97} product recalled due to {('undeclared milk', 'choking hazard', 'fire hazard')[i % 3]} ({i})",
+         "product_original": f"Product line {i % 211}", "hazard_original": "The product may overheat and ignite.",
+         "remedy_original": "Stop using the product and return it for a full refund.", "category": cats[i % len(cats)],
+         "authority": ("Health Canada", "CFIA", "Transport Canada")[i % 3], "risk_class": f"Class {1 + i % 3}",
+         "source_url": f"https://recalls-rappels.canada.ca/en/alert-recall/ra-{i}"}
+        for i in range(n)
+    ]
+
+
+def plain_type(path: str, rt, prepared: list[list]) -> Timer:
+    """The engine alone for a declared type: executemany of the store's own parameters into the
+    type's table, its full-text index fed per batch by the store's statement, one transaction."""
+    from basecrawler.recordtypes.tables import feed_fts_sql
+    from basecrawler.recordtypes.upsert import plan_for
+
+    store = Store(path)
+    store.ensure_type_tables()
+    plan = plan_for(rt)
+    cols = [*plan.written, *plan.derived, "first_seen_at", "updated_at"]
+    sql = f"INSERT INTO [{rt.table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
+    feed = feed_fts_sql(rt)
+    conn = store.db.conn
+    with Timer() as timer:
+        conn.execute("BEGIN")
+        for i in range(0, len(prepared), BATCH):
+            last_id = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{rt.table}]").fetchone()[0]
+            conn.executemany(sql, prepared[i:i + BATCH])
+            if feed:
+                conn.execute(feed, [last_id])
+        conn.execute("COMMIT")
+    store.close()
+    return timer
+
+
+def store_type(path: str, rt, model, rows: list[dict]) -> Timer:
+    store = Store(path)
+    store.ensure_type_tables()
+    with Timer() as timer:
+        for i in range(0, len(rows), BATCH):
+            result = store.upsert(rt, [model.model_validate(r) for r in rows[i:i + BATCH]], source="bench")
+            assert result.new == len(rows[i:i + BATCH])
+    store.close()
+    return timer
+
+
+def second_type(tmp: str, n: int, repeats: int):
+    """(plain timers, store timers) for the second type, or None without record types."""
+    rt, model = alert_type()
+    if rt is None:
+        return None
+    from basecrawler.recordtypes.upsert import plan_for
+    rows = alert_rows(n)
+    plan = plan_for(rt)
+    prepared = [plan.params(plan.row_of(model.model_validate(r), "bench"), "t") for r in rows]
+    plains, stores = [], []
+    for rep in range(repeats):
+        plains.append(plain_type(os.path.join(tmp, f"tp{rep}.db"), rt, prepared))
+        stores.append(store_type(os.path.join(tmp, f"ts{rep}.db"), rt, model, rows))
+    return plains, stores
+
+
 def spread(values: list[float], fmt: str) -> str:
     return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
 
 
+def profile_store(path: str, rows: list[dict], top: int) -> str:
+    """The store's first run (validation included) under cProfile: its `top` costliest functions."""
+    store = open_store(path, per_row_trigger=False)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    through_store(store, rows)
+    profiler.disable()
+    store.close()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+    return out.getvalue()
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=100_000)
+    parser.add_argument("repeats", nargs="?", type=int, default=3)
+    parser.add_argument("--profile", type=int, default=0, metavar="TOP")
+    args = parser.parse_args()
+    n, repeats = args.n, args.repeats
     rows = raw_rows(n)
     prepared = [
         ("us", r["country"], r["recall_number"], r["recall_date"], 0, r["manufacturer_original"], r["model_original"],
@@ -162,7 +304,16 @@ def main() -> None:
     row("speed-up of the store, per batch over per row", ratio("store per batch", "store per row"))
     row("re-run time / first run (per batch)", lambda clock: [getattr(a, clock) / getattr(b, clock) for a, b, _, _ in rerun])
     print(f"{'re-run: unchanged / rows written (target 0)':<50}{f'{rerun[-1][3]} / {max(r[2] for r in rerun)}':>26}")
+    second = second_type(tmp, n, repeats)
+    if second is not None:
+        plains, stores = second
+        times["plain alert"], times["store alert"] = plains, stores
+        row("bench_alert: plain, FTS per batch (rec/s)", rate("plain alert"))
+        row("bench_alert: store + validation (rec/s)", rate("store alert"))
+        row("bench_alert: ratio store / plain, like for like", ratio("store alert", "plain alert"))
     print(f"{'peak RSS (MB)':<50}{rss_mb():>26.0f}")
+    if args.profile:
+        print(profile_store(os.path.join(tmp, "profile.db"), rows, args.profile))
 
 
 if __name__ == "__main__":

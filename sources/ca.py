@@ -35,10 +35,12 @@ Rules decided from the published data (see also fixtures/ca/README.md):
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import logging
 import re
 from collections import Counter
+from itertools import groupby
 from pathlib import Path
 from typing import Iterator
 
@@ -66,7 +68,6 @@ NOT_TRANSLATED = "translation not available"
 FRENCH_COLUMNS = {"category": "CATEGORY_FTXT", "system_type": "SYSTEM_TYPE_FTXT",
                   "notification_type": "NOTIFICATION_TYPE_FTXT", "comment": "COMMENT_FTXT"}
 
-_NOT_UTF8 = re.compile("[\udc80-\udcff]")
 _SECTION = re.compile(r"(?:^|(?<=\s))(Issue|Safety\s+Risk|Corrective\s+Actions?)\s*:\s*", re.IGNORECASE)
 _SECTION_FIELD = {"issue": "defect_cause_original", "safety risk": "consequence_original",
                   "corrective action": "remedy_original", "corrective actions": "remedy_original"}
@@ -91,40 +92,46 @@ class CanadaCrawler(BaseCrawler):
         number = raw["recall_number"]
         if number is None:
             raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
-        first = raw["rows"][0]
-        rows = [first] + [{**first, **sparse} for sparse in raw["rows"][1:]]
+        first, later = raw["rows"][0], raw["rows"][1:]
+        # Rows after the first hold only the cells that differ from it (group_rows), so a
+        # column's values over the rows are read without rebuilding every row: ~23 rows a
+        # recall, 800,000 in the full file.
+
+        def column_values(column: str) -> list:
+            default = first.get(column)
+            return [default, *(row.get(column, default) for row in later)]
 
         def text(column: str) -> str | None:
-            for row in rows:
-                value = clean_text(row.get(column), number, column)
-                if value:
-                    return value
+            value = clean_text(first.get(column), number, column)
+            if value:
+                return value
+            for row in later:   # a row repeating the first's empty cell does not hold it
+                if column in row:
+                    value = clean_text(row[column], number, column)
+                    if value:
+                        return value
             return None
 
         # Cells repeat across a recall's rows: clean each distinct make / model once.
-        cleaned: dict[tuple[str, str | None], str | None] = {}
-
-        def cell(row: dict, column: str) -> str | None:
-            key = (column, row.get(column))
-            if key not in cleaned:
-                cleaned[key] = clean_text(key[1], number, column)
-            return cleaned[key]
-
-        vehicles = [{"make": cell(row, "MAKE_NAME_NM"), "model": cell(row, "MODEL_NAME_NM"),
-                     "year": (row.get("YEAR") or "").strip() or None} for row in rows]
+        makes, models, years = column_values("MAKE_NAME_NM"), column_values("MODEL_NAME_NM"), column_values("YEAR")
+        clean_make = {value: clean_text(value, number, "MAKE_NAME_NM") for value in dict.fromkeys(makes)}
+        clean_model = {value: clean_text(value, number, "MODEL_NAME_NM") for value in dict.fromkeys(models)}
+        clean_year = {value: (value or "").strip() or None for value in dict.fromkeys(years)}
+        vehicles = [{"make": clean_make[make], "model": clean_model[model], "year": clean_year[year]}
+                    for make, model, year in zip(makes, models, years)]
         comment = text("COMMENT_ETXT")
         record = {
             "recall_number": number,
-            "recall_date": _first_date(rows),
+            "recall_date": _first_date(column_values("RECALL_DATE_DTE")),
             "manufacturer_original": distinct_joined(v["make"] for v in vehicles),
             "model_original": distinct_joined(v["model"] for v in vehicles),
-            "model_year": year_range({v["year"] for v in vehicles}),
+            "model_year": year_range(set(clean_year.values())),
             "component_original": text("SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
             "source_url": DETAIL_PAGE.format(number),
             **split_comment(comment),
         }
-        units, reported = affected_units(rows)
+        units, reported = affected_units(column_values("UNIT_AFFECTED_NBR"))
         record["affected_units"] = units
         french = {key: text(column) for key, column in FRENCH_COLUMNS.items()}
         extra = {
@@ -171,19 +178,16 @@ def count_rows(path: Path) -> Counter:
         if header is None:
             return Counter()
         column = _header_index(header, path)[NUMBER]
+        cells_of_number = (cells[column] for cells in reader if len(cells) > column)
         counts: Counter = Counter()
-        previous, runs = None, Counter()
-        for cells in reader:
-            if len(cells) <= column:
-                continue
-            number = cells[column].strip()
-            counts[number] += 1
-            if number != previous:
-                runs[number] += 1
-                previous = number
-    scattered = sum(1 for n in runs.values() if n > 1)
+        scattered = set()
+        # groupby walks the adjacent runs in C: a number with a second run is scattered.
+        for number, run in groupby(map(str.strip, cells_of_number)):
+            if number in counts:
+                scattered.add(number)
+            counts[number] += len(list(run))
     if scattered:
-        log.warning("ca: %d recall numbers have non-adjacent rows; they are held until their last row", scattered)
+        log.warning("ca: %d recall numbers have non-adjacent rows; they are held until their last row", len(scattered))
     return counts
 
 
@@ -195,26 +199,27 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
         header = next(reader, None)
         if header is None:
             return
-        index = _header_index(header, path)
+        number_column = _header_index(header, path)[NUMBER]
         names = [name.strip() for name in header]
+        width = len(names)
         open_groups: dict[str, dict] = {}
         for line_number, cells in enumerate(reader, start=2):
-            if len(cells) <= index[NUMBER] or not cells[index[NUMBER]].strip():
+            number = cells[number_column].strip() if len(cells) > number_column else ""
+            if not number:
                 if any(cell.strip() for cell in cells):
                     # Not a silent skip: handed on as an item of its own, which parse() turns
                     # into a dead letter that keeps the row (the run line counts it).
                     yield {"recall_number": None, "line": line_number, "rows": [dict(zip(names, cells))]}
                 continue
-            if len(cells) != len(names):
-                log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), len(names))
-            number = cells[index[NUMBER]].strip()
+            if len(cells) != width:
+                log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), width)
             group = open_groups.get(number)
             if group is None:
                 group = open_groups[number] = {"recall_number": number, "rows": [dict(zip(names, cells))],
                                                "cells": cells, "seen": 1}
             else:
                 first = group["cells"]
-                group["rows"].append({names[i]: value for i, value in enumerate(cells[:len(names)])
+                group["rows"].append({names[i]: value for i, value in enumerate(cells[:width])
                                       if i >= len(first) or first[i] != value})
                 group["seen"] += 1
             if group["seen"] >= rows_per_recall.get(number, 0):
@@ -230,22 +235,48 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
 def clean_text(value: str | None, recall_number: str = "", column: str = "") -> str | None:
     """The framework's cleaning (strip, repair mojibake where it is reliable) plus this file's
     quirks: "Translation not available" is absent, and bytes that are not UTF-8 are Windows-1252."""
-    if value is not None and _NOT_UTF8.search(value):
-        value = value.encode("utf-8", "surrogateescape").decode("cp1252", errors="replace")
+    if value is None:
+        return None
+    if value.isascii():   # most cells: nothing to repair, nothing to warn about
+        fixed = value.strip()
+        return None if not fixed or fixed.lower() == NOT_TRANSLATED else fixed
+    fixed, not_utf8, repaired, garbled = _clean_non_ascii(value)
+    if not_utf8:
         log.warning("ca: recall %s %s is not UTF-8; read as Windows-1252", recall_number, column)
-    fixed = text_rules.clean_text(value, absent={NOT_TRANSLATED})
-    if fixed is None or fixed.isascii():
-        return fixed
-    if fixed != value.strip():
+    if repaired:
         log.info("ca: recall %s %s: repaired mojibake", recall_number, column)
-    if ftfy.badness.is_bad(fixed):
+    if garbled:
         log.warning("ca: recall %s %s looks garbled and cannot be repaired reliably; stored as read: %.60r",
                     recall_number, column, fixed)
     return fixed
 
 
-def _first_date(rows: list[dict]) -> str | None:
-    raw_values = list(dict.fromkeys((row.get("RECALL_DATE_DTE") or "").strip() for row in rows))
+@functools.lru_cache(maxsize=8192)
+def _clean_non_ascii(value: str) -> tuple[str | None, bool, bool, bool]:
+    """(cleaned text, was not UTF-8, mojibake repaired, still looks garbled) of a non-ASCII
+    cell. Cached: French categories, systems and notification types repeat on every recall,
+    and ftfy's checks are the costliest per-cell work of the file. The caller logs per cell."""
+    not_utf8 = not _is_utf8(value)
+    if not_utf8:
+        value = value.encode("utf-8", "surrogateescape").decode("cp1252", errors="replace")
+    fixed = text_rules.clean_text(value, absent={NOT_TRANSLATED})
+    if fixed is None or fixed.isascii():
+        return fixed, not_utf8, False, False
+    return fixed, not_utf8, fixed != value.strip(), ftfy.badness.is_bad(fixed)
+
+
+def _is_utf8(value: str) -> bool:
+    """False when the text carries bytes that were not UTF-8 (kept as lone surrogates by
+    surrogateescape): strict encoding refuses exactly those, in C, faster than a regex."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _first_date(values: list[str | None]) -> str | None:
+    raw_values = list(dict.fromkeys((value or "").strip() for value in values))
     for value in raw_values:
         if value and parse_date(value) is not None:
             return value
@@ -253,11 +284,11 @@ def _first_date(rows: list[dict]) -> str | None:
     return next((value for value in raw_values if value), None)
 
 
-def affected_units(rows: list[dict]) -> tuple[int | str | None, list[int]]:
-    """The recall's count (repeated on every row, so taken once) and the distinct values seen.
-    When no row's value is a readable count, the raw text goes to the model, which keeps it
-    in extra and warns (a silent None hid "-5" and "1e400")."""
-    distinct = {row.get("UNIT_AFFECTED_NBR") for row in rows}
+def affected_units(values: list[str | None]) -> tuple[int | str | None, list[int]]:
+    """The recall's count (repeated on every row, so taken once) and the distinct values seen,
+    from the UNIT_AFFECTED_NBR of every row. When no row's value is a readable count, the raw
+    text goes to the model, which keeps it in extra and warns (a silent None hid "-5" and "1e400")."""
+    distinct = set(values)
     reported = sorted({units for units in map(parse_units, distinct) if units is not None})
     if not reported:
         raw = sorted(value.strip() for value in distinct if value and value.strip())

@@ -1,6 +1,9 @@
-"""The translation worker: fills the `_ko` columns of stored recalls, resumably.
+"""The translation worker: fills the `_ko` columns of stored records of every type, resumably.
 
 - `translate.worker`    translate_pending(store, backend, ...) -> TranslationReport
+- `translate.targets`   what to translate, read from the record-type declarations
+- `translate.claims`    which worker holds which row: claims with a lease, taken back from the dead
+- `translate.sending`   backend requests on daemon threads, abandoned at once on a stop
 - `translate.backends`  LibreTranslate, DeepL, OpenAI-compatible chat; backend_from_env()
 - `translate.memory`    translation memory (each normalised string translated once)
 - `translate.glossary`  fixed Korean terms and do-not-translate names (CSV)

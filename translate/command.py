@@ -25,8 +25,11 @@ backends (environment):
   BASECRAWLER_TRANSLATE_BATCH          rows per batch (default 100)
   BASECRAWLER_GLOSSARY                 glossary CSV (source,korean[,lang]; korean "=" keeps the term)
 
+  BASECRAWLER_TRANSLATE_LEASE          seconds a worker's claims outlive its last sign of life (default 120)
+
 exit codes: 0 done (failed/blocked rows are counted, not errors), 1 backend down / rate-limited /
-out of quota (rows stay pending), 2 no backend configured or bad usage."""
+out of quota (rows stay pending), 2 no backend configured or bad usage, 130 stopped by SIGTERM /
+Ctrl-C (rows in flight stay pending)."""
 
 
 def register(sub) -> None:
@@ -62,6 +65,7 @@ def cmd_translate(args) -> int:
     from translate.backends import CONFIGURE_HELP, backend_from_env
     from translate.glossary import Glossary
     from basecrawler.progress import ProgressBar
+    from basecrawler.runner import stop_on_signals
     from translate.worker import count_pending, translate_pending
 
     backend = backend_from_env(os.environ)
@@ -73,8 +77,10 @@ def cmd_translate(args) -> int:
         glossary = Glossary.load(args.glossary) if args.glossary else None   # None: BASECRAWLER_GLOSSARY
         bar = None if args.no_progress else ProgressBar.for_terminal()
         try:
-            report = translate_pending(store, backend, limit=args.limit, retry=args.retry, progress=bar,
-                                       glossary=glossary, batch_rows=args.batch_size)
+            # SIGTERM / Ctrl-C stop the run within a fraction of a second, claims given back.
+            with stop_on_signals() as stop:
+                report = translate_pending(store, backend, limit=args.limit, retry=args.retry, progress=bar,
+                                           glossary=glossary, batch_rows=args.batch_size, stop=stop)
         finally:
             if bar:
                 bar.close()
@@ -86,4 +92,7 @@ def cmd_translate(args) -> int:
         print(f"translate: stopped, {report.pending} rows stay pending; run again when the backend is back "
               f"({report.error})", file=sys.stderr)
         return 1
+    if report.stopped:
+        print(f"translate: stopped on request, {report.pending} rows stay pending", file=sys.stderr)
+        return 130
     return 0

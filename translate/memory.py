@@ -50,18 +50,31 @@ class TranslationMemory:
                     found[row["source_text"]] = row["translated_text"]
         return found
 
-    def remember(self, db, source_lang: str, entries: dict[str, str], backend: str) -> None:
-        """Insert new entries (inside the caller's transaction); an existing one is kept."""
+    def write(self, db, new_entries: dict[str, dict[str, str]], uses: dict[str, dict[str, int]], backend: str) -> None:
+        """Inside the caller's transaction: insert new entries (an existing one is kept) and add
+        use counts, one row per statement in (language, hash) order. Every writer takes the
+        row locks of the memory in that one order, so two translators on PostgreSQL can wait
+        for each other but never deadlock (two executemany in dict order did)."""
         now = utc_now_iso()
-        db.conn.executemany(
-            "INSERT INTO translation_memory (source_lang, target_lang, source_hash, source_text, translated_text, "
-            "backend, created_at, uses) VALUES (?,?,?,?,?,?,?,0) "
-            "ON CONFLICT(source_lang, target_lang, source_hash) DO NOTHING",
-            [(source_lang, self.target_lang, text_hash(t), t, ko, backend, now) for t, ko in entries.items()],
-        )
+        work = []
+        for lang, entries in new_entries.items():
+            work += [((lang, text_hash(t)), 0, (lang, self.target_lang, text_hash(t), t, ko, backend, now))
+                     for t, ko in entries.items()]
+        for lang, counts in uses.items():
+            work += [((lang, text_hash(t)), 1, (n, lang, self.target_lang, text_hash(t))) for t, n in counts.items()]
+        for _, kind, params in sorted(work, key=lambda item: (item[0], item[1])):
+            db.conn.execute(_INSERT if kind == 0 else _COUNT_USE, params)
+
+
+    def remember(self, db, source_lang: str, entries: dict[str, str], backend: str) -> None:
+        self.write(db, {source_lang: entries}, {}, backend)
 
     def count_uses(self, db, source_lang: str, uses: dict[str, int]) -> None:
-        db.conn.executemany(
-            "UPDATE translation_memory SET uses = uses + ? WHERE source_lang = ? AND target_lang = ? AND source_hash = ?",
-            [(n, source_lang, self.target_lang, text_hash(t)) for t, n in uses.items()],
-        )
+        self.write(db, {}, {source_lang: uses}, "")
+
+
+_INSERT = ("INSERT INTO translation_memory (source_lang, target_lang, source_hash, source_text, translated_text, "
+           "backend, created_at, uses) VALUES (?,?,?,?,?,?,?,0) "
+           "ON CONFLICT(source_lang, target_lang, source_hash) DO NOTHING")
+_COUNT_USE = ("UPDATE translation_memory SET uses = uses + ? "
+              "WHERE source_lang = ? AND target_lang = ? AND source_hash = ?")

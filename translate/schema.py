@@ -23,4 +23,15 @@ def _m001_translation_memory(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS = [_m001_translation_memory]
+def _m002_translation_claims(db: sqlite_utils.Database) -> None:
+    """`translation_claims` (translate/claims.py): which worker holds which row of which type's
+    table, with the worker's host and pid and a lease (`claimed_at`, seconds since the epoch)
+    it renews while it works. Apart from the record tables so every type shares it; replaces
+    the `translation_claimed_at/_by` columns of `recalls`, which stay unused."""
+    db["translation_claims"].create(
+        {"tbl": str, "row_id": int, "claimed_by": str, "claimed_at": float},
+        pk=("tbl", "row_id"), if_not_exists=True,
+    )
+
+
+MIGRATIONS = [_m001_translation_memory, _m002_translation_claims]

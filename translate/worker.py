@@ -1,15 +1,19 @@
-"""The translation worker: fills the `_ko` columns of rows `WHERE translated_at IS NULL`.
+"""The translation worker: fills the `_ko` columns of rows `WHERE translated_at IS NULL`, in
+every record type's table that declares translated fields (translate/targets.py).
 
-Newest recall_date first, in batches. Resumable at any moment: a batch is written in one
+Newest first within a type, in batches, the types taking turns batch by batch so one type's
+backlog never starves another. Resumable at any moment: a batch is written in one
 transaction that stamps `translated_at` together with the `_ko` fields, and a row is written
 only if its `translated_at` is still NULL and its originals are the ones that were translated.
 A killed worker therefore loses at most the batch in flight and never writes a row twice; a
 crawl that changes an original while the batch is in flight leaves that row pending.
 
 Several workers may share one store (on PostgreSQL, on several machines): each batch is claimed
-first (`translation_claimed_at/_by`, the rows taken with FOR UPDATE SKIP LOCKED on PostgreSQL),
-so no two workers send the same row to a backend. A worker releases its unfinished claims when
-it stops; the claims of one that was killed return after BASECRAWLER_PROCESSING_TIMEOUT.
+first (translate/claims.py), so no two workers send the same row to a backend. A worker
+releases its unfinished claims when it stops; running workers take back the claims of one that
+was killed (its pid gone on this host) or stopped renewing its lease (any host) before each
+batch. A `stop` event (SIGTERM) ends the run within a fraction of a second, even mid-request:
+the batch in flight is dropped, its claims released.
 
 Outcomes per row (`translation_status`):
 - translated  every text translated (or reused from memory) and accepted by the guards;
@@ -24,20 +28,19 @@ import logging
 import os
 import threading
 import time
-import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from basecrawler.config import Settings
 from basecrawler.dates import utc_now_iso
-from basecrawler.model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS
 
 from . import guards
 from .backends import CONFIGURE_HELP, Backend
+from .claims import Claims
 from .errors import BackendItemError, BackendUnavailable, NoBackendConfigured
 from .glossary import Glossary, glossary_from_env
 from .memory import TranslationMemory, normalize_text
 from .protect import Masked, mask, unmask
+from .sending import DaemonPool, Stopped, wait_for
+from .targets import Target, translation_targets
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ class TranslationReport:
     failed: int = 0
     pending: int = 0         # rows still waiting when the run ended
     backend_down: bool = False
+    stopped: bool = False    # the stop event (SIGTERM / Ctrl-C) ended the run
     skipped: int = 0         # changed by a crawl (or done by another worker) while in flight
     requeued: int = 0
     backend_calls: int = 0
@@ -75,6 +79,8 @@ class TranslationReport:
         line += f" [{self.backend or 'no backend'}: {self.backend_calls} calls, {self.texts_sent} texts, {self.duration_s:.1f}s]"
         if self.backend_down:
             line += f" stopped: {self.error}"
+        elif self.stopped:
+            line += " stopped on request"
         return line
 
 
@@ -105,13 +111,20 @@ def requeue(store, statuses) -> int:
     if unknown:
         raise ValueError(f"can only retry {' or '.join(RETRYABLE_STATUSES)}, not {unknown[0]!r}")
     marks = ",".join("?" * len(statuses))
-    return store.write(lambda db: db.conn.execute(
-        f"UPDATE recalls SET translated_at = NULL, translation_status = NULL, translation_note = NULL "
-        f"WHERE translated_at IS NOT NULL AND translation_status IN ({marks})", statuses).rowcount)
+    return store.write(lambda db: sum(db.conn.execute(
+        f"UPDATE {target.table} SET translated_at = NULL, translation_status = NULL, translation_note = NULL "
+        f"WHERE translated_at IS NOT NULL AND translation_status IN ({marks})", statuses).rowcount
+        for target in translation_targets(store)))
 
 
 def count_pending(store) -> int:
-    return store.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL")
+    """Rows waiting for translation, over every translated type."""
+    return sum(pending_by_type(store).values())
+
+
+def pending_by_type(store) -> dict[str, int]:
+    return {target.name: store.scalar(f"SELECT COUNT(*) FROM {target.table} WHERE translated_at IS NULL")
+            for target in translation_targets(store)}
 
 
 def translate_pending(store, backend: Backend | None, *, limit: int | None = None, retry=None, progress=None,
@@ -134,6 +147,15 @@ def translate_pending(store, backend: Backend | None, *, limit: int | None = Non
         limit=limit, retry=retry, progress=progress, batch_rows=batch_rows, stop=stop)
 
 
+class _Queue:
+    """One type's place in the round: where its newest-first cursor is, whether it ran dry."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.position = None
+        self.empty = False
+
+
 class _Worker:
     def __init__(self, store, backend: Backend, *, glossary: Glossary | None, target_lang: str):
         self.store = store
@@ -143,106 +165,80 @@ class _Worker:
         self.memory = TranslationMemory(store, target_lang)
         self.seen: dict[tuple[str, str], _Text] = {}   # this run's outcomes, so nothing is sent twice
         self.report = TranslationReport(backend=backend.name)
-        self.pool: ThreadPoolExecutor | None = None
+        self.pool: DaemonPool | None = None
+        self.stop = None
         self._lock = threading.Lock()
-        self.claimer = f"{store.session()} {uuid.uuid4().hex[:12]}"
-        self.claim_timeout_s = Settings.from_env().processing_timeout_s
+        self.claims = Claims(store)
 
     # ---- the loop ---------------------------------------------------------------------
     def run(self, *, limit, retry, progress, batch_rows, stop=None) -> TranslationReport:
         started = time.monotonic()
         calls_before = self.backend.calls
         report = self.report
+        self.stop = stop
         if retry:
             report.requeued = requeue(self.store, retry)
             log.info("re-queued %d %s rows", report.requeued, "/".join([retry] if isinstance(retry, str) else retry))
-        self._release_dead_claims()
+        queues = [_Queue(target) for target in translation_targets(self.store)]
         total = count_pending(self.store)
         if limit is not None:
             total = min(total, limit)
         done = 0
-        position = None
-        workers = max(1, int(getattr(self.backend, "concurrency", 1)))
-        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="translate") if workers > 1 else None
+        turn = 0
+        self.pool = DaemonPool(max(1, int(getattr(self.backend, "concurrency", 1))))
+        self.claims.keep_alive()
         try:
-            # `stop` (the scheduler's SIGTERM event) ends the run between batches; claims go back.
-            while (limit is None or done < limit) and not (stop is not None and stop.is_set()):
-                size = batch_rows if limit is None else min(batch_rows, limit - done)
-                rows = self._next_batch(position, size)
-                if not rows:
+            while (limit is None or done < limit) and not self._stopping():
+                if self.claims.reclaim_dead():
+                    for queue in queues:   # the rows taken back may lie behind a cursor
+                        queue.position, queue.empty = None, False
+                waiting = [q for q in queues if not q.empty]
+                if not waiting:
                     break
-                position = (rows[-1]["recall_date"], rows[-1]["id"])
-                outcomes, new_memory, memory_uses = self._translate_rows(rows)
-                self._write(outcomes, new_memory, memory_uses)
+                queue = waiting[turn % len(waiting)]   # the types take turns, batch by batch
+                turn += 1
+                size = batch_rows if limit is None else min(batch_rows, limit - done)
+                rows = self.claims.claim(queue.target, queue.position, size)
+                if not rows:
+                    queue.empty = True
+                    continue
+                queue.position = (rows[-1]["sort_key"], rows[-1]["id"])
+                outcomes, new_memory, memory_uses = self._translate_rows(queue.target, rows)
+                self._write(queue.target, outcomes, new_memory, memory_uses)
                 done += len(rows)
                 if progress:
                     progress(done, total)
                 elif done // batch_rows % 10 == 0:
                     log.info("translate: %d/%d rows", done, total)
+            report.stopped = report.stopped or self._stopping()
         except BackendUnavailable as exc:
             report.backend_down = True
             report.error = str(exc)
             log.error("translation stopped, rows stay pending: %s", exc)
+        except Stopped:
+            report.stopped = True
+            log.warning("translate: stop requested; the batch in flight stays pending")
         finally:
-            if self.pool:   # on Ctrl-C do not wait for requests whose answers would be dropped
-                self.pool.shutdown(wait=False, cancel_futures=True)
-            self._release_claims()
+            # Requests still in flight run on daemon threads: their answers are dropped and
+            # they never hold the process open.
+            self.pool.shutdown()
+            self.claims.stop_keeping()
+            self.claims.release()
             report.backend_calls = self.backend.calls - calls_before
             report.pending = count_pending(self.store)
             report.duration_s = time.monotonic() - started
         return report
 
-    def _next_batch(self, position, size: int) -> list[dict]:
-        """Claim the next `size` pending rows no live worker holds, newest first."""
-        now = time.time()
-        stamp = utc_now_iso()
-        cutoff = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(now - self.claim_timeout_s))
-        columns = ", ".join(ORIGINAL_COLUMNS)
-        inner = ("SELECT id FROM recalls WHERE translated_at IS NULL "
-                 "AND (translation_claimed_at IS NULL OR translation_claimed_at < ?)")
-        params: list = [cutoff]
-        if position is not None:
-            inner += " AND (recall_date < ? OR (recall_date = ? AND id < ?))"
-            params += [position[0], position[0], position[1]]
-        inner += f" ORDER BY recall_date DESC, id DESC LIMIT ?{self.store.skip_locked}"
-        sql = (f"UPDATE recalls SET translation_claimed_at = ?, translation_claimed_by = ? WHERE id IN ({inner}) "
-               f"RETURNING id, recall_date, source_lang, {columns}")
-        # One statement, atomic on both engines (autocommit): the claim needs no transaction
-        # of its own, and a worker killed between claim and write leaves claims, not rows.
-        rows = self.store.write_returning(sql, [stamp, self.claimer, *params, size])
-        rows.sort(key=lambda r: (r["recall_date"], r["id"]), reverse=True)   # RETURNING has no order
-        return rows
-
-    def _release_dead_claims(self) -> None:
-        """Claims of a worker that is gone (killed: its process, or on PostgreSQL its server
-        session, no longer exists) return now rather than after the timeout."""
-        claimers = [r["c"] for r in self.store.query(
-            "SELECT DISTINCT translation_claimed_by AS c FROM recalls "
-            "WHERE translated_at IS NULL AND translation_claimed_by IS NOT NULL")]
-        dead = [c for c in claimers if not self.store.session_alive(c.split(" ")[0])]
-        for claimer in dead:
-            self.store.write(lambda db: db.conn.execute(
-                "UPDATE recalls SET translation_claimed_at = NULL, translation_claimed_by = NULL "
-                "WHERE translation_claimed_by = ?", [claimer]))
-        if dead:
-            log.warning("translate: took back the claims of %d worker(s) that died", len(dead))
-
-    def _release_claims(self) -> None:
-        """Give back rows claimed but not written (stopped by a down backend, Ctrl-C, a limit)."""
-        try:
-            self.store.write(lambda db: db.conn.execute(
-                "UPDATE recalls SET translation_claimed_at = NULL, translation_claimed_by = NULL "
-                "WHERE translation_claimed_by = ?", [self.claimer]))
-        except Exception as exc:   # the claims then return after the timeout
-            log.warning("translate: could not release claimed rows: %s", exc)
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
 
     # ---- translating one batch ----------------------------------------------------------
-    def _translate_rows(self, rows: list[dict]):
+    def _translate_rows(self, target: Target, rows: list[dict]):
         """(row outcomes, new memory entries, memory use counts) for one batch."""
         wanted: dict[tuple[str, str], None] = {}
         for row in rows:
             lang = _lang(row)
-            for column in ORIGINAL_COLUMNS:
+            for column in target.originals:
                 if row[column]:
                     wanted[(lang, normalize_text(row[column]))] = None
         results = {key: self.seen[key] for key in wanted if key in self.seen}
@@ -251,7 +247,7 @@ class _Worker:
         new_memory: dict[str, dict[str, str]] = {}
         try:
             results.update(self._from_backend([k for k in todo if k not in results], new_memory))
-        except BackendUnavailable:
+        except (BackendUnavailable, Stopped):
             if new_memory:   # keep what this batch already paid for
                 self.store.write(lambda db: self._remember(db, new_memory, {}))
             raise
@@ -262,7 +258,7 @@ class _Worker:
             lang = _lang(row)
             outcome = _RowOutcome(row)
             notes, statuses = [], set()
-            for name, original, korean in zip(TEXT_FIELDS, ORIGINAL_COLUMNS, KOREAN_COLUMNS):
+            for name, original, korean in zip(target.fields, target.originals, target.koreans):
                 if not row[original]:
                     outcome.values[korean] = None
                     continue
@@ -336,21 +332,26 @@ class _Worker:
 
     def _send_all(self, jobs):
         """Outputs per job, in order (or the BackendUnavailable it ended with); up to
-        `backend.concurrency` requests in flight, because latency, not CPU, is the cost."""
-        if self.pool is None or len(jobs) < 2:
+        `backend.concurrency` requests in flight, because latency, not CPU, is the cost.
+        Raises Stopped as soon as `stop` is set, without waiting for requests in flight."""
+        if self.pool.size == 1:   # one at a time: after a down backend, send nothing more
             for lang, chunk in jobs:
                 try:
-                    yield self._send(chunk, lang)
+                    yield wait_for(self.pool.submit(self._send, chunk, lang), self.stop)
                 except BackendUnavailable as exc:
                     yield exc
                     return
             return
         futures = [self.pool.submit(self._send, chunk, lang) for lang, chunk in jobs]
-        for future in futures:
-            try:
-                yield future.result()
-            except BackendUnavailable as exc:
-                yield exc
+        try:
+            for future in futures:
+                try:
+                    yield wait_for(future, self.stop)
+                except BackendUnavailable as exc:
+                    yield exc
+        finally:
+            for future in futures:
+                future.cancel()
 
     def _send(self, chunk, lang: str) -> list[str | BackendItemError]:
         """Backend outputs for the chunk; a refused chunk is retried text by text so one bad
@@ -389,31 +390,30 @@ class _Worker:
 
     # ---- writing --------------------------------------------------------------------------
     def _remember(self, db, new_memory, uses) -> None:
-        for lang, entries in new_memory.items():
-            self.memory.remember(db, lang, entries, self.backend.name)
-        for lang, counts in uses.items():
-            self.memory.count_uses(db, lang, counts)
+        self.memory.write(db, new_memory, uses, self.backend.name)
 
-    def _write(self, outcomes: list[_RowOutcome], new_memory, memory_uses) -> None:
+    def _write(self, target: Target, outcomes: list[_RowOutcome], new_memory, memory_uses) -> None:
         now = utc_now_iso()
-        assignments = ", ".join(f"{c} = ?" for c in KOREAN_COLUMNS)
-        unchanged = " AND ".join(f"{c} IS ?" for c in ORIGINAL_COLUMNS)
-        sql = (f"UPDATE recalls SET {assignments}, translated_at = ?, translation_status = ?, translation_note = ?, "
-               f"translation_claimed_at = NULL, translation_claimed_by = NULL "
-               f"WHERE id = ? AND translated_at IS NULL AND {unchanged}")
+        assignments = ", ".join(f"{c} = ?" for c in target.koreans)
+        unchanged = " AND ".join(f"{c} IS ?" for c in target.originals)
+        sql = (f"UPDATE {target.table} SET {assignments}, translated_at = ?, translation_status = ?, "
+               f"translation_note = ? WHERE id = ? AND translated_at IS NULL AND {unchanged}")
 
         def op(db):
+            # Memory rows first (in one fixed order, see memory.write), the batch's own rows
+            # after: two workers' transactions then never wait on each other in a circle.
             self._remember(db, new_memory, memory_uses)
             written = []
-            for outcome in outcomes:
-                params = [outcome.values[c] for c in KOREAN_COLUMNS]
+            for outcome in sorted(outcomes, key=lambda o: o.row["id"]):
+                params = [outcome.values[c] for c in target.koreans]
                 params += [now, outcome.status, outcome.note, outcome.row["id"]]
-                params += [outcome.row[c] for c in ORIGINAL_COLUMNS]
-                written.append(db.conn.execute(sql, params).rowcount == 1)
+                params += [outcome.row[c] for c in target.originals]
+                written.append((outcome, db.conn.execute(sql, params).rowcount == 1))
+            self.claims.done(db, target, [o.row["id"] for o in outcomes])
             return written
 
         written = self.store.write(op)
-        for outcome, ok in zip(outcomes, written):
+        for outcome, ok in written:
             if not ok:
                 self.report.skipped += 1
             elif outcome.status != "translated":
