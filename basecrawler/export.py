@@ -2,7 +2,9 @@
 
 Every column of `recalls` is written, `_original` and `_ko` text included (and the normalised
 `manufacturer_key`). CSV and JSON Lines keep the database's column names and order; XLSX is laid
-out for people (basecrawler/xlsx.py). Rows come straight
+out for people (basecrawler/xlsx.py). CSV and XLSX text cells that a spreadsheet would read as a
+formula are neutralised (basecrawler/cellsafe.py); JSON Lines is data for programs and keeps
+the text exactly. Rows come straight
 from an SQLite cursor and go straight to the file, so memory stays flat however many records
 there are (see bench/bench_export.py). The file is written under a temporary name and renamed
 when complete, so a failed export never leaves a half file that looks finished.
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from .cellsafe import neutralise_row
 from .search import RecallFilter, iter_recalls
 from .xlsx import write_xlsx
 
@@ -77,7 +80,7 @@ def write_csv(columns: list[str], rows: Iterable[tuple], binary) -> int:
         writer.writerow(columns)
         n = 0
         for row in rows:
-            writer.writerow(row)
+            writer.writerow(neutralise_row(row))   # a spreadsheet opens it: no cell may be a formula
             n += 1
         text.flush()
     finally:

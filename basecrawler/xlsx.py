@@ -1,6 +1,11 @@
 """The XLSX export a person opens in Excel or LibreOffice: readable headers in a sensible order,
 real date cells, a frozen header row with an autofilter, sized columns, clickable source links,
-and `extra` (raw JSON) last.
+and `extra` (raw JSON) last. The store's bookkeeping (row id, translation status and claims) is
+left out: it means nothing to a reader.
+
+Nothing in it executes: every text cell is written as a text cell (never a formula, whatever
+it starts with) and neutralised like the CSV (basecrawler/cellsafe.py); the only formulas are
+the project's own `=HYPERLINK()` to an http(s) source link.
 
 Memory stays flat whatever the row count: openpyxl's write-only mode streams rows to a
 temporary file (inline strings, no shared-string table), column widths come from a fixed table
@@ -14,6 +19,7 @@ import datetime as dt
 import logging
 from typing import Iterable
 
+from .cellsafe import neutralise_cell
 from .model import TEXT_FIELDS
 
 log = logging.getLogger(__name__)
@@ -45,12 +51,9 @@ LAYOUT: tuple[tuple[str, str, int], ...] = (
     ("source", "Source", 12),
     ("source_lang", "Original language", 10),
     ("date_unknown", "Date unreadable", 10),
-    ("translation_status", "Translation status", 14),
-    ("translation_note", "Translation note", 24),
     ("translated_at", "Translated (UTC)", 17),
     ("first_seen_at", "First seen (UTC)", 17),
     ("updated_at", "Updated (UTC)", 17),
-    ("id", "Row id", 8),
     ("extra", "Extra (source-specific JSON)", 40),
 )
 _KNOWN = {name: (header, width) for name, header, width in LAYOUT}
@@ -61,11 +64,17 @@ DATE_FORMAT = "yyyy-mm-dd"
 TIMESTAMP_FORMAT = "yyyy-mm-dd hh:mm"
 
 
+def is_internal(column: str) -> bool:
+    """The store's bookkeeping: the row id, the translator's status, note and claims
+    (`translated_at`, when a row was translated, is kept: readers ask that)."""
+    return column == "id" or column.startswith("translation_") or "claim" in column
+
+
 def column_order(columns: list[str]) -> list[str]:
-    """The layout's order for the columns the query returned; unknown (newer) columns go just
-    before `extra`, so `extra` is always last."""
+    """The layout's order for the columns the query returned, internal ones left out; unknown
+    (newer) columns go just before `extra`, so `extra` is always last."""
     known = [name for name, _, _ in LAYOUT if name in columns and name != "extra"]
-    others = [name for name in columns if name not in _KNOWN]
+    others = [name for name in columns if name not in _KNOWN and not is_internal(name)]
     return known + others + (["extra"] if "extra" in columns else [])
 
 
@@ -149,13 +158,20 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
         sheets.append(sheet)
         state["rows"] = 1
 
-    def text(value):
-        if isinstance(value, str):
-            value = ILLEGAL_CHARACTERS_RE.sub("", value)   # control characters make Excel reject the file
-            if len(value) > XLSX_MAX_CELL_CHARS:
-                state["truncated"] += 1
-                value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
-        return value
+    def text(sheet, value):
+        if not isinstance(value, str):
+            return value      # numbers stay numbers (a negative count is not a formula)
+        value = ILLEGAL_CHARACTERS_RE.sub("", value)   # control characters make Excel reject the file
+        # Neutralised after stripping: "\x0b=cmd" must not become a bare "=cmd".
+        value = neutralise_cell(value)
+        if len(value) > XLSX_MAX_CELL_CHARS:
+            state["truncated"] += 1
+            value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
+        out = WriteOnlyCell(sheet, value=value)
+        # openpyxl turns any string starting with "=" into a formula and "#N/A" into an error
+        # cell; publisher text is always a string cell.
+        out.data_type = "s"
+        return out
 
     def cell(sheet, kind, value, date_unknown):
         if kind == "date":
@@ -176,7 +192,7 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
                 out = WriteOnlyCell(sheet, value=formula)
                 out.font = link_font
                 return out
-        return text(value)
+        return text(sheet, value)
 
     new_sheet()
     n = 0
@@ -196,4 +212,4 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
     return n
 
 
-__all__ = ["write_xlsx", "column_order", "header_for", "LAYOUT", "XLSX_MAX_CELL_CHARS", "XLSX_MAX_ROWS"]
+__all__ = ["write_xlsx", "column_order", "header_for", "is_internal", "LAYOUT", "XLSX_MAX_CELL_CHARS", "XLSX_MAX_ROWS"]
