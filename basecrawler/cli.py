@@ -26,6 +26,7 @@ import sys
 
 from . import commands
 from .config import Settings
+from .diskfull import NoTracebackForDiskFull
 from .commands import READ_COMMANDS, check_existing_database, check_folder_of
 from .engines import redact
 from .errors import ConfigError
@@ -97,6 +98,7 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
+    handler.addFilter(NoTracebackForDiskFull())   # a classified failure: one line, no traceback
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
