@@ -11,6 +11,10 @@ On PostgreSQL every term is one ILIKE over the searched columns joined into one 
 shorter terms scan, as the LIKE fallback does on SQLite. The filters are the same SQL on both.
 
 `build_query()` is shared by search (a page of results) and export (a cursor over everything).
+
+A query has at most `MAX_QUERY_TERMS` words and `MAX_QUERY_CHARS` characters (`QueryTooLarge`,
+a usage error): every word adds a level to SQLite's expression tree, which refuses more than
+1,000 ("Expression tree is too large"); 64 words with every filter set answer in milliseconds.
 """
 from __future__ import annotations
 
@@ -21,10 +25,13 @@ import sqlite3
 from dataclasses import dataclass, replace
 from typing import Iterator
 
+from .errors import ConfigError
 from .manufacturers import manufacturer_key
 from .schema import FTS_COLUMNS, PG_SEARCH_DOCUMENT
 
 TRIGRAM = 3
+MAX_QUERY_TERMS = 64
+MAX_QUERY_CHARS = 1_000
 
 # Newest first; id breaks ties so the order is stable between pages and exports.
 ORDER_BY = "r.recall_date DESC, r.id DESC"
@@ -50,6 +57,23 @@ class RecallFilter:
 
     def terms(self) -> list[str]:
         return (self.text or "").split()
+
+
+class QueryTooLarge(ConfigError):
+    """More words or characters than the search engine safely answers."""
+
+    kind = "query_too_large"
+
+
+def check_query_size(text: str | None) -> None:
+    """Raise QueryTooLarge (naming the limit) for a query over MAX_QUERY_TERMS words or
+    MAX_QUERY_CHARS characters."""
+    text = text or ""
+    words = len(text.split())
+    if words > MAX_QUERY_TERMS:
+        raise QueryTooLarge(f"search text has {words:,} words; the limit is {MAX_QUERY_TERMS}")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryTooLarge(f"search text too long: {len(text):,} characters; the limit is {MAX_QUERY_CHARS:,}")
 
 
 def _like_pattern(text: str) -> str:
@@ -85,6 +109,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
                 offset: int = 0, ordered: bool = True, dialect: str = "sqlite") -> tuple[str, list]:
     """SQL and parameters selecting the recalls that match `filters`, newest first
     (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on)."""
+    check_query_size(filters.text)
     where: list[str] = []
     params: list = []
     for term in filters.terms():
@@ -193,5 +218,5 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
             "Search the original language too, or run `basecrawler translate`.")
 
 
-__all__ = ["RecallFilter", "build_query", "iter_recalls", "search", "count", "fts_phrase", "TRIGRAM",
+__all__ = ["RecallFilter", "build_query", "check_query_size", "QueryTooLarge", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "fts_phrase", "TRIGRAM",
            "has_korean", "translation_progress", "untranslated_hint"]

@@ -20,6 +20,17 @@ def iso_date(text: str) -> dt.date:
 READ_COMMANDS = frozenset({"status", "search", "export", "dead-letters", "browse"})
 
 
+def positive_int(text: str) -> int:
+    """argparse type for a count that must be 1 or more (`--limit 0` / `-1` is a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
 def check_existing_database(settings) -> None:
     """A database file that exists must be basecrawler's (checked without opening a Store,
     which would migrate it); a missing one is each command's own answer."""

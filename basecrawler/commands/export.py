@@ -11,7 +11,8 @@ from ..errors import ConfigError
 from ..export import FORMATS, export_recalls
 from ..registry import discover
 from ..store import Store
-from . import check_folder_of, check_source, require_database
+from ..search import check_query_size
+from . import check_folder_of, check_source, positive_int, require_database
 from .search import add_filter_arguments, filter_from_args
 
 log = logging.getLogger("basecrawler")
@@ -24,7 +25,7 @@ def register(sub) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' = stdout for csv/jsonl)")
     parser.add_argument("--text", metavar="WORDS", help="only recalls containing these words (as search)")
     add_filter_arguments(parser)
-    parser.add_argument("--limit", type=int, metavar="N", help="only the newest N matching recalls")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="only the newest N matching recalls")
     parser.set_defaults(func=cmd_export)
 
 
@@ -39,6 +40,7 @@ def cmd_export(args) -> int:
     fmt = _format(args)
     if fmt == "xlsx" and args.output == "-":
         raise ConfigError("xlsx cannot be written to stdout; give a file name with -o")
+    check_query_size(args.text)
     require_database(args.settings)
     check_source(args.source, discover())
     if args.output != "-" and Path(args.output).is_dir():

@@ -9,9 +9,9 @@ import sys
 import unicodedata
 
 from ..registry import discover
-from ..search import RecallFilter, count, search, untranslated_hint
+from ..search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_query_size, count, search, untranslated_hint
 from ..store import Store
-from . import check_source, iso_date, require_database
+from . import check_source, iso_date, positive_int, require_database
 
 
 def _year(text: str) -> int:
@@ -40,20 +40,22 @@ def filter_from_args(args, text: str | None = None) -> RecallFilter:
 
 def register(sub) -> None:
     parser = sub.add_parser("search", help="find recalls by text and filters")
-    parser.add_argument("text", nargs="*", help="words that must all appear (any language; 1+ characters)")
+    parser.add_argument("text", nargs="*", help="words that must all appear (any language; 1+ characters; "
+                        f"at most {MAX_QUERY_TERMS} words, {MAX_QUERY_CHARS:,} characters)")
     add_filter_arguments(parser)
-    parser.add_argument("--limit", type=int, default=50, help="at most this many results (default 50)")
+    parser.add_argument("--limit", type=positive_int, default=50, help="at most this many results (default 50)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=cmd_search)
 
 
 def cmd_search(args) -> int:
+    check_query_size(" ".join(args.text))   # a usage error before the database is touched
     require_database(args.settings)
     check_source(args.source, discover())
     filters = filter_from_args(args, " ".join(args.text) or None)
     store = Store(args.settings.db_path)
     try:
-        rows = search(store.db.conn, filters, limit=max(args.limit, 0))
+        rows = search(store.db.conn, filters, limit=args.limit)
         total = count(store.db.conn, filters) if not args.json else None
         hint = untranslated_hint(store.db.conn, filters) if not rows else None
     finally:
