@@ -1,0 +1,62 @@
+"""Terminal tables padded by display width (wcwidth), not by characters: a Japanese or Korean
+character takes two columns, so `len()`-padding pushes every later column out of line.
+
+A stand-in with the API of the operator's `basecrawler/tables.py` (render_table, display_width,
+clip), which was not on main when the reading commands needed it; once it is, this module
+gives way to it.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from wcwidth import wcswidth, wcwidth
+
+
+def display_width(text: str) -> int:
+    """Terminal columns `text` takes; a non-printable character counts as one column."""
+    width = wcswidth(text)
+    if width >= 0:
+        return width
+    return sum(max(wcwidth(ch), 0) if ch.isprintable() else 1 for ch in text)
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to at most `width` columns, with … when something was cut."""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = max(wcwidth(ch), 0)
+        if used + w > width - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"
+
+
+def _pad(text: str, width: int, align: str) -> str:
+    gap = " " * max(width - display_width(text), 0)
+    return gap + text if align == ">" else text + gap
+
+
+def render_table(headers: Sequence[str], rows: Iterable[Sequence], *, align: Sequence[str] | None = None,
+                 max_width: int | None = None, gap: str = "  ") -> str:
+    """Header, a rule, then one line per row; every column as wide as its widest cell in
+    display columns. `align` per column: "<" (default) or ">"; `max_width` clips every cell.
+    None prints as an empty cell; whitespace runs (newlines) become one space."""
+    def cell(value) -> str:
+        text = "" if value is None else " ".join(str(value).split())
+        return clip(text, max_width) if max_width else text
+
+    head = [cell(h) for h in headers]
+    body = [[cell(v) for v in row] for row in rows]
+    widths = [max(display_width(r[i]) for r in [head, *body]) for i in range(len(head))]
+    aligns = list(align or []) + ["<"] * (len(head) - len(align or []))
+
+    def line(cells) -> str:
+        return gap.join(_pad(c, w, a) for c, w, a in zip(cells, widths, aligns)).rstrip()
+
+    return "\n".join([line(head), gap.join("-" * w for w in widths), *(line(r) for r in body)])
+
+
+__all__ = ["render_table", "display_width", "clip"]
