@@ -283,6 +283,19 @@ def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
     return conn.execute(sql, params).fetchone()[0]
 
 
+def count_by_source(conn, record_type: RecordType) -> dict[str, int]:
+    """Records of the type per source (sources with none are absent)."""
+    sql = f"SELECT source, COUNT(*) FROM [{record_type.table}] GROUP BY source ORDER BY source"
+    return {source: n for source, n in conn.execute(sql).fetchall()}
+
+
+def counts_by_type(conn) -> dict[str, dict[str, int]]:
+    """Type name → source → records, for every declared type (in name order)."""
+    from .recordtypes import record_types
+
+    return {name: count_by_source(conn, record_type) for name, record_type in record_types().items()}
+
+
 def _dialect(conn) -> str:
     """"postgresql" for the store's PostgreSQL adapter, "sqlite" for a sqlite3 connection."""
     return getattr(conn, "dialect", "sqlite")
@@ -318,4 +331,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "count_by_source", "counts_by_type", "order_by", "fts_table", "pg_search_document", "columns_of"]

@@ -12,7 +12,7 @@ from basecrawler.commands import run as run_command
 from basecrawler.dbfile import NotABasecrawlerDatabase, check_basecrawler_database
 
 READ_COMMANDS = [["status"], ["search", "brake"], ["export", "-o", "OUT"], ["dead-letters", "list"],
-                 ["dead-letters", "retry"], ["browse", "--port", "1"]]
+                 ["dead-letters", "retry"], ["browse", "--port", "1"], ["types"]]
 
 
 def _empty(path):

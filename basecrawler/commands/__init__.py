@@ -17,7 +17,7 @@ def iso_date(text: str) -> dt.date:
 # Commands that read a store someone else made: the CLI checks the file before any of them
 # runs (basecrawler/dbfile.py), so none can create, migrate or damage it. Only `run` and
 # `migrate` initialise a new or empty file.
-READ_COMMANDS = frozenset({"status", "search", "export", "dead-letters", "browse"})
+READ_COMMANDS = frozenset({"status", "search", "export", "dead-letters", "browse", "types"})
 
 
 def positive_int(text: str) -> int:
