@@ -28,7 +28,6 @@ from .store import Store
 log = logging.getLogger("basecrawler")
 
 JOB_HOOK_GROUP = "basecrawler.job_hooks"
-REPLAY_HINT = "every source was unreachable (offline?); to try the crawler offline: basecrawler run --all --replay fixtures/replay"
 
 
 @dataclass
@@ -109,7 +108,8 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
         level = logging.ERROR if summary.failed_sources else logging.WARNING if summary.stopped else logging.INFO
         log.log(level, "all: %s", summary.summary_line())
     if summary.all_unreachable:
-        log.error(REPLAY_HINT)
+        from .replay import offline_hint
+        log.error(offline_hint(settings.db_path))
     return summary
 
 
@@ -184,5 +184,4 @@ class stop_on_signals:
 
 
 __all__ = ["RunSummary", "run_sources", "register_job_hook", "job_hooks", "stop_on_signals",
-           "translation_backend_factory", "JOB_HOOK_GROUP",
-           "REPLAY_HINT"]
+           "translation_backend_factory", "JOB_HOOK_GROUP"]

@@ -292,3 +292,10 @@ def test_a_file_that_is_not_a_database_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["status", "--db", str(notes)]) == 2
     assert capsys.readouterr().err == (f"basecrawler: {notes} is not a basecrawler database (not an SQLite file); "
                                        "give the right --db, or `basecrawler run` to start a new one in an empty file\n")
+
+
+def test_list_is_a_table_with_a_header_and_one_row_per_source(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["id", "country", "language", "endpoints", "description"]
+    assert [line.split()[0] for line in lines[2:]] == sorted(registry.discover())

@@ -66,3 +66,8 @@ def test_a_filter_without_equals_is_a_usage_error(filled, db_path, capsys):
 def test_export_filters_by_facet(filled, db_path, capsys):
     assert main(["--db", db_path, "export", "--format", "jsonl", "-o", "-", "--filter", "country=JP"]) == 0
     assert [json.loads(line)["recall_number"] for line in capsys.readouterr().out.splitlines()] == ["JP-1"]
+
+
+def test_country_accepts_names(filled, db_path, capsys):
+    assert main(["--db", db_path, "search", "--json", "--country", "Japan"]) == 0
+    assert numbers(capsys) == ["JP-1"]

@@ -12,6 +12,7 @@ from ..errors import ConfigError, UnknownSource
 from ..progress import ProgressBar
 from ..registry import discover
 from ..runner import run_sources, stop_on_signals
+from ..tables import render_table
 from . import iso_date
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
@@ -71,7 +72,8 @@ def cmd_list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    for row in rows:
-        endpoints = " ".join(f"{k}={v}" for k, v in row["endpoints"].items())
-        print(f"{row['id']:<6} {row['country']:<4} {row['language']:<4} {endpoints}  {row['doc']}")
+    print(render_table(["id", "country", "language", "endpoints", "description"],
+                       [[row["id"], row["country"], row["language"],
+                         " ".join(f"{k}={v}" for k, v in row["endpoints"].items()) or "(none: local file)", row["doc"]]
+                        for row in rows]))
     return 0

@@ -8,12 +8,13 @@ import json
 import shutil
 import sys
 
+from ..countries import country_codes
 from ..recordtypes import RecordType, get_record_type
 from ..registry import discover
 from ..search import (BEST_TEXT, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_facets,
                       check_query_size, count, search, untranslated_hint)
 from ..store import Store
-from ..termtable import clip, display_width, render_table
+from ..tables import clip, display_width, render_table
 from . import check_source, iso_date, positive_int, require_database
 
 
@@ -38,7 +39,7 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filter", action="append", type=facet_pair, default=[], metavar="FIELD=VALUE",
                         help="a facet of the type equals VALUE (any value of a multi-valued one; repeatable)")
     parser.add_argument("--country", action="append", metavar="CC",
-                        help="country code, e.g. JP (repeatable or comma-separated)")
+                        help="country code or name, e.g. JP or Japan (repeatable or comma-separated)")
     parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer: the same normalised maker (Ford = FORD MOTOR CO.) or a name containing TEXT (original or Korean)")
     parser.add_argument("--model", metavar="TEXT", help="model contains TEXT (original or Korean)")
     parser.add_argument("--year", type=_year, metavar="YYYY", help="model year (inside a range like 2019-2021 too)")
@@ -54,7 +55,7 @@ def filter_from_args(args, text: str | None = None) -> RecallFilter:
     record_type = get_record_type(args.type)
     facets = tuple(args.filter or ())
     check_facets(record_type, facets)
-    countries = tuple(c.strip().upper() for value in (args.country or []) for c in value.split(",") if c.strip())
+    countries = country_codes(args.country)   # names or codes; one no source publishes is a usage error
     return RecallFilter(text=text, countries=countries, manufacturer=args.manufacturer, model=args.model,
                         year=args.year, since=args.since, until=args.until, source=args.source,
                         record_type=record_type.name, facets=facets)

@@ -12,7 +12,7 @@ from ..engines import redact
 from ..recordtypes import record_types
 from ..search import counts_by_type
 from ..store import Store
-from ..termtable import render_table
+from ..tables import render_table
 from . import require_database
 
 # The scheduler runs every source daily; a source with no success within two of those intervals

@@ -11,7 +11,7 @@ from ..engines import is_postgres_url
 from ..recordtypes import RecordType, record_types
 from ..search import counts_by_type
 from ..store import Store
-from ..termtable import render_table
+from ..tables import render_table
 from . import check_existing_database
 
 

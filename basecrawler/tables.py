@@ -1,9 +1,8 @@
-"""Terminal tables padded by display width (wcwidth), not by characters: a Japanese or Korean
-character takes two columns, so `len()`-padding pushes every later column out of line.
+"""Terminal tables padded by display width, not by characters.
 
-A stand-in with the API of the operator's `basecrawler/tables.py` (render_table, display_width,
-clip), which was not on main when the reading commands needed it; once it is, this module
-gives way to it.
+A Japanese or Korean character takes two terminal columns, so padding by `len()` (what
+f-string widths do) pushes every column after a CJK cell out of line. `render_table` measures
+cells with `wcwidth` (East Asian Width, zero-width combining marks) and pads with spaces.
 """
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ def clip(text: str, width: int) -> str:
     return "".join(out) + "…"
 
 
-def _pad(text: str, width: int, align: str) -> str:
+def pad(text: str, width: int, align: str = "<") -> str:
     gap = " " * max(width - display_width(text), 0)
     return gap + text if align == ">" else text + gap
 
@@ -42,21 +41,21 @@ def _pad(text: str, width: int, align: str) -> str:
 def render_table(headers: Sequence[str], rows: Iterable[Sequence], *, align: Sequence[str] | None = None,
                  max_width: int | None = None, gap: str = "  ") -> str:
     """Header, a rule, then one line per row; every column as wide as its widest cell in
-    display columns. `align` per column: "<" (default) or ">"; `max_width` clips every cell.
-    None prints as an empty cell; whitespace runs (newlines) become one space."""
+    display columns. `align` per column: "<" (default) or ">" (numbers); `max_width` clips
+    every cell to that many columns. None prints as an empty cell. No trailing spaces."""
     def cell(value) -> str:
         text = "" if value is None else " ".join(str(value).split())
         return clip(text, max_width) if max_width else text
 
     head = [cell(h) for h in headers]
     body = [[cell(v) for v in row] for row in rows]
-    widths = [max(display_width(r[i]) for r in [head, *body]) for i in range(len(head))]
+    widths = [max([display_width(r[i]) for r in [head, *body]]) for i in range(len(head))]
     aligns = list(align or []) + ["<"] * (len(head) - len(align or []))
 
     def line(cells) -> str:
-        return gap.join(_pad(c, w, a) for c, w, a in zip(cells, widths, aligns)).rstrip()
+        return gap.join(pad(c, w, a) for c, w, a in zip(cells, widths, aligns)).rstrip()
 
     return "\n".join([line(head), gap.join("-" * w for w in widths), *(line(r) for r in body)])
 
 
-__all__ = ["render_table", "display_width", "clip"]
+__all__ = ["render_table", "display_width", "clip", "pad"]
