@@ -173,6 +173,10 @@ def _facet_condition(record_type: RecordType, field: str, value: str, params: li
     return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
 
 
+def _pair(base: str) -> tuple[str, str]:
+    return f"{base}_original", f"{base}_ko"
+
+
 def _needs(record_type: RecordType, option: str, *columns: str) -> None:
     missing = [c for c in columns if c not in columns_of(record_type)]
     if missing:
@@ -195,7 +199,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
         params.extend(c.upper() for c in filters.countries)
     if filters.manufacturer:
-        _needs(record_type, "--manufacturer", "manufacturer_key", "manufacturer_original", "manufacturer_ko")
+        _needs(record_type, "--manufacturer", "manufacturer_key", *_pair("manufacturer"))
         # The normalised key finds every spelling of the maker ("Ford Motor Company" finds FORD,
         # Ford, FORD MOTOR CO.); a substring of the published or Korean name still matches too.
         key_params: list = [manufacturer_key(filters.manufacturer)]
@@ -203,7 +207,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(f"(r.manufacturer_key = ? OR {either})")
         params.extend(key_params)
     if filters.model:
-        _needs(record_type, "--model", "model_original", "model_ko")
+        _needs(record_type, "--model", *_pair("model"))
         where.append(_either_language("model", filters.model, params))
     if filters.year is not None:
         _needs(record_type, "--year", "model_year")

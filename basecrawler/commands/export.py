@@ -1,4 +1,4 @@
-"""`export`: write matching records of a type (`--type`, default vehicle_recall; all fields and
+"""`export`: write matching records of a type (`--type`, default: vehicle recalls; all fields and
 the text they are shown by) to CSV, JSON Lines or XLSX, streamed."""
 from __future__ import annotations
 

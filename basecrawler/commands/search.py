@@ -1,4 +1,4 @@
-"""`search`: find records of any type (`--type`, default vehicle_recall) by text (Japanese,
+"""`search`: find records of any type (`--type`, default: vehicle recalls) by text (Japanese,
 Korean, English …) and filters; a table for people, `--json` for machines. Also holds the
 filter options that `export` shares."""
 from __future__ import annotations
