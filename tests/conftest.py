@@ -12,6 +12,10 @@ from basecrawler.testing import fast_settings
 
 # Tests never reach the internet: make any accidental real request fail fast.
 os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+# Hypothesis keeps its example database and constants under ./.hypothesis unless told otherwise:
+# outside the checkout, like every other file a test writes.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(os.environ.get("TMPDIR", "/tmp"), "basecrawler-hypothesis"))
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
 # The network guard (tests/netguard/sitecustomize.py): installed here for this process, and
