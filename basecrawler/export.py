@@ -1,7 +1,7 @@
 """Exporting records of any type to CSV, JSON Lines or XLSX, streamed row by row from a cursor.
 
 Every column of the type's table is written, `_original` and `_ko` text included (and derived
-columns such as the normalised `manufacturer_key`), plus `best_text`: the line screens show for
+columns such as a normalised maker key), plus `best_text`: the line screens show for
 the record (the type's display rule, Korean when translated). CSV and JSON Lines keep the
 database's column names and order with `best_text` last; XLSX is laid out for people from the
 declaration (basecrawler/xlsx.py). CSV and XLSX text cells that a spreadsheet would read as a

@@ -2,7 +2,8 @@
 
 Everything comes from the record type's declaration (basecrawler/recordtypes): the table, the
 full-text index (`<table>_fts`) and its columns, the date field, the facets. The default type
-is `vehicle_recall`, so a filter without `record_type` searches the recalls as it always did.
+is the registry's default (vehicle recalls), so a filter without `record_type` searches the
+recalls as it always did.
 
 Text terms of three or more characters go through the type's FTS5 index (trigram tokenizer,
 so any Japanese, Korean or English substring of 3+ characters matches); shorter terms
@@ -37,11 +38,12 @@ from typing import Iterator
 from .errors import ConfigError
 from .manufacturers import manufacturer_key
 from .recordtypes import RecordType, get_record_type
+from .recordtypes.registry import DEFAULT_RECORD_TYPE
 
 TRIGRAM = 3
 MAX_QUERY_TERMS = 64
 MAX_QUERY_CHARS = 1_000
-DEFAULT_TYPE = "vehicle_recall"
+DEFAULT_TYPE = DEFAULT_RECORD_TYPE
 BEST_TEXT = "best_text"   # the display rule's line, added to search rows and exports
 
 _YEAR_RANGE = re.compile(r"^\d{4}-\d{4}$")

@@ -9,7 +9,9 @@ import shutil
 import sys
 
 from ..countries import country_codes
+from ..errors import ConfigError
 from ..recordtypes import RecordType, get_record_type
+from ..recordtypes.registry import UnknownRecordType
 from ..registry import discover
 from ..search import (BEST_TEXT, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_facets,
                       check_query_size, count, search, untranslated_hint)
@@ -52,7 +54,10 @@ def filter_from_args(args, text: str | None = None) -> RecallFilter:
     """The filter the options describe; an unknown type or an undeclared facet is a usage
     error (exit 2) before any database is opened."""
     check_query_size(text)
-    record_type = get_record_type(args.type)
+    try:
+        record_type = get_record_type(args.type)
+    except UnknownRecordType as exc:   # its KeyError side would print the message in quotes
+        raise ConfigError(f"unknown record type {exc.name!r}; known: {', '.join(exc.known) or 'none'}") from None
     facets = tuple(args.filter or ())
     check_facets(record_type, facets)
     countries = country_codes(args.country)   # names or codes; one no source publishes is a usage error
