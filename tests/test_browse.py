@@ -8,7 +8,10 @@ import urllib.request
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.browse import DEFAULT_COLUMNS, WEB_DIR, BrowseServer, build_metadata, database_name
+from basecrawler.browse import WEB_DIR, BrowseServer, build_metadata, database_name, default_columns
+from record_types.vehicle_recall import VEHICLE_RECALL
+
+DEFAULT_COLUMNS = default_columns(VEHICLE_RECALL)
 from basecrawler.cli import main
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
@@ -60,7 +63,7 @@ def test_configured_facets_are_offered(server):
     facets = data["facet_results"]
     facets = facets.get("results", facets)        # Datasette 1.0 nests them under "results"
     assert {"country", "source", "manufacturer_key", "model_year", "recall_date"} <= set(facets)
-    assert facets["recall_date"]["type"] == "month"
+    assert facets["recall_date"]["type"] == "month" and facets["model_year"]["type"] == "values"
     assert [(v["value"], v["count"]) for v in facets["recall_date"]["results"]] == [("2024-03", 1), ("2024-02", 1)]
     assert [(v["value"], v["count"]) for v in facets["manufacturer_key"]["results"]] == [("FORD", 1), ("TOYOTA", 1)]
 
@@ -104,13 +107,14 @@ def test_default_columns_keep_the_rest_of_the_query(query, expected, monkeypatch
     monkeypatch.syspath_prepend(str(WEB_DIR / "plugins"))   # where `browse` loads the plugin from
     from basecrawler_web import default_columns_location
 
-    location = default_columns_location("/recalls/recalls", query)
+    defaults = {"recalls": list(DEFAULT_COLUMNS)}
+    location = default_columns_location("/recalls/recalls", query, defaults)
     if expected is None:
         assert location is None
     else:
         assert urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query) == expected
-    assert default_columns_location("/recalls/crawl_runs", b"") is None
-    assert default_columns_location("/recalls/recalls.json", b"") is None
+    assert default_columns_location("/recalls/crawl_runs", b"", defaults) is None
+    assert default_columns_location("/recalls/recalls.json", b"", defaults) is None
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -132,9 +136,9 @@ def test_metadata_describes_columns_and_links_the_chart(tmp_path):
     table = database["tables"]["recalls"]
     assert "fts_table" not in table          # the plugin answers ?_search= (see test_search_matches_short_terms…)
     assert "Korean" in table["columns"]["summary_ko"]
-    assert 'href="/-/dashboards/recalls"' in table["description_html"]
-    assert "recalls_per_month" in database["queries"]
-    chart = build_metadata(tmp_path / "basecrawler.db")["plugins"]["datasette-dashboards"]["recalls"]["charts"]["per-month"]
+    assert 'href="/-/dashboards/records"' in table["description_html"]
+    assert "vehicle_recall_per_month" in database["queries"]
+    chart = build_metadata(tmp_path / "basecrawler.db")["plugins"]["datasette-dashboards"]["records"]["charts"]["per-month-vehicle_recall"]
     assert chart["db"] == "basecrawler" and chart["display"]["encoding"]["color"]["field"] == "country"
     assert database_name("/x/y/basecrawler.db") == "basecrawler"
 

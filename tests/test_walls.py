@@ -57,12 +57,9 @@ NOT_YET_GENERIC = {
     # recall_number, recall_date); tests and the us source read them.
     "basecrawler/enrichment.py": {"recall_number", "recall_date"},
     # The reading side and the commands, not yet derived from declarations (other work of #24).
-    "basecrawler/browse.py": {"recall_number", "recall_date", "manufacturer_original", "manufacturer_key",
-                              "model_original", "model_year"},
     # search: today's vehicle options (--manufacturer by normalised key, --year inside ranges)
     # apply to any type with these columns.
     "basecrawler/search.py": {"manufacturer_key", "model_year"},
-    "basecrawler/web/plugins/basecrawler_web.py": {"recall_date"},
     "basecrawler/commands/dead_letters.py": {"recall_number"},
     "basecrawler/commands/run.py": {"recall_date"},
     "basecrawler/manufacturers.py": {"manufacturer_original", "manufacturer_key"},

@@ -1,4 +1,5 @@
-"""`browse`: serve the database read-only in a web browser (Datasette on 127.0.0.1)."""
+"""`browse`: serve the database read-only in a web browser (Datasette on 127.0.0.1); a
+PostgreSQL store through a read-only SQLite snapshot refreshed every --refresh minutes."""
 from __future__ import annotations
 
 import logging
@@ -6,11 +7,13 @@ import signal
 import sys
 import webbrowser
 
-from ..browse import INSTALL_HINT, BrowseServer, datasette_available
+from ..browse import INSTALL_HINT, BrowseServer, SnapshotServer, datasette_available
+from ..config import db_directory
+from ..engines import is_postgres_url
 
 log = logging.getLogger("basecrawler")
 
-EXIT_NO_EXTRA = 2
+EXIT_NO_EXTRA = 2   # also a usage error (a bad --refresh)
 
 
 def register(sub) -> None:
@@ -18,7 +21,10 @@ def register(sub) -> None:
     parser.add_argument("--port", type=int, default=8001, help="port on 127.0.0.1 (default 8001)")
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: this machine only)")
-    parser.add_argument("--open", action="store_true", help="open the recalls table in the default browser")
+    parser.add_argument("--open", action="store_true", help="open the view in the default browser")
+    parser.add_argument("--refresh", type=float, default=10.0, metavar="MINUTES",
+                        help="PostgreSQL only: remake the read-only SQLite snapshot the view serves every "
+                             "MINUTES (default 10)")
     parser.set_defaults(func=cmd_browse)
 
 
@@ -26,10 +32,16 @@ def cmd_browse(args) -> int:
     if not datasette_available():
         print(f"basecrawler: {INSTALL_HINT}", file=sys.stderr)
         return EXIT_NO_EXTRA
+    on_postgres = is_postgres_url(args.settings.db_path)
+    if on_postgres and args.refresh <= 0:
+        print("basecrawler: --refresh must be a positive number of minutes", file=sys.stderr)
+        return EXIT_NO_EXTRA
     _check_port_free(args.host, args.port)
-    server = BrowseServer(args.settings.db_path, host=args.host, port=args.port)
     # SIGTERM (service managers, `timeout`) must stop Datasette too, not orphan it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    if on_postgres:
+        return _browse_snapshot(args)
+    server = BrowseServer(args.settings.db_path, host=args.host, port=args.port)
     server.start()
     try:
         server.wait_ready()
@@ -37,6 +49,22 @@ def cmd_browse(args) -> int:
         if args.open:
             webbrowser.open(server.table_url)
         return server.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+
+
+def _browse_snapshot(args) -> int:
+    server = SnapshotServer(args.settings.db_path, db_directory(args.settings.db_path), host=args.host,
+                            port=args.port, refresh_s=args.refresh * 60)
+    try:
+        server.refresh()
+        log.info("browse: %s (read-only snapshot of PostgreSQL, remade every %g min); Ctrl-C to stop",
+                 server.server.table_url, args.refresh)
+        if args.open:
+            webbrowser.open(server.server.table_url)
+        return server.serve_forever(started=True)
     except KeyboardInterrupt:
         return 0
     finally:

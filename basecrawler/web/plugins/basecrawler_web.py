@@ -1,32 +1,40 @@
-"""Datasette plugin for basecrawler's `browse` (loaded with --plugins-dir; the recalls table only).
+"""Datasette plugin for basecrawler's `browse`: the tables of record types, read from their
+declarations (basecrawler/recordtypes); no record type is named here.
 
-- Search: `?_search=` on recalls runs the CLI's own text condition (basecrawler.search), so
-  terms of 1–2 characters (燃料, 브레) fall back to LIKE exactly as `basecrawler search` does;
-  Datasette's built-in FTS search would ask the trigram index, which cannot match them.
-- Opens on data: the table page without a column choice redirects to the same query with a
-  short default column set (?_bc_all=1 shows every column).
-- Cells: the Korean summary shows the original beside it (or alone while untranslated); the
-  source link is short.
-- A Korean search says how many recalls are translated while some are not (as `search` does).
-- A "month" facet type (recalls per YYYY-MM of recall_date) — Datasette facets by day only.
+- Opens on data: `/` goes to the home table (browse.py picks the type with the most records);
+  a type's table page without a column choice redirects to the same query with the type's
+  default columns (?_bc_all=1 shows every column).
+- Search: `?_search=` runs the CLI's own text condition (basecrawler.search) where it covers the
+  table, so terms of 1–2 characters (燃料, 브레) fall back to LIKE exactly as `basecrawler search`
+  does; other types search their declared text columns with LIKE.
+- Cells: the best-text column shows the record's best text (the declaration's `display` chain:
+  Korean when translated, else the original, with the original beside it); a link only for an
+  http(s) URL, anything else as text.
+- Cards: `bc_card(table, row)` for templates/row.html (fields, labels, texts from `card`).
+- A Korean search says how many records are translated while some are not (as `search` does).
 """
 from __future__ import annotations
 
+import json
 import urllib.parse
 
 import markupsafe
 from datasette import hookimpl
-from datasette.facets import Facet
 from datasette.filters import FilterArguments
-from datasette.database import QueryInterrupted
-from datasette.utils import path_with_added_args, path_with_removed_args
 
-from basecrawler.browse import DEFAULT_COLUMNS
+from basecrawler.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
+from basecrawler.errors import ConfigError
 from basecrawler.search import RecallFilter, build_query, has_korean, translation_progress
 
-TABLE = "recalls"
+ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
+TYPES = types_by_table()
 
 
+def _config(datasette) -> dict:
+    return datasette.plugin_config(PLUGIN_NAME) or {}
+
+
+# ---- search --------------------------------------------------------------------------------
 def _named(sql: str, params: list) -> tuple[str, dict]:
     """build_query's positional `?` parameters as named ones, which Datasette's filters need.
     Safe: the SQL it builds has no `?` inside string literals."""
@@ -40,17 +48,40 @@ def _named(sql: str, params: list) -> tuple[str, dict]:
     return "".join(out), names
 
 
+def _cli_search_covers(table: str) -> bool:
+    """Whether basecrawler.search's query reads `table` (then the web answers like the CLI)."""
+    sql, _ = build_query(RecallFilter(text="x"), columns="r.id", ordered=False)
+    return f"FROM {table} AS r" in sql
+
+
+def _like_search(table: str, text: str) -> tuple[str, dict]:
+    """Every word in some declared text column of the type (any length, any script)."""
+    record_type = TYPES[table]
+    columns = record_type.text_index_columns or record_type.original_columns
+    clauses, params = [], {}
+    for n, word in enumerate(text.split()):
+        params[f"bc_word_{n}"] = "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        clauses.append("(" + " OR ".join(f"[{c}] LIKE :bc_word_{n} ESCAPE '\\'" for c in columns) + ")")
+    return " AND ".join(clauses) or "1 = 1", params
+
+
 @hookimpl(trylast=True)  # run after Datasette's own search filter so our extra_context wins
 def filters_from_request(request, database, table, datasette):
-    if table != TABLE:
+    if table not in TYPES:
         return None
     text = (request.args.get("_search") or "").strip()
     context = {"supports_search": True, "search": text}
     if not text:
         return FilterArguments([], extra_context=context)
-    sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
-    sql, named = _named(sql, params)
     description = f'search matches "{text}"'
+    if not _cli_search_covers(table):
+        where, params = _like_search(table, text)
+        return FilterArguments([where], params, [description], context)
+    try:
+        sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
+    except ConfigError as exc:   # a search too large for the engine: say so, find nothing
+        return FilterArguments(["0 = 1"], {}, [f"search not run: {exc}"], context)
+    sql, named = _named(sql, params)
     if not has_korean(text):
         return FilterArguments([f"id IN ({sql})"], named, [description], context)
 
@@ -65,112 +96,190 @@ def filters_from_request(request, database, table, datasette):
     return with_translation_progress()
 
 
-ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
-
-
-def default_columns_location(path: str, query_string: bytes) -> str | None:
-    """Where to send a request for the recalls HTML page that chose no columns: the same query
-    plus the default column set. None when the request is served as it is (JSON and other
-    formats, other tables, a column choice or ?_bc_all=1 present)."""
-    if not path.endswith(f"/{TABLE}") or path.count("/") != 2:
+# ---- opening on data -----------------------------------------------------------------------
+def default_columns_location(path: str, query_string: bytes, defaults: dict[str, list[str]]) -> str | None:
+    """Where to send a request for a type's HTML table page that chose no columns: the same
+    query plus the type's default column set. None when the request is served as it is (JSON
+    and other formats, other tables, a column choice or ?_bc_all=1 present)."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[2] not in defaults:
         return None
     pairs = urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
     if any(key in ("_col", "_nocol", ALL_COLUMNS_ARG) for key, _ in pairs):
         return None
-    return f"{path}?{urllib.parse.urlencode(pairs + [('_col', c) for c in DEFAULT_COLUMNS])}"
+    return f"{path}?{urllib.parse.urlencode(pairs + [('_col', c) for c in defaults[parts[2]]])}"
+
+
+def _redirect_location(datasette, scope) -> str | None:
+    if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        return None
+    config = _config(datasette)
+    if scope["path"] == "/" and config.get("home"):
+        return config["home"]
+    return default_columns_location(scope["path"], scope.get("query_string") or b"",
+                                    config.get("default_columns") or {})
 
 
 @hookimpl
 def asgi_wrapper(datasette):
     def wrap(app):
-        async def default_columns(scope, receive, send):
-            location = None
-            if scope["type"] == "http" and scope.get("method") in ("GET", "HEAD"):
-                location = default_columns_location(scope["path"], scope.get("query_string") or b"")
+        async def open_on_data(scope, receive, send):
+            location = _redirect_location(datasette, scope)
             if location is None:
                 await app(scope, receive, send)
                 return
             await send({"type": "http.response.start", "status": 302,
                         "headers": [(b"location", location.encode("latin-1")), (b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": b""})
-        return default_columns
+        return open_on_data
     return wrap
 
 
+# ---- cells ---------------------------------------------------------------------------------
 def _short_url(url: str) -> str:
-    host = urllib.parse.urlsplit(url).netloc
-    return host or url
+    return urllib.parse.urlsplit(url).netloc or url
+
+
+def link_or_text(value):
+    """An http(s) URL as a short link; any other value (javascript:, data: …) as plain text."""
+    url = http_url(value)
+    if url is None:
+        return markupsafe.Markup('<span class="bc-not-a-link">{}</span>').format(value)
+    return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, _short_url(url))
+
+
+def best_text_html(record_type, row: dict):
+    korean, original = record_type.best_text(row)
+    lang = row.get("source_lang") or ""
+    base = next((b for b in record_type.display if row.get(f"{b}_original") or row.get(f"{b}_ko")), None)
+    parts = []
+    if base is not None and base != record_type.display[0]:
+        # The first choice is empty: say which field is shown (e.g. a JP recall's cause).
+        parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(record_type.label(f"{base}_original")))
+    if korean:
+        parts.append(markupsafe.Markup('<div class="bc-ko" lang="ko">{}</div>').format(korean))
+    elif original:
+        parts.append(markupsafe.Markup('<div class="bc-pending">번역 대기 · not yet translated</div>'))
+    if original:
+        parts.append(markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
+    return markupsafe.Markup("").join(parts)
+
+
+def listed(value) -> str | None:
+    """A multi-valued field's JSON list as the words it holds ("Food, Children")."""
+    try:
+        items = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return ", ".join(str(item) for item in items) if isinstance(items, list) else None
+
+
+def unknown_date(record_type, value) -> bool:
+    """A date cell that holds no real date: empty, or the type's sentinel (1970-01-01)."""
+    sentinel = record_type.date_sentinel.isoformat() if record_type.date_sentinel else None
+    return value in (None, "") or (sentinel is not None and str(value).startswith(sentinel))
 
 
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
-    if table != TABLE:
+    record_type = TYPES.get(table)
+    if record_type is None:
         return None
-    if column == "source_url" and isinstance(value, str) and value.startswith(("http://", "https://")):
-        return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener">{} ↗</a>').format(value, _short_url(value))
-    if column == "summary_ko":
-        async def both():
-            # The row holds only the columns on screen: fetch the original by id.
+    if column in record_type.url_fields:
+        return link_or_text(value) if value else None
+    if column == record_type.date_field and unknown_date(record_type, value):
+        return markupsafe.Markup('<span class="bc-date-unknown">date unknown</span>')
+    facet = record_type.facet(column)
+    if facet is not None and facet.multi and value:
+        words = listed(value)
+        return None if words is None else words
+    if column == best_text_column(record_type):
+        async def best():
+            # The row holds only the columns on screen: fetch the display chain by id.
+            wanted = ", ".join(f"[{b}_original], [{b}_ko]" for b in record_type.display)
             db = datasette.get_database(database)
-            found = (await db.execute("SELECT summary_original, source_lang FROM recalls WHERE id = ?", [row["id"]])).first()
-            original = found["summary_original"] if found else None
-            lang = (found["source_lang"] if found else None) or ""
-            parts = []
-            if value:
-                parts.append(markupsafe.Markup('<div class="bc-ko" lang="ko">{}</div>').format(value))
-            else:
-                parts.append(markupsafe.Markup('<div class="bc-pending">번역 대기 · not yet translated</div>'))
-            if original:
-                parts.append(markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
-            return markupsafe.Markup("").join(parts)
-        return both
+            found = (await db.execute(f"SELECT {wanted}, source_lang FROM [{table}] WHERE id = ?", [row["id"]])).first()
+            return best_text_html(record_type, dict(found) if found else {})
+        return best
     return None
 
 
-class MonthFacet(Facet):
-    """Facet a date column by month: `{"month": "recall_date"}` in the table's facets."""
+# ---- the card ------------------------------------------------------------------------------
+def card(table: str, row) -> dict | None:
+    """What templates/row.html shows for a record of a type: heading, facts, texts, links."""
+    record_type = TYPES.get(table)
+    if record_type is None or row is None:
+        return None
+    row = dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row)))   # a sqlite3.Row
+    facts, texts, links = [], [], []
+    for name in record_type.card:
+        if name in record_type.translated:
+            original, korean = row.get(f"{name}_original"), row.get(f"{name}_ko")
+            if original or korean:
+                texts.append({"field": name, "label": record_type.label(f"{name}_original"),
+                              "original": original, "korean": korean})
+        elif name in record_type.url_fields:
+            if row.get(name):
+                links.append({"label": record_type.label(name), "url": http_url(row[name]), "text": row[name]})
+        elif name == record_type.date_field and (row.get("date_unknown") or unknown_date(record_type, row.get(name))):
+            facts.append({"label": record_type.label(name), "value": "date unknown"})
+        elif record_type.facet(name) is not None and record_type.facet(name).multi:
+            if row.get(name) not in (None, "", "[]"):
+                facts.append({"label": record_type.label(name), "value": listed(row[name]) or row[name]})
+        elif row.get(name) not in (None, ""):
+            value = row[name]
+            facts.append({"label": record_type.label(name),
+                          "value": f"{value:,}" if isinstance(value, int) else value})
+    for facet in record_type.facets:   # facet values the card does not show otherwise (e.g. a normalised key)
+        if facet.field not in record_type.card and row.get(facet.field) not in (None, ""):
+            facts.append({"label": record_type.label(facet.field), "value": row[facet.field]})
+    return {"title": " ".join(str(row.get(k) or "") for k in record_type.key).strip(),
+            "type": record_type.title, "lang": row.get("source_lang") or "",
+            "facts": facts, "texts": texts, "links": links}
 
-    type = "month"
 
-    async def suggest(self):
+def facet_label(table: str, name: str) -> str | None:
+    record_type = TYPES.get(table)
+    facet = record_type.facet(name) if record_type else None
+    return facet.label if facet else None
+
+
+async def same_recall(datasette, database: str, table: str, row_id) -> list[dict]:
+    """Records of any type, from any source, that carry the same publisher number in the same
+    country (`same_as_field`): the same recall published twice, linked and never merged."""
+    record_type = TYPES.get(table)
+    if record_type is None or not record_type.same_as_field:
         return []
-
-    async def facet_results(self):
-        results, timed_out = [], []
-        pairs = self.get_querystring_pairs()
-        for source_and_config in self.get_configs():
-            column = source_and_config["config"].get("simple") or source_and_config["config"].get("column")
-            key = f"{column}__startswith"
-            size = self.get_facet_size()
-            sql = (f"SELECT substr([{column}], 1, 7) AS value, count(*) AS count FROM ({self.sql}) "
-                   f"WHERE [{column}] IS NOT NULL AND [{column}] > '1970-01-01' "   # 1970-01-01 = date unknown
-                   f"GROUP BY value ORDER BY value DESC LIMIT {size + 1}")
-            try:
-                rows = await self.ds.execute(self.database, sql, self.params, truncate=False,
-                                             custom_time_limit=self.ds.setting("facet_time_limit_ms"))
-            except QueryInterrupted:
-                timed_out.append(column)
-                continue
-            values = []
-            for row in rows.rows[:size]:
-                selected = (key, row["value"]) in pairs
-                path = (path_with_removed_args(self.request, {key: row["value"]}) if selected
-                        else path_with_added_args(self.request, {key: row["value"]}))
-                values.append({"value": row["value"], "label": row["value"], "count": row["count"],
-                               "toggle_url": self.ds.absolute_url(self.request, self.ds.urls.path(path)),
-                               "selected": selected})
-            results.append({
-                # Datasette's template adds the type: "recall_date (month)".
-                "name": column, "type": self.type, "hideable": source_and_config["source"] != "metadata",
-                "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {"_facet_month": column})),
-                "results": values, "truncated": len(rows.rows) > size,
-            })
-        return results, timed_out
+    db = datasette.get_database(database)
+    this = (await db.execute(f"SELECT country, [{record_type.same_as_field}] AS number FROM [{table}] WHERE id = ?",
+                             [row_id])).first()
+    if this is None or not this["number"]:
+        return []
+    present = set(await db.table_names())
+    found = []
+    for other_table, other in TYPES.items():
+        if not other.same_as_field or other_table not in present:
+            continue
+        rows = await db.execute(f"SELECT id, source FROM [{other_table}] WHERE country = ? AND "
+                                f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20",
+                                [this["country"], this["number"], table, row_id])
+        found += [{"url": datasette.urls.row(database, other_table, str(r["id"])),
+                   "label": f"{other.title} · source {r['source']} · {this['number']}"} for r in rows.rows]
+    return found
 
 
 @hookimpl
-def register_facet_classes():
-    return [MonthFacet]
+def extra_template_vars(view_name, table, database, request, datasette):
+    context = {"bc_card": card, "bc_facet_label": facet_label, "bc_same_recall": []}
+    if view_name != "row" or table not in TYPES or request is None:
+        return context
+
+    async def with_same_recall():
+        row_id = request.url_vars.get("pks")
+        if row_id and row_id.isdigit():
+            context["bc_same_recall"] = await same_recall(datasette, database, table, int(row_id))
+        return context
+    return with_same_recall
 
 
 # Served by `datasette --static bc-static:basecrawler/web/static` (see basecrawler/browse.py).
