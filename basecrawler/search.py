@@ -235,7 +235,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         params.append(filters.source)
     for field, value in filters.facets:
         where.append(_facet_condition(record_type, field, value, params, dialect))
-    sql = f"SELECT {columns} FROM [{record_type.table}] AS r"
+    sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if where:
         sql += " WHERE " + " AND ".join(where)
     if ordered:
