@@ -139,7 +139,7 @@ def _hyperlink_formula(url) -> str | None:
 def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: RecordType | None = None) -> int:
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+    from openpyxl.cell.cell import ERROR_CODES, ILLEGAL_CHARACTERS_RE
     from openpyxl.styles import Alignment, Font, PatternFill
     from openpyxl.utils import get_column_letter
 
@@ -191,9 +191,12 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: R
         if len(value) > XLSX_MAX_CELL_CHARS:
             state["truncated"] += 1
             value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
+        # openpyxl turns a string starting with "=" into a formula (neutralised above, so
+        # none is left) and an error code such as "#N/A" into an error cell: only those need
+        # an explicit string cell; a plain str is bound as one, and is much cheaper.
+        if value not in ERROR_CODES:
+            return value
         out = WriteOnlyCell(sheet, value=value)
-        # openpyxl turns any string starting with "=" into a formula and "#N/A" into an error
-        # cell; publisher text is always a string cell.
         out.data_type = "s"
         return out
 
