@@ -3,15 +3,19 @@ indexed in the `responses` table. It lets a 304 reuse the body, and a dead lette
 re-parsed later without fetching again.
 
 Layout: `<db dir>/archive/<sha[:2]>/<sha>.gz`. File names come from hashes only, never from
-URLs, so no URL can steer a path.
+URLs, so no URL can steer a path. A body is written to `tmp<pid>-XXXX.tmp` beside its target
+and renamed into place; a process killed mid-write leaves that file, which the next run's
+`sweep_temp_files` removes once its pid is gone.
 """
 from __future__ import annotations
 
 import datetime as dt
 import gzip
 import hashlib
+import contextlib
 import logging
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +24,34 @@ from .dates import utc_now_iso
 
 log = logging.getLogger(__name__)
 
+_TEMP_RE = re.compile(r"^tmp(\d+)-.*\.tmp$")
+LEGACY_TEMP_AGE_S = 3600   # a temp file without a pid (older versions) is removed once this old
+
+
+@contextlib.contextmanager
+def _temp_beside(target: Path):
+    """A binary file beside `target`, renamed onto it when the block ends without an error and
+    removed when it does not; named with our pid so a sweep knows whose it is."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f"tmp{os.getpid()}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            yield raw
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def sweep_temp_files(root: Path, *, now: float | None = None) -> list[tuple[Path, int]]:
+    """Remove the archive's temp files of processes that are gone (killed mid-write);
+    returns (path, size) of each removed."""
+    from .partials import remove_dead_writers
+
+    if not root.is_dir():
+        return []
+    return remove_dead_writers(root.glob("*/tmp*.tmp"), _TEMP_RE, now=now, legacy_age_s=LEGACY_TEMP_AGE_S)
 
 class Archive:
     def __init__(self, store, root: Path | None = None, enabled: bool = True):
@@ -37,11 +69,8 @@ class Archive:
         if self.enabled:
             target = self.path_for(sha)
             if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-                with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=5, mtime=0) as gz:
+                with _temp_beside(target) as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=5, mtime=0) as gz:
                     gz.write(body)
-                os.replace(tmp, target)
         return sha
 
     def put_file(self, path: Path, sha256: str) -> None:
@@ -51,12 +80,9 @@ class Archive:
         target = self.path_for(sha256)
         if target.exists():
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as gz, \
+        with _temp_beside(target) as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3, mtime=0) as gz, \
                 open(path, "rb") as src:
             shutil.copyfileobj(src, gz, 1 << 20)
-        os.replace(tmp, target)
 
     def has(self, sha256: str) -> bool:
         return self.enabled and self.path_for(sha256).exists()

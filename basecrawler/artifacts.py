@@ -9,6 +9,10 @@ place, so a half-written or wrong file is never "complete"; a 0-byte body never 
 A broken-off body is kept and resumed with `Range` only when the server's validators (ETag /
 Last-Modified) are the ones the partial copy came with and the answer is 206 with exactly the
 expected Content-Range; a 200 to a Range request replaces the partial copy (no duplicate bytes).
+A resumable body (a strong validator, no Content-Encoding) is written straight into the partial
+copy, its validators noted in the manifest as soon as the headers arrive, so what a process
+killed mid-body (kill -9) received is resumed by the next run; other bodies go to a segment
+file named with the writer's pid, which `sweep_segments` removes once that process is gone.
 Files are named by hashes (content sha256; partial copies by the target key's hash), never by
 URLs, so no URL can steer a path.
 
@@ -298,30 +302,35 @@ class Artifacts:
                     headers["If-None-Match"] = conditional["etag"]
                 if conditional.get("last_modified"):
                     headers["If-Modified-Since"] = conditional["last_modified"]
-            fd, name = tempfile.mkstemp(dir=work, suffix=".seg")
+            fd, name = tempfile.mkstemp(dir=work, prefix=f"seg{os.getpid()}-", suffix=".seg")
             segment = Path(name)
             try:
                 with os.fdopen(fd, "wb") as out, self.http.open_stream(url, headers=headers) as response:
                     if response.status_code not in (200, 206):
-                        response.read()
-                        return response, segment, None, 0
+                        return self.http.read_whole(response), segment, None, 0
                     resumed = response.status_code == 206 and self._range_fits(response, have, row)
                     if response.status_code == 206 and not resumed:
                         response.close()  # not the bytes we asked for: start over without Range
                         _discard(partial)
                         raise _RangeRefused(url)
+                    direct = not conditional and self._write_in_place(key, url, response, resumed)
+                    sink = open(partial, "ab" if resumed else "wb") if direct else out
                     written = 0
                     try:
-                        for chunk in response.iter_bytes():  # unchunked: bytes before a break are kept
-                            out.write(chunk)
-                            written += len(chunk)
-                            if have + written > self.max_bytes:
-                                break
+                        with sink if direct else contextlib.nullcontext():
+                            for chunk in self.http.iter_body(response):  # bounded; bytes before a break are kept
+                                sink.write(chunk)
+                                written += len(chunk)
+                                if have + written > self.max_bytes:
+                                    break
                     except httpx.TransportError:
                         out.flush()
-                        self._salvage(key, url, response, segment, resumed)
+                        if not direct:
+                            self._salvage(key, url, response, segment, resumed)
                         raise
-                return response, segment, None, written
+                if direct:
+                    _discard(segment)
+                return response, (partial if direct else segment), None, written
             except BaseException:
                 _discard(segment)
                 raise
@@ -340,6 +349,10 @@ class Artifacts:
             _discard(segment)
             return _Received(304, None, etag, last_modified, None)
         total = _declared_total(response)
+        if segment == partial:   # written in place (see `_write_in_place`)
+            row = self.manifest(key) or {}
+            return _Received(response.status_code, partial, etag or row.get("etag"),
+                             last_modified or row.get("last_modified"), total)
         if response.status_code == 206:
             with open(partial, "ab") as out, open(segment, "rb") as src:
                 while chunk := src.read(1 << 20):
@@ -349,6 +362,23 @@ class Artifacts:
             return _Received(206, partial, etag or row.get("etag"), last_modified or row.get("last_modified"), total)
         _discard(partial)  # a 200 is the whole body: the old partial copy must not be prepended
         return _Received(200, segment, etag, last_modified, total)
+
+    def _write_in_place(self, key: str, url: str, response: httpx.Response, resumed: bool) -> bool:
+        """Whether this body goes straight into the partial copy: it can be resumed (a strong
+        validator, no Content-Encoding). The manifest learns its validators now, before the
+        first byte, so a process killed mid-body leaves a copy the next run resumes."""
+        etag = response.headers.get("etag")
+        if etag and etag.startswith("W/"):
+            etag = None
+        encoded = response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity")
+        if encoded or not (etag or response.headers.get("last-modified")):
+            return False
+        row = self.manifest(key) or {}
+        self._save(key, url=url, state="partial", error="download in progress",
+                   etag=etag or (row.get("etag") if resumed else None),
+                   last_modified=response.headers.get("last-modified") or (row.get("last_modified") if resumed else None),
+                   content_length=_declared_total(response) or (row.get("content_length") if resumed else None))
+        return True
 
     def _range_fits(self, response: httpx.Response, have: int, row: dict | None) -> bool:
         match = _CONTENT_RANGE_RE.match(response.headers.get("content-range", "").strip())
@@ -379,6 +409,13 @@ class Artifacts:
     def _bump_attempts(self, key: str) -> None:
         row = self.manifest(key) or {}
         self._save(key, attempts=(row.get("attempts") or 0) + 1, last_attempt_at=utc_now_iso())
+
+
+def sweep_segments(root: Path) -> list[tuple[Path, int]]:
+    """Remove the segment files (`partial/seg<pid>-*.seg`) of processes that are gone."""
+    from .partials import remove_dead_writers
+
+    return remove_dead_writers((root / "partial").glob("*.seg"), re.compile(r"^seg(\d+)-.*\.seg$"))
 
 
 class _RangeRefused(CrawlerError):

@@ -28,7 +28,7 @@ from . import commands
 from .config import Settings
 from .diskfull import NoTracebackForDiskFull
 from .commands import READ_COMMANDS, check_existing_database, check_folder_of
-from .engines import redact
+from .engines import redact, scrub
 from .errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -135,9 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"basecrawler: {_describe_os_error(exc)}", file=sys.stderr)
         return EXIT_IO
     except Exception as exc:
-        # PostgreSQL unreachable or refusing (psycopg.OperationalError): one line, like SQLite's.
-        if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
-            print(f"basecrawler: database error on {redact(args.settings.db_path)}: {exc}", file=sys.stderr)
+        # PostgreSQL unreachable, refusing, timed out or lost (any psycopg error): one line, like
+        # SQLite's, naming the database without its password.
+        if any(cls.__module__.startswith("psycopg") for cls in type(exc).__mro__):
+            text, db = scrub(" ".join(str(exc).split()), args.settings.db_path), redact(args.settings.db_path)
+            print(f"basecrawler: {text}" if db in text else f"basecrawler: database error on {db}: {text}",
+                  file=sys.stderr)
             return EXIT_FAILED
         raise
     except KeyboardInterrupt:

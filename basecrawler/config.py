@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from .engines import is_postgres_url
+from .errors import ConfigError
 
 DEFAULT_USER_AGENT = (
     "basecrawler/0.1 (+https://github.com/basecrawler/basecrawler; public recall data collector)"
@@ -22,6 +23,14 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 def _floats(text: str) -> tuple[float, ...]:
     return tuple(float(part) for part in text.split(",") if part.strip())
+
+
+# The response bounds, each settable as BASECRAWLER_<NAME> and per source as
+# BASECRAWLER_<SOURCE>_<NAME> (see Settings.bound).
+BOUND_SETTINGS = {
+    "max_document_bytes": int, "max_download_bytes": int, "max_decompression_ratio": float,
+    "request_deadline_s": float, "download_deadline_s": float, "min_rate_bps": float, "min_rate_grace_s": float,
+}
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,15 @@ class Settings:
     rate_per_s: float = 5.0           # default per-host request rate; sources may be politer
     concurrency: int = 4              # default per-host concurrent requests
     blocked_budget: int = 2           # 403 block pages tolerated (with pauses) before the source fails
+    # Bounds on every response (http.py, bounded.py), far above what any real source sends: a
+    # list page or JSON page is a few MB, an EU weekly report tens of MB, the Canada CSV 200 MB.
+    max_document_bytes: int = 64 * 1024 * 1024          # bodies held in memory (get/get_json/get_text)
+    max_download_bytes: int = 2 * 1024 * 1024 * 1024    # bodies streamed to disk (download_to_file/stream)
+    max_decompression_ratio: float = 200.0   # decoded / wire bytes; real text compresses 5-30x, a bomb ~1000x
+    request_deadline_s: float = 300.0         # total time for one in-memory document, headers included
+    download_deadline_s: float = 3600.0       # total time for one streamed download
+    min_rate_bps: float = 1024.0              # bytes/s on the wire, averaged since the headers ...
+    min_rate_grace_s: float = 30.0            # ... once this long has passed
     archive_retention_days: int = 90  # 0 keeps raw bodies forever
     archive_enabled: bool = True
     record_dir: str | None = None
@@ -83,6 +101,7 @@ class Settings:
             "ledger_max_attempts": ("BASECRAWLER_LEDGER_MAX_ATTEMPTS", int),
             "pdf_max_pages": ("BASECRAWLER_PDF_MAX_PAGES", int),
             "ocr_max_seconds": ("BASECRAWLER_OCR_MAX_SECONDS", float),
+            **{attr: (f"BASECRAWLER_{attr.upper()}", kind) for attr, kind in BOUND_SETTINGS.items()},
         }
         for attr, (name, convert) in mapping.items():
             raw = _env(name)
@@ -100,6 +119,18 @@ class Settings:
         """Per-source environment value, e.g. BASECRAWLER_US_RATE or BASECRAWLER_US_APP_TOKEN."""
         return _env(f"BASECRAWLER_{source.upper()}_{name.upper()}", default)
 
+    def bound(self, source: str, name: str):
+        """One of the response bounds (BOUND_SETTINGS) for a source: BASECRAWLER_<SOURCE>_<NAME>
+        when set (e.g. BASECRAWLER_CA_MAX_DOWNLOAD_BYTES), else the run's value."""
+        value = getattr(self, name)
+        override = self.source_setting(source, name) if source else None
+        if override is None:
+            return value
+        try:
+            return BOUND_SETTINGS[name](override)
+        except ValueError:
+            raise ConfigError(f"BASECRAWLER_{source.upper()}_{name.upper()}={override!r} is not a number") from None
+
 
 def endpoint_override(source: str, endpoint: str) -> str | None:
     """`BASECRAWLER_<SOURCE>_<ENDPOINT>_URL` (scheme+host[+port]) or None."""
@@ -112,4 +143,4 @@ def db_directory(db_path: str) -> Path:
     return Path(db_path).resolve().parent if db_path != ":memory:" else Path.cwd()
 
 
-__all__ = ["Settings", "endpoint_override", "DEFAULT_USER_AGENT", "fields"]
+__all__ = ["Settings", "endpoint_override", "DEFAULT_USER_AGENT", "BOUND_SETTINGS", "fields"]

@@ -21,7 +21,7 @@ from . import deadletters, records, upkeep
 from .errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
 from .records import Raw, Window
 from .recordtypes import Record, RecordType
-from .results import RunCounts, RunResult, describe, judge, record_run
+from .results import RunCounts, RunResult, describe, judge, not_started, record_run
 from .recordtypes.registry import DEFAULT_RECORD_TYPE
 from .runlock import RunLock
 from .source_api import MODES, SourceAPI
@@ -83,9 +83,12 @@ class BaseCrawler(SourceAPI, abc.ABC):
         self._transport_bases = None
         lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
-        waiting = not lock.try_acquire()
-        self.run_id = result.run_id = self.store.start_run(self.source, self.mode, "waiting" if waiting else "running",
-                                                           os.getpid())
+        try:   # a database unreachable from the start fails the run here too: run() never raises
+            waiting = not lock.try_acquire()
+            self.run_id = result.run_id = self.store.start_run(self.source, self.mode, "waiting" if waiting else "running",
+                                                               os.getpid())
+        except Exception as exc:
+            return not_started(result, exc, lock)
         try:
             if waiting:
                 log.info("%s: waiting for the run lock held by pid %s", self.source, lock.holder_pid())

@@ -49,7 +49,8 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
     crawler.counts.dead_lettered += 1
     if stage == "fetch" and crawler._ledger is not None:
         crawler._ledger.note_letter(letter_id)  # resolved once the list item is collected
-    log.error("%s: dead letter (%s/%s) %s%s", crawler.source, stage, kind, message[:300], f" [{url}]" if url else "")
+    log.error("%s: dead letter (%s/%s) %s%s", crawler.source, stage, kind, (message.splitlines() or [""])[0][:300],
+              f" [{url}]" if url else "")   # one line: a traceback kept in the letter stays there
 
 
 def retry(crawler: "BaseCrawler") -> dict:

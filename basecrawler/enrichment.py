@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import Blocked, CredentialsRejected, NotFound, RateLimited, SourceFailed, Transient
+from .errors import Blocked, CredentialsRejected, Interrupted, NotFound, RateLimited, SourceFailed, Transient
 from .store import decode_row
 
 log = logging.getLogger(__name__)
@@ -172,6 +172,8 @@ def _ask(crawler, item: dict, recall: dict, stop: threading.Event) -> _Outcome:
         fields = crawler.fetch_detail(recall)
     except NotFound as exc:
         return _Outcome(item, "not_found", error=exc)
+    except Interrupted:   # the run's stop cut this lookup: not the item's failure, it goes back as it was
+        return _Outcome(item, "released")
     except _TRANSIENT_ERRORS as exc:
         return _Outcome(item, "transient", error=exc)
     except _STOP_ERRORS as exc:
@@ -224,6 +226,7 @@ def run_ladder(crawler) -> dict:
                 stop_error = stop_error or outcome.error
             _apply(crawler, outcome, rows_by_id[outcome.item["id"]], stats)
     _log_summary(crawler, stats)
+    crawler._check_stop()   # lookups cut by a stop were released above; the run is interrupted, not done
     if stop_error is not None:
         raise SourceFailed(f"detail lookups stopped: {stop_error} (enrichment so far: "
                            + ", ".join(f"{k} {v}" for k, v in stats.items() if v) + ")") from stop_error

@@ -22,6 +22,8 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     │   ├── OcrUnavailable (ocr_unavailable)              a scanned page but no tesseract / Japanese data
     │   ├── PdfEncrypted (encrypted)                      the document needs a password
     │   └── PdfTooBig (too_big)                           over BASECRAWLER_PDF_MAX_PAGES or _OCR_MAX_SECONDS
+    │       └── _OcrTimedOut (ocr_timeout)                internal: tesseract's own timeout hit inside a page
+    ├── RangeMismatch (range_mismatch)                    internal (partials): a 206 that does not continue the copy
     ├── FetchError (fetch_error)                          an HTTP exchange failed; http.py's table is built
     │   │                                                 from the `statuses` each subclass declares
     │   ├── RateLimited (rate_limited)        429         the host is paused, never the item's fault
@@ -30,7 +32,10 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     │   ├── NotFound (not_found)              404, 410    not retried; for a detail it means "not yet"
     │   ├── CredentialsRejected (credentials) 401         only when the request carried credentials
     │   ├── UnexpectedContent (unexpected)    any other   or a 200 with the wrong kind of body; raw kept
-    │   └── ForeignHost (foreign_host)                    a URL outside the source's declared hosts: never sent
+    │   ├── ForeignHost (foreign_host)                    a URL outside the source's declared hosts: never sent
+    │   ├── TooLarge (too_large)                          a body over the size or decompression-ratio limit
+    │   ├── TooSlow (too_slow)                            past the request deadline or under the minimum rate
+    │   └── RedirectLoop (too_many_redirects)             more redirects than httpx follows (a loop)
     └── TranslationError (translation)                    translate.errors: the worker's backend failures
         ├── BackendUnavailable (backend_unavailable)      nothing can be translated now: stop, rows stay pending
         │   ├── BackendDown (backend_down)
@@ -40,9 +45,9 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
         │   └── BackendUnexpected (backend_unexpected)
         └── BackendItemError (backend_item)               only this request's texts failed
 
-`parse_error`, `validation` and `store_error` are dead-letter kinds, not exception classes: the
-pipeline records whatever `parse()` raises, a record the model refuses, or a row the database
-refuses under those names.
+`parse_error`, `validation`, `store_error` and `item_error` are dead-letter kinds, not exception
+classes: the pipeline records whatever `parse()` raises, a record the model refuses, a row the
+database refuses, or an unexpected exception inside `SourceAPI.item()` under those names.
 """
 from __future__ import annotations
 
@@ -164,6 +169,27 @@ class ForeignHost(FetchError):
     """A request (or a redirect) to a host the source did not declare; nothing was sent."""
 
     kind = "foreign_host"
+
+
+class TooLarge(FetchError):
+    """A body over the size limit (bytes on the wire or decompressed) or whose decompression
+    ratio says it is a bomb; stopped while streaming, never read whole. Not retried: it would
+    be as large again."""
+
+    kind = "too_large"
+
+
+class TooSlow(FetchError):
+    """An exchange past its total deadline, or slower than the minimum transfer rate once its
+    grace period is over (a slowloris). Not retried within the run; the next run tries again."""
+
+    kind = "too_slow"
+
+
+class RedirectLoop(FetchError):
+    """More redirects than the client follows: a loop, or a chain that leads nowhere."""
+
+    kind = "too_many_redirects"
 
 
 class Interrupted(CrawlerError):

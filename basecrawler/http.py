@@ -5,7 +5,12 @@
 - failures classified by the pure `classify()` into the kinds of `errors.py` (its status table
   is built from the `statuses` each FetchError class declares), each handled its own way;
 - conditional requests (ETag / Last-Modified) with 304 served from the raw archive;
-- every body archived by sha256, and `--record` / `--replay` for offline runs.
+- every body archived by sha256, and `--record` / `--replay` for offline runs;
+- every body bounded while it streams (bounded.py): size on the wire and decoded, the
+  decompression ratio, a total deadline and a minimum rate; documents held in memory far lower
+  than downloads streamed to disk (Settings.max_document_bytes / max_download_bytes);
+- a stop request (stopping.StopEvent) shuts the client's sockets down: a blocked read ends at
+  once and the exchange raises Interrupted, never a retry.
 """
 from __future__ import annotations
 
@@ -16,7 +21,6 @@ import json
 import logging
 import os
 import random
-import re
 import socket
 import tempfile
 import threading
@@ -29,11 +33,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from . import partials
 from .archive import Archive
+from .bounded import ACCEPT_ENCODING, DeadlineBackend, Limits, iter_decoded
 from .config import Settings
+from .partials import partial_prefix, sweep_partial_downloads  # re-exported: their home before partials.py
+from .stopping import add_stop_hook
 from .textcodec import Undecodable, decode_text
-from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, RateLimited, ReplayMiss, Transient,
-                     UnexpectedContent, subclasses)
+from .errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, Interrupted, RateLimited, RedirectLoop,
+                     ReplayMiss, TooLarge, TooSlow, Transient, UnexpectedContent, subclasses)
 
 log = logging.getLogger(__name__)
 
@@ -200,9 +208,11 @@ class HttpClient:
     def __init__(self, *, settings: Settings | None = None, store=None, transport: httpx.BaseTransport | None = None,
                  rate_per_s: float | None = None, concurrency: int | None = None, clock=None, sleep=None,
                  source: str = "", headers: dict | None = None, archive: Archive | None = None,
-                 allowed_hosts: set[str] | None = None):
+                 allowed_hosts: set[str] | None = None, stop=None):
         self.settings = settings or Settings.from_env()
         self.source = source
+        self._stop = stop
+        self.limits = {label: self._limits(label) for label in ("document", "download")}
         # Hosts requests may go to (see BaseCrawler.download_hosts); None: anywhere.
         self.allowed_hosts = frozenset(allowed_hosts) if allowed_hosts is not None else None
         self.clock = clock or time.time
@@ -218,12 +228,25 @@ class HttpClient:
             transport = ReplayTransport(self.settings.replay_dir)
             # Replay reads files: there is no host to be polite to, so no request spacing.
             self.rate_per_s = 0.0
+        # Our own transport reads through a DeadlineBackend: per-thread deadlines on every
+        # socket operation, and sockets a stop request can shut down (injected transports —
+        # tests, replay — have no sockets; their bodies are still bounded by iter_decoded).
+        self._backend: DeadlineBackend | None = None
+        if transport is None:
+            transport = httpx.HTTPTransport()
+            pool = getattr(transport, "_pool", None)   # httpx has no public way to pass a network backend
+            if pool is not None and hasattr(pool, "_network_backend"):
+                self._backend = DeadlineBackend(pool._network_backend)
+                pool._network_backend = self._backend
+            else:  # a future httpx: bodies stay bounded between reads, a stop waits for the read timeout
+                log.warning("httpx internals changed: per-read deadlines and stop-on-signal are degraded")
         if self.settings.record_dir:
             from .replay import RecordingTransport
-            transport = RecordingTransport(transport or httpx.HTTPTransport(), self.settings.record_dir)
+            transport = RecordingTransport(transport, self.settings.record_dir)
         self._client = httpx.Client(
             transport=transport, timeout=self.settings.timeout_s, follow_redirects=True,
-            headers={"User-Agent": self.settings.user_agent, **(headers or {})},
+            # Only encodings iter_decoded inflates step by step (no brotli/zstd bombs).
+            headers={"User-Agent": self.settings.user_agent, "Accept-Encoding": ACCEPT_ENCODING, **(headers or {})},
             # Every request, redirects included, is checked before it is sent.
             event_hooks={"request": [self._check_host]},
         )
@@ -233,6 +256,13 @@ class HttpClient:
         self._stats_lock = threading.Lock()
         self._local = threading.local()
         self.credentials_configured = False
+        add_stop_hook(stop, self.abort)
+
+    def _limits(self, label: str) -> Limits:
+        bound = lambda name: self.settings.bound(self.source, name)  # noqa: E731
+        return Limits(max_bytes=bound(f"max_{label}_bytes"), max_ratio=bound("max_decompression_ratio"),
+                      deadline_s=bound("request_deadline_s" if label == "document" else "download_deadline_s"),
+                      min_rate_bps=bound("min_rate_bps"), grace_s=bound("min_rate_grace_s"), label=label)
 
     # ---- public API -------------------------------------------------------------------
     def get(self, url: str, *, expect: str | None = None, conditional: bool = True, **kwargs) -> httpx.Response:
@@ -276,7 +306,8 @@ class HttpClient:
         download = self.download_to_file(url, **kwargs)
         try:
             with open(download.path, "rb") as handle:
-                response = httpx.Response(200, headers=download.response.headers, stream=_FileStream(handle),
+                # The file holds the decoded body: no Content-Encoding may make httpx inflate it again.
+                response = httpx.Response(200, headers=_decoded_headers(download.response), stream=_FileStream(handle),
                                           request=download.response.request)
                 yield response
         finally:
@@ -285,38 +316,69 @@ class HttpClient:
 
     def download_to_file(self, url: str, *, headers: dict | None = None, conditional: bool = True,
                          directory: Path | None = None) -> Download:
-        """Fetch a body straight to a temp file with retries; returns path, sha256 and size."""
+        """Fetch a body straight to a temp file with retries; returns path, sha256 and size.
+        A copy a killed or stopped process left of the same URL is resumed with Range when the
+        server allows it (see partials.py)."""
         attempt_headers = dict(headers or {})
         cached = self._conditional_headers(url, attempt_headers) if conditional else None
         tmp_dir = directory or (self.archive.root.parent / "tmp" if self.archive else Path(tempfile.gettempdir()))
         tmp_dir.mkdir(parents=True, exist_ok=True)
+        limit = self.limits["download"]
+        may_resume = True
 
         def send():
-            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(url), suffix=".part")
+            os.close(fd)
+            path = Path(name)
+            resume = partials.claim(tmp_dir, url, path) if may_resume else None
             digest, size = hashlib.sha256(), 0
             try:
-                with os.fdopen(fd, "wb") as out, self._client.stream("GET", url, headers=attempt_headers) as response:
-                    if response.status_code == 200:
-                        for chunk in response.iter_bytes(1 << 16):
+                with self._open("GET", url, headers={**attempt_headers, **(resume.headers() if resume else {})},
+                                label="download") as response:
+                    if resume is not None and resume.continued_by(response):
+                        size, mode = partials.hash_existing(path, digest), "ab"
+                        self._count("resumed")
+                        log.info("%s: resuming after %d bytes", url, size)
+                    elif response.status_code == 206 and resume is not None:
+                        raise partials.RangeMismatch(f"206 that does not continue the partial copy: GET {url}")
+                    elif response.status_code == 206:
+                        raise UnexpectedContent(f"206 Partial Content to a request without Range: GET {url}", url=url,
+                                                status=206)
+                    elif response.status_code == 200:
+                        mode = "wb"
+                    else:   # an error page or a 304: read (bounded) for classification
+                        return self.read_whole(response), path, None, 0
+                    partials.note_resumable(path, url, response)
+                    with open(path, mode) as out:
+                        for chunk in self.iter_body(response, "download"):
+                            size += len(chunk)
+                            if size > limit.max_bytes:   # the resumed bytes count too
+                                raise TooLarge(f"body over the download limit of {limit.max_bytes} bytes "
+                                               f"({limit.setting}): GET {url}", url=url)
                             out.write(chunk)
                             digest.update(chunk)
-                            size += len(chunk)
-                    else:
-                        response.read()
             except BaseException:
-                os.unlink(name)
+                if not (self._stopped() and partials.park(path, url)):
+                    partials.discard(path)
                 raise
-            return response, Path(name), digest.hexdigest(), size
+            partials.sidecar(path).unlink(missing_ok=True)
+            return response, path, digest.hexdigest(), size
 
-        response, path, sha, size = self._with_policy("GET", url, send, expect=None,
-                                                      credentials=_has_credentials(attempt_headers))
+        for _ in range(2):
+            try:
+                response, path, sha, size = self._with_policy("GET", url, send, expect=None,
+                                                              credentials=_has_credentials(attempt_headers))
+                break
+            except partials.RangeMismatch as exc:
+                log.warning("%s; downloading it whole", exc)
+                may_resume = False
         if response.status_code == 304 and not cached:
             path.unlink()
             raise UnexpectedContent(f"304 Not Modified but no stored copy to reuse: GET {url}", url=url, status=304)
         if response.status_code == 304:
             path.unlink()
             self._count("not_modified")
-            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(), suffix=".part")
+            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(url), suffix=".part")
             with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
                 import shutil
                 shutil.copyfileobj(src, out, 1 << 20)
@@ -336,9 +398,26 @@ class HttpClient:
         return self._with_policy(method, url, send, expect=expect)
 
     def open_stream(self, url: str, *, headers: dict | None = None, method: str = "GET"):
-        """A raw streaming exchange (context manager) with the client's headers and
-        timeouts; no policy of its own — call it inside `with_policy`'s `send`."""
-        return self._client.stream(method, url, headers=headers or {})
+        """A streaming exchange (context manager) with the client's headers, timeouts and the
+        download deadline; read its body with `iter_body(response)` (bounded). No policy of
+        its own — call it inside `with_policy`'s `send`."""
+        return self._open(method, url, headers=headers, label="download")
+
+    def iter_body(self, response: httpx.Response, label: str = "download") -> Iterator[bytes]:
+        """The decoded body of a response from `open_stream`, within the `label` limits."""
+        head = bytearray()
+        until = getattr(self._local, "until", None) or time.monotonic() + self.limits[label].deadline_s
+        try:
+            yield from iter_decoded(response, self.limits[label], until=until, stopped=self._stopped, head=head)
+        except (TooLarge, TooSlow) as exc:
+            self._count(f"failed/{exc.kind}")
+            self._keep_refused(exc, response)
+            raise
+
+    def abort(self) -> None:
+        """The stop hook: shut the client's sockets down so any blocked read returns now."""
+        if self._backend is not None:
+            self._backend.abort()
 
     def _received(self, url: str, sha256: str | None) -> None:
         self._local.last_url, self._local.last_sha256 = url, sha256
@@ -358,7 +437,50 @@ class HttpClient:
             return dict(sorted(self._stats.items()))
 
     def close(self) -> None:
+        if self._stop is not None and hasattr(self._stop, "remove_hook"):
+            self._stop.remove_hook(self.abort)
         self._client.close()
+
+    def _stopped(self) -> bool:
+        return self._stop is not None and self._stop.is_set()
+
+    @contextlib.contextmanager
+    def _open(self, method: str, url: str, *, headers: dict | None = None, label: str = "document", **kwargs):
+        """One streamed exchange whose every socket operation ends by its deadline."""
+        limits = self.limits[label]
+        until = time.monotonic() + limits.deadline_s
+        previous = getattr(self._local, "until", None)
+        self._local.until = until
+        deadline = self._backend.deadline(until) if self._backend is not None else contextlib.nullcontext()
+        try:
+            with deadline, self._client.stream(method, url, headers=headers or {}, **kwargs) as response:
+                yield response
+        except httpx.TimeoutException:
+            if self._stopped():
+                raise Interrupted() from None
+            if time.monotonic() < until:
+                raise   # an ordinary timeout: transient, retried
+            self._count("failed/too_slow")
+            raise TooSlow(f"over the {limits.deadline_s:g}s deadline ({limits.deadline_setting}): {method} {url}",
+                          url=url) from None
+        finally:
+            self._local.until = previous
+
+    def read_whole(self, response: httpx.Response) -> httpx.Response:
+        """A response from `open_stream` with its whole body in memory (decoded, within the
+        document limits): for an error page, which the policy classifies by its content."""
+        body = bytearray()
+        for piece in self.iter_body(response, "document"):
+            body += piece
+        return httpx.Response(response.status_code, headers=_decoded_headers(response), content=bytes(body),
+                              request=response.request)
+
+    def _keep_refused(self, exc: FetchError, response: httpx.Response) -> None:
+        """Archive the first bytes of a refused body, so its dead letter shows what came."""
+        if self.archive is None or not exc.body:
+            return
+        exc.response_sha256 = self.archive.put_bytes(exc.body)
+        self._record(str(response.request.url), response, exc.response_sha256, len(exc.body))
 
     # ---- internals --------------------------------------------------------------------
     def _throttle(self, url: str) -> HostThrottle:
@@ -408,9 +530,8 @@ class HttpClient:
         cached = self._conditional_headers(url, headers) if conditional and method == "GET" else None
 
         def send():
-            response = self._client.request(method, url, headers=headers, **kwargs)
-            response.read()
-            return response
+            with self._open(method, url, headers=headers, **kwargs) as response:
+                return self.read_whole(response)
 
         response = self._with_policy(method, url, send, expect=expect, credentials=_has_credentials(headers))
         if response.status_code == 304 and not cached:
@@ -439,19 +560,30 @@ class HttpClient:
         transient_attempts = rate_limited_attempts = blocked_attempts = 0
         while True:
             error_kind, response, network_exc = None, None, None
+            if self._stopped():
+                raise Interrupted()
             with throttle.turn():
                 self._count("requests")
                 try:
                     result = send()
-                except ReplayMiss:
-                    raise
-                except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                except (ReplayMiss, FetchError, Interrupted):
+                    raise   # classified already (too_large, too_slow, a foreign host, a refused encoding…)
+                except httpx.TooManyRedirects as exc:
+                    self._count("failed/too_many_redirects")
+                    raise RedirectLoop(f"too many redirects ({exc}): {method} {url}", url=url) from None
+                except httpx.HTTPError as exc:
+                    if self._stopped():   # the stop hook shut the socket down under this read
+                        raise Interrupted() from None
+                    if not isinstance(exc, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)):
+                        # Not a network blip (a protocol violation, an unsupported scheme…): retrying repeats it.
+                        self._count("failed/unexpected")
+                        raise UnexpectedContent(f"{type(exc).__name__}: {exc}: {method} {url}", url=url) from None
                     network_exc = exc
                     error_kind = Transient.kind
                     result = None
             if result is not None:
                 response = result[0] if isinstance(result, tuple) else result
-                body = response.content if not isinstance(result, tuple) else _peek_file(result[1])
+                body = _content(response) if _content(response) is not None else _peek_file(result[1])
                 error_kind = classify(
                     response.status_code, body=body, content_type=response.headers.get("content-type", ""),
                     expect=expect, has_credentials=credentials or self.credentials_configured
@@ -464,7 +596,7 @@ class HttpClient:
                     with contextlib.suppress(FileNotFoundError):
                         result[1].unlink()
             status = response.status_code if response is not None else None
-            body = response.content if response is not None and not isinstance(result, tuple) else b""
+            body = (_content(response) or b"") if response is not None else b""
             where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
             if error_kind == RateLimited.kind:
                 rate_limited_attempts += 1
@@ -536,6 +668,12 @@ def _unreachable(exc: BaseException) -> bool:
     return False
 
 
+def _decoded_headers(response: httpx.Response) -> list[tuple[str, str]]:
+    """Headers for the decoded body: without the encoding and length of what came on the wire."""
+    return [(k, v) for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+
+
 def _has_credentials(headers) -> bool:
     return any(str(name).lower() in CREDENTIAL_HEADERS for name in (headers or {}))
 
@@ -549,48 +687,18 @@ class _FileStream(httpx.SyncByteStream):
             yield chunk
 
 
+def _content(response: httpx.Response) -> bytes | None:
+    """The body held in memory, None for a body streamed to a file."""
+    try:
+        return response.content
+    except httpx.ResponseNotRead:
+        return None
+
+
 def _peek_file(path: Path, size: int = 1024) -> bytes:
     with open(path, "rb") as handle:
         return handle.read(size)
 
 
 __all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
-           "host_allowed"]
-
-
-# ---- partial downloads left by killed processes ------------------------------------------
-# A body is streamed to `<db dir>/tmp/dl-<pid>-XXXX.part`; a process killed mid-download
-# (kill -9, OOM) leaves it behind, full size for the ~200 MB Canada file. The pid in the name
-# says whose it is, so the next run can remove the files of processes that are gone.
-_PARTIAL_RE = re.compile(r"^dl-(\d+)-.*\.part$")
-# A `.part` without a pid (written before the pid was in the name) is removed once it is old.
-LEGACY_PARTIAL_AGE_S = 3600
-
-
-def partial_prefix() -> str:
-    return f"dl-{os.getpid()}-"
-
-
-def sweep_partial_downloads(directory: Path, *, now: float | None = None, legacy: bool = True) -> list[tuple[Path, int]]:
-    """Remove partial downloads whose process is gone; returns (path, size) of each removed.
-    `legacy=False` leaves `.part` files without our name pattern alone (a shared temp dir)."""
-    from .store import pid_alive
-
-    removed = []
-    if not directory.is_dir():
-        return removed
-    now = time.time() if now is None else now
-    for path in directory.glob("*.part"):
-        match = _PARTIAL_RE.match(path.name)
-        try:
-            stat = path.stat()
-            if match:
-                if pid_alive(int(match.group(1))):
-                    continue
-            elif not legacy or now - stat.st_mtime < LEGACY_PARTIAL_AGE_S:
-                continue
-            path.unlink()
-        except FileNotFoundError:
-            continue  # its owner finished with it meanwhile
-        removed.append((path, stat.st_size))
-    return removed
+           "host_allowed", "partial_prefix", "sweep_partial_downloads"]

@@ -105,7 +105,8 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
     """Every page's tables and text. Raises PdfError for a document that is not a readable
     PDF, PdfEncrypted when it needs a password, PdfTooBig beyond `max_pages` pages (checked
     before any page is read) or once OCR has taken more than `max_ocr_seconds` (checked after
-    each OCR'd page, so the last page may overrun the cap by its own duration),
+    each OCR'd page, and inside a page too: tesseract is given what is left of the cap as its
+    own timeout, so one huge page cannot overrun it),
     OcrUnavailable when a page needs OCR that is not installed."""
     import pdfplumber
     import pypdfium2 as pdfium
@@ -139,7 +140,14 @@ def read_pdf(source: bytes | str | Path, *, dpi: int = DEFAULT_DPI, ocr: bool = 
     try:
         for number, (page, pdfium_page) in enumerate(zip(plumber.pages, document), start=1):
             started = clock()
-            content = _read_page(number, page, pdfium_page, dpi=dpi, ocr=ocr, lang=lang)
+            budget = max_ocr_seconds - ocr_seconds if max_ocr_seconds else None
+            try:
+                content = _read_page(number, page, pdfium_page, dpi=dpi, ocr=ocr, lang=lang, ocr_budget=budget)
+            except _OcrTimedOut:
+                ocr_seconds += clock() - started
+                raise PdfTooBig(f"too big: OCR took {ocr_seconds:.1f}s for {number} of {total} pages, more than "
+                                f"the {max_ocr_seconds:g}s limit per document (BASECRAWLER_OCR_MAX_SECONDS); "
+                                f"tesseract stopped inside page {number}") from None
             pages.append(content)
             if content.method == "ocr":
                 ocr_seconds += clock() - started
@@ -163,7 +171,7 @@ def _is_password_error(exc: BaseException) -> bool:
     return any("password" in type(c).__name__.lower() or "encrypt" in type(c).__name__.lower() for c in causes)
 
 
-def _read_page(number, page, pdfium_page, *, dpi, ocr, lang) -> PageContent:
+def _read_page(number, page, pdfium_page, *, dpi, ocr, lang, ocr_budget: float | None = None) -> PageContent:
     chars = _plumber_chars(page)
     boxes = [] if chars else [b for b in _pdfium_chars(pdfium_page) if b.text.strip()]
     if not _scan_with_stamp(page, max(len(chars), len(boxes))):
@@ -175,7 +183,7 @@ def _read_page(number, page, pdfium_page, *, dpi, ocr, lang) -> PageContent:
             return _fallback_page(number, page, boxes)
     if not ocr:
         return PageContent(number, "ocr", "", [], [])
-    return ocr_page(number, pdfium_page, dpi=dpi, lang=lang)
+    return ocr_page(number, pdfium_page, dpi=dpi, lang=lang, budget_s=ocr_budget)
 
 
 def _plumber_chars(page) -> list:
@@ -252,13 +260,23 @@ def render_page(pdfium_page, dpi: int = DEFAULT_DPI):
     return pdfium_page.render(scale=dpi / 72, grayscale=True).to_pil().convert("L")
 
 
-def ocr_page(number: int, pdfium_page, *, dpi: int = DEFAULT_DPI, lang: str = DEFAULT_LANG) -> PageContent:
+class _OcrTimedOut(PdfTooBig):
+    """tesseract ran out of the OCR time left (read_pdf turns it into the document's PdfTooBig)."""
+
+    kind = "ocr_timeout"
+
+
+def ocr_page(number: int, pdfium_page, *, dpi: int = DEFAULT_DPI, lang: str = DEFAULT_LANG,
+             budget_s: float | None = None) -> PageContent:
+    """One scanned page read by OCR; `budget_s`: seconds it may take at most (None: no cap)."""
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
     check_ocr(lang)
     image = render_page(pdfium_page, dpi)
-    return ocr_image(number, image, dpi=dpi, lang=lang)
+    return ocr_image(number, image, dpi=dpi, lang=lang, deadline=deadline)
 
 
-def ocr_image(number: int, image, *, dpi: int = DEFAULT_DPI, lang: str = DEFAULT_LANG) -> PageContent:
+def ocr_image(number: int, image, *, dpi: int = DEFAULT_DPI, lang: str = DEFAULT_LANG,
+              deadline: float | None = None) -> PageContent:
     ink = image.point(lambda v: 0 if v < _INK else 255)
     horizontal, vertical = find_grid_lines(ink, dpi)
     page = image.copy()
@@ -268,20 +286,32 @@ def ocr_image(number: int, image, *, dpi: int = DEFAULT_DPI, lang: str = DEFAULT
     os.environ["OMP_THREAD_LIMIT"] = "1"
     grids = grid_cells(horizontal, vertical, dpi)
     if grids:
-        boxes = _ocr_cells_as_strip(page, ink, grids, dpi=dpi, lang=lang)
+        boxes = _ocr_cells_as_strip(page, ink, grids, dpi=dpi, lang=lang, deadline=deadline)
     else:  # no ruled table: plain page text with Tesseract's own layout analysis
-        boxes = _ocr_boxes(page, lang=lang, dpi=dpi, psm=3)
+        boxes = _ocr_boxes(page, lang=lang, dpi=dpi, psm=3, deadline=deadline)
     tables, confidence = _fill_grids(grids, boxes, with_confidence=True)
     tables = [[[tidy_ocr_text(cell) for cell in row] for row in table] for table in tables]
     text = tidy_ocr_text("\n".join(_lines_text(_group_lines(boxes))))
     return PageContent(number, "ocr", text, tables, confidence)
 
 
-def _ocr_boxes(image, *, lang, dpi, psm) -> list[_Box]:
+def _ocr_boxes(image, *, lang, dpi, psm, deadline: float | None = None) -> list[_Box]:
     import pytesseract
 
-    data = pytesseract.image_to_data(image, lang=lang, config=f"--psm {psm} --dpi {dpi}",
-                                     output_type=pytesseract.Output.DICT)
+    # pytesseract kills tesseract after `timeout` seconds; 0 means never, hence the floor.
+    timeout = 0.0
+    if deadline is not None:
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise _OcrTimedOut("no OCR time left")
+    try:
+        data = pytesseract.image_to_data(image, lang=lang, config=f"--psm {psm} --dpi {dpi}",
+                                         output_type=pytesseract.Output.DICT,
+                                         timeout=max(timeout, 0.001) if deadline is not None else 0)
+    except RuntimeError as exc:
+        if "timeout" not in str(exc).lower():
+            raise
+        raise _OcrTimedOut(str(exc)) from None
     boxes = []
     for i, word in enumerate(data["text"]):
         word = (word or "").strip()
@@ -293,7 +323,7 @@ def _ocr_boxes(image, *, lang, dpi, psm) -> list[_Box]:
     return boxes
 
 
-def _ocr_cells_as_strip(page, ink, grids, *, dpi, lang) -> list[_Box]:
+def _ocr_cells_as_strip(page, ink, grids, *, dpi, lang, deadline: float | None = None) -> list[_Box]:
     """Every non-empty cell pasted one under the other into one image, read by one Tesseract
     call as a plain column of lines, and the words mapped back to page coordinates."""
     from PIL import Image
@@ -325,7 +355,7 @@ def _ocr_cells_as_strip(page, ink, grids, *, dpi, lang) -> list[_Box]:
         y += crop.height + gap
     boxes = []
     # psm 6 (one uniform block): every piece is a short run of lines, which is what it reads best.
-    for box in _ocr_boxes(strip, lang=lang, dpi=dpi, psm=6):
+    for box in _ocr_boxes(strip, lang=lang, dpi=dpi, psm=6, deadline=deadline):
         for start, end, dx, dy in placements:
             if start - gap / 2 <= box.cy <= end + gap / 2:
                 boxes.append(_Box(box.text, box.left + dx, box.top + dy, box.right + dx, box.bottom + dy, box.conf))

@@ -20,6 +20,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 
 from .dates import utc_now_iso
+from .errors import CrawlerError
 
 log = logging.getLogger("basecrawler")
 
@@ -103,8 +104,19 @@ def record_run(store, run_id: int | None, result: RunResult) -> None:
             error=result.error, summary=line, http_stats=result.http_stats,
             enrichment_stats=result.enrichment_stats, **asdict(result.counts),
         )
-    except Exception:  # the run record itself could not be written: say so loudly
-        log.exception("%s: could not record the run", result.source)
+    except Exception as exc:  # the run record itself could not be written: say so loudly
+        log.error("%s: could not record the run: %s", result.source, describe(exc),
+                  exc_info=not isinstance(exc, CrawlerError))   # a classified failure needs no traceback
+
+
+def not_started(result: RunResult, exc: Exception, lock) -> RunResult:
+    """A run that failed before it could be recorded (its database unreachable): one ERROR
+    line, a traceback only for an unclassified error, the run lock given back."""
+    lock.release()
+    result.error = describe(exc)
+    log.error("%s: source failed before it started: %s", result.source, result.error,
+              exc_info=not isinstance(exc, CrawlerError))
+    return result
 
 
 def describe(exc: BaseException) -> str:
@@ -116,4 +128,4 @@ def describe(exc: BaseException) -> str:
     return text
 
 
-__all__ = ["RunCounts", "RunResult", "judge", "record_run", "describe"]
+__all__ = ["RunCounts", "RunResult", "judge", "record_run", "describe", "not_started"]

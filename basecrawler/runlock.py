@@ -119,10 +119,10 @@ class PgRunLock(RunLock):
 
     def _connect(self):
         if self._conn is None:
-            import psycopg
-
-            from .engines.pg import application_name
-            self._conn = psycopg.connect(self.url, autocommit=True, application_name=application_name())
+            from .engines.pg import connect
+            # No statement timeout: waiting in the lock queue is this connection's job
+            # (bounded by lock_timeout when BASECRAWLER_LOCK_TIMEOUT is set).
+            self._conn = connect(self.url, statement_timeout=False)
         return self._conn
 
     def try_acquire(self) -> bool:

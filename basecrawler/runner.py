@@ -3,9 +3,11 @@ call `run_sources`, so isolation, the stop request, the exit status and the clos
 counts are written once.
 
 - Isolation: one source failing (or its constructor raising) never stops the others.
-- Stop: `stop` is a threading.Event set by a SIGINT/SIGTERM handler. The running source sees it
-  at its next item boundary, keeps what it stored and records its run `interrupted`; sources
-  after it are not started (they are listed as `not_started`).
+- Stop: `stop` is a StopEvent (stopping.py) set by a SIGINT/SIGTERM handler. Its hooks cut
+  what is in flight at once (the HTTP client shuts its sockets down, so a read blocked on a
+  slow server returns); the running source ends there or at its next item boundary, keeps what
+  it stored and records its run `interrupted`; sources after it are not started (they are
+  listed as `not_started`).
 - Offline: when every source failed because its hosts could not be reached (name resolution,
   connection refused), the summary says so and points at the offline replay set.
 - Job hooks: code outside the framework (the translation worker) joins the daily job through
@@ -23,6 +25,7 @@ from typing import Callable, Mapping
 
 from .config import Settings
 from .diskfull import is_disk_full
+from .stopping import StopEvent
 from .store import Store
 
 log = logging.getLogger("basecrawler")
@@ -150,18 +153,18 @@ def translation_backend_factory() -> Callable | None:
 
 
 class stop_on_signals:
-    """`with stop_on_signals() as stop:` — SIGINT/SIGTERM set `stop` (a threading.Event) instead
-    of raising, so the running source ends at its next item boundary with its run recorded
-    `interrupted`; the previous handlers come back at once, so a second signal aborts.
-    `on_stop()` runs in the handler too (the scheduler uses it to stop scheduling)."""
+    """`with stop_on_signals() as stop:` — SIGINT/SIGTERM set `stop` (a StopEvent) instead of
+    raising: its hooks cut in-flight HTTP exchanges, so the running source ends within seconds
+    with its run recorded `interrupted`; the previous handlers come back at once, so a second
+    signal aborts. `on_stop()` runs in the handler too (the scheduler uses it to stop scheduling)."""
 
     def __init__(self, on_stop: Callable[[], None] | None = None):
-        self.stop = threading.Event()
+        self.stop = StopEvent()
         self.on_stop = on_stop
         self._previous: dict = {}
 
     def _handle(self, signum, _frame) -> None:
-        log.warning("%s received; stopping at the next item boundary (signal again to abort)",
+        log.warning("%s received; stopping: requests in flight are cut (signal again to abort)",
                     signal.Signals(signum).name)
         self._restore()
         self.stop.set()

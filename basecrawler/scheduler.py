@@ -7,6 +7,11 @@ every job here is added with `coalesce=True`, `max_instances=1` and a misfire gr
 EVENT_JOB_ERROR | EVENT_JOB_MISSED logs at ERROR and stores what happened. One worker thread
 runs jobs one after the other, and a lock file next to the database (`<db>.schedule.lock`)
 keeps a second scheduler process (or a `schedule --once`) from running a job at the same time.
+
+Several machines can share one PostgreSQL store, each running its own sources
+(`schedule --source us --source eu` here, `--source jp` there): the job's locks and its
+catch-up record are per selection of sources, so one machine's job never makes another's skip,
+while a source is still never crawled twice at once (the per-source run lock).
 """
 from __future__ import annotations
 
@@ -18,11 +23,12 @@ import threading
 import zoneinfo
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .config import Settings, _env
 from .dates import utc_now_iso
-from .errors import ConfigError, SchedulerAlreadyRunning
+from .engines import redact
+from .errors import ConfigError, CrawlerError, SchedulerAlreadyRunning, UnknownSource
 from .runlock import RunLock
 from .runner import RunSummary, job_hooks, run_sources, stop_on_signals
 from .store import Store
@@ -147,6 +153,7 @@ class JobReport:
     translation: str | None = None                       # hooks' outcome lines, or why they were skipped
     translation_failed: bool = False
     skipped: str | None = None                           # why the whole job did not run
+    scope: str = ""                                      # "" (every source) or ".eu+us" (scheduler.scope)
 
     @property
     def results(self) -> list:
@@ -172,43 +179,67 @@ class JobReport:
         }
 
 
-def job_lock(db_path: str) -> RunLock:
-    """`<db>.schedule.lock`: held while a scheduled job runs, in whichever process runs it."""
+def scope(sources: Iterable[str] | None) -> str:
+    """What names a job's locks and records: "" for every source, ".eu+us" for a selection."""
+    return "." + "+".join(sorted(set(sources))) if sources else ""
+
+
+def select_sources(crawlers: Mapping[str, type], sources: Iterable[str] | None) -> dict[str, type]:
+    """The crawlers of `sources` (in the registry's order), all of them when None; an unknown
+    id is a usage error naming the known ones."""
+    if not sources:
+        return dict(crawlers)
+    for source_id in sources:
+        if source_id not in crawlers:
+            raise UnknownSource(source_id, sorted(crawlers))
+    return {source_id: cls for source_id, cls in crawlers.items() if source_id in set(sources)}
+
+
+def job_lock(db_path: str, sources: Iterable[str] | None = None) -> RunLock:
+    """`<db>.schedule.lock` (`<db>.<selection>.schedule.lock`): held while a scheduled job runs,
+    in whichever process runs it."""
     lock = RunLock(db_path)
     if lock.path is not None:
-        lock.path = lock.path.with_name(Path(db_path).name + ".schedule.lock")
+        lock.path = lock.path.with_name(Path(db_path).name + scope(sources) + ".schedule.lock")
     return lock
 
 
-def daemon_lock(db_path: str) -> RunLock:
-    """`<db>.scheduler.lock`: held for the lifetime of a `schedule` process."""
+def daemon_lock(db_path: str, sources: Iterable[str] | None = None) -> RunLock:
+    """`<db>.scheduler.lock` (`<db>.<selection>.scheduler.lock`): held for the lifetime of a
+    `schedule` process."""
     lock = RunLock(db_path)
     if lock.path is not None:
-        lock.path = lock.path.with_name(Path(db_path).name + ".scheduler.lock")
+        lock.path = lock.path.with_name(Path(db_path).name + scope(sources) + ".scheduler.lock")
     return lock
 
 
 def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
                       crawlers: Mapping[str, type] | None = None, translate: bool = True,
-                      stop: threading.Event | None = None) -> JobReport:
+                      stop: threading.Event | None = None, sources: Iterable[str] | None = None) -> JobReport:
     """Every source in `mode` through the one runner (`runner.run_sources`), then the job hooks
     (the translation worker registers one); `translate=False` skips the hooks.
 
-    `crawlers` maps source id → crawler class (default: the registry)."""
-    report = JobReport(mode=mode, started_at=utc_now_iso())
-    lock = job_lock(settings.db_path)
-    if not lock.try_acquire():
-        report.skipped = f"another scheduled job is running (pid {lock.holder_pid()})"
-        report.finished_at = utc_now_iso()
-        log.warning("schedule: %s; this one is skipped", report.skipped)
-        return report
+    `crawlers` maps source id → crawler class (default: the registry); `sources` keeps only
+    those ids (UnknownSource for one that is not there)."""
+    sources = sorted(set(sources)) if sources else None
+    report = JobReport(mode=mode, started_at=utc_now_iso(), scope=scope(sources))
+    lock = job_lock(settings.db_path, sources)
+    try:
+        if not lock.try_acquire():
+            return _skipped(report, f"another scheduled job is running (pid {lock.holder_pid()})", logging.WARNING)
+    except CrawlerError as exc:   # PostgreSQL unreachable (its lock lives there): the next job tries again
+        return _skipped(report, f"database unreachable: {exc}", logging.ERROR)
     try:
         if crawlers is None:
             from .registry import discover
 
             crawlers = discover()
+        crawlers = select_sources(crawlers, sources)
         log.info("schedule: %s run of %d sources: %s", mode, len(crawlers), ", ".join(crawlers) or "(none)")
-        store = Store(settings.db_path)
+        try:
+            store = Store(settings.db_path)
+        except CrawlerError as exc:
+            return _skipped(report, f"database unreachable: {exc}", logging.ERROR)
         try:
             report.summary = run_sources(crawlers, settings=settings, mode=mode, stop=stop, store=store)
             if stop is not None and stop.is_set():
@@ -224,6 +255,12 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
     level = logging.INFO if report.ok else logging.ERROR
     log.log(level, "schedule: %s run done: %s%s", mode, report.summary.summary_line(),
             f"; translation: {report.translation}" if report.translation else "")
+    return report
+
+
+def _skipped(report: JobReport, why: str, level: int) -> JobReport:
+    report.skipped, report.finished_at = why, utc_now_iso()
+    log.log(level, "schedule: %s; this %s run is skipped", why, report.mode)
     return report
 
 
@@ -247,9 +284,9 @@ def _run_hooks(store: Store, settings: Settings, report: JobReport, stop) -> Non
 def _record_job(store: Store, report: JobReport) -> None:
     try:
         store.set_meta(META_LAST_JOB, json.dumps(report.as_dict(), ensure_ascii=False))
-        store.set_meta(f"{META_LAST_JOB}.{report.mode}", report.started_at)
-    except Exception:
-        log.exception("schedule: could not record the job report")
+        store.set_meta(f"{META_LAST_JOB}{report.scope}.{report.mode}", report.started_at)
+    except Exception as exc:
+        _log_failure("schedule: could not record the job report", exc)
 
 
 def record_scheduler_error(db_path: str, entry: dict) -> None:
@@ -269,7 +306,8 @@ def stored_errors(store: Store) -> list[dict]:
     return json.loads(current) if current else []
 
 
-def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None = None) -> dict[str, dt.datetime]:
+def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None = None,
+                       sources: Iterable[str] | None = None) -> dict[str, dt.datetime]:
     """Fire times a scheduler that was not running (machine off, process restarted) missed.
 
     APScheduler's memory job store forgets a fire time that passed while no scheduler ran, so
@@ -281,10 +319,16 @@ def catch_up_run_times(plan: SchedulePlan, store: Store, now: dt.datetime | None
     for job_id, (mode, fired) in plan.previous_fire_times(now).items():
         if (now - fired).total_seconds() > plan.misfire_grace_s:
             continue
-        last = store.get_meta(f"{META_LAST_JOB}.{mode}")
+        last = store.get_meta(f"{META_LAST_JOB}{scope(sources)}.{mode}")
         if last is None or dt.datetime.fromisoformat(last) < fired:
             due[job_id] = fired
     return due
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    """ERROR with the cause; a traceback only for an unclassified error (a lost database is one
+    line, not a stack)."""
+    log.error("%s: %s: %s", what, type(exc).__name__, exc, exc_info=not isinstance(exc, CrawlerError))
 
 
 # ---- the scheduler ---------------------------------------------------------------------------
@@ -325,8 +369,8 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
                 store.set_meta(META_NEXT_RUN, next_run)
             finally:
                 store.close()
-        except Exception:
-            log.exception("schedule: could not record the next run time")
+        except Exception as exc:
+            _log_failure("schedule: could not record the next run time", exc)
         log.info("schedule: next run %s", next_run)
 
     def record_problem(event) -> None:
@@ -334,7 +378,8 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
         if event.code == EVENT_JOB_ERROR:
             kind, detail = "error", f"{type(event.exception).__name__}: {event.exception}"
             log.error("schedule: job %s (due %s) failed: %s", event.job_id, scheduled, detail,
-                      exc_info=(type(event.exception), event.exception, event.exception.__traceback__))
+                      exc_info=None if isinstance(event.exception, CrawlerError) else
+                      (type(event.exception), event.exception, event.exception.__traceback__))
         elif event.code == EVENT_JOB_MISSED:
             kind, detail = "missed", f"not run: more than {plan.misfire_grace_s}s late"
             log.error("schedule: job %s due %s was missed (%s)", event.job_id, scheduled, detail)
@@ -345,8 +390,8 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
                  "scheduled_run_time": scheduled.isoformat() if hasattr(scheduled, "isoformat") else None}
         try:
             record_scheduler_error(settings.db_path, entry)
-        except Exception:
-            log.exception("schedule: could not record the job problem")
+        except Exception as exc:
+            _log_failure("schedule: could not record the job problem", exc)
 
     scheduler.add_listener(record_next_run, EVENT_SCHEDULER_STARTED | EVENT_JOB_SUBMITTED | EVENT_JOB_EXECUTED)
     scheduler.add_listener(record_problem, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
@@ -354,18 +399,22 @@ def build_scheduler(settings: Settings, plan: SchedulePlan, *, job: Callable[...
 
 
 def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., JobReport] | None = None,
-                translate: bool = True) -> None:
+                translate: bool = True, sources: Iterable[str] | None = None) -> None:
     """Foreground scheduler until SIGINT / SIGTERM. The first signal stops scheduling and asks a
     running job to stop: its source ends at the next item boundary (run recorded `interrupted`,
     what it stored kept), later sources and the hooks are skipped. A second signal ends the
-    process at once. `job(settings, mode=..., stop=...)` defaults to run_scheduled_job."""
-    lock = daemon_lock(settings.db_path)
+    process at once. `job(settings, mode=..., stop=...)` defaults to run_scheduled_job; `sources`
+    (a selection) is passed on to it."""
+    sources = sorted(set(sources)) if sources else None
+    lock = daemon_lock(settings.db_path, sources)
     if not lock.try_acquire():
-        raise SchedulerAlreadyRunning(f"a scheduler for {settings.db_path} is already running (pid {lock.holder_pid()})")
+        which = f" of {', '.join(sources)}" if sources else ""
+        raise SchedulerAlreadyRunning(f"a scheduler{which} for {redact(settings.db_path)} is already running "
+                                      f"(pid {lock.holder_pid()})")
     try:
         store = Store(settings.db_path)
         try:
-            catch_up = catch_up_run_times(plan, store)
+            catch_up = catch_up_run_times(plan, store, sources=sources)
         finally:
             store.close()
         for job_id, fired in catch_up.items():
@@ -378,7 +427,7 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
         def bound_job(settings, *, mode):
             with job_running:
                 if job is None:
-                    return chosen(settings, mode=mode, translate=translate, stop=stop)
+                    return chosen(settings, mode=mode, translate=translate, stop=stop, sources=sources)
                 return chosen(settings, mode=mode)
 
         scheduler = build_scheduler(settings, plan, job=bound_job, first_run_times=catch_up)
@@ -399,4 +448,5 @@ def run_forever(settings: Settings, plan: SchedulePlan, *, job: Callable[..., Jo
 
 __all__ = ["SchedulePlan", "JobReport", "run_scheduled_job", "build_scheduler", "run_forever",
            "record_scheduler_error", "stored_errors", "job_lock", "daemon_lock", "SchedulerAlreadyRunning",
+           "select_sources", "scope",
            "DAILY_JOB", "WEEKLY_FULL_JOB"]

@@ -246,48 +246,6 @@ _PG_INDEX_COLUMNS = (
     "WHERE ns.nspname = current_schema() GROUP BY i.relname")
 
 
-def migrate_pg(conn) -> int:
-    """Bring a PostgreSQL database (a PgConnection) to the newest schema; returns the version.
-
-    One transaction under a transaction-level advisory lock, so crawlers and workers starting
-    together on a new database migrate it once; the core version is kept in `schema_version`,
-    each extension's in `schema_extensions` (as on SQLite). The DDL is derived again when
-    either is behind or the database lacks anything of the reference schema (a record type
-    dropped in, a field added to a model); it only adds what is missing and remakes an index
-    whose columns changed."""
-    version = len(MIGRATIONS)
-    wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
-    conn.execute("BEGIN")
-    try:
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
-        conn.executescript("CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)")
-        conn.executescript(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} (name TEXT PRIMARY KEY, version BIGINT NOT NULL)")
-        stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
-        stored_extensions = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
-        behind = [name for name, n in wanted.items() if stored_extensions.get(name, 0) < n]
-        existing: dict[str, set[str]] = {}
-        for table, column in conn.execute(
-                "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_schema = current_schema()").fetchall():
-            existing.setdefault(table, set()).add(column)
-        indexes = {name: list(columns) for name, columns in conn.execute(_PG_INDEX_COLUMNS).fetchall()}
-        if (stored is None or stored < version or behind
-                or _pg_behind(reference_schema(types_only=True), existing, indexes)):
-            for statement in pg_schema_statements(existing, indexes):
-                conn.executescript(statement)
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", [max(version, stored or 0)])
-            for name in behind:
-                conn.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET version = excluded.version", [name, wanted[name]])
-            log.debug("PostgreSQL schema at version %d, extensions %s", version, wanted)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return version
-
-
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the database to the newest schema: the core migrations, then those of each schema
     extension not applied yet; returns the core version reached."""

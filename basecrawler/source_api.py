@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import logging
 import time
+import traceback
 from typing import Any, Callable, Iterator
 
 import httpx
@@ -19,7 +21,9 @@ from pydantic import BaseModel
 
 from . import deadletters, records
 from .config import Settings, endpoint_override
-from .errors import FetchError, ForeignHost, Interrupted, ListUnreadable, NotFound, Transient, UnexpectedContent, UnsafeXml
+from .errors import (Blocked, ConfigError, CredentialsRejected, FetchError, ForeignHost, Interrupted, ListUnreadable,
+                     NotFound, RateLimited, RedirectLoop, SourceFailed, TooLarge, TooSlow, Transient, Undecodable,
+                     UnexpectedContent, UnsafeXml)
 from .records import Raw, Window, as_date, origin, rebase
 from .recordtypes import RecordType, get_record_type
 from .results import RunCounts
@@ -28,9 +32,13 @@ from .store import Store
 log = logging.getLogger("basecrawler")
 
 MODES = ("incremental", "full")
-# What `item()` turns into a dead letter by default: failures of one item. A block or a rate
-# limit is the host's, and ends the run instead.
-ITEM_FAILURES = (NotFound, UnexpectedContent, Transient, ForeignHost)
+# What `item()` turns into a dead letter by default: failures of one item, classified.
+ITEM_FAILURES = (NotFound, UnexpectedContent, Transient, ForeignHost, TooLarge, TooSlow, RedirectLoop, Undecodable)
+# What never is one item's failure and ends the run instead: a stop, the host refusing us (a
+# block, a rate limit, rejected credentials), bad configuration. Anything else inside `item()`
+# that is not in its `failures` is an unexpected error of that item: a dead letter too.
+RUN_FAILURES = (Interrupted, Blocked, RateLimited, CredentialsRejected, ConfigError, SourceFailed)
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
 class ItemScope:
@@ -148,7 +156,7 @@ class SourceAPI:
             self._http = HttpClient(
                 settings=settings, store=self.store, transport=transport,
                 rate_per_s=self.rate_per_s, concurrency=self.concurrency,
-                clock=self._clock, sleep=self._sleep, source=self.source,
+                clock=self._clock, sleep=self._sleep, source=self.source, stop=self._stop,
                 allowed_hosts=self.download_hosts() if self.endpoints else None,
             )
             if self.settings.replay_dir:
@@ -249,10 +257,15 @@ class SourceAPI:
         """One item fetched or read on its own: a failure in `failures` inside the block becomes
         a fetch dead letter keeping `raw`, with provenance from the error or the last response,
         and fails the ledger's current list item (the next run fetches it again); the crawl
-        goes on. Anything else (a block, a stop) passes. `scope.failed` says what happened."""
+        goes on. An unexpected exception (a bug, an odd body) is a dead letter too, with its
+        traceback in the letter (and the DEBUG log), one line on the terminal. What is not the
+        item's (RUN_FAILURES: a block, a stop…; a database or a full disk) passes.
+        `scope.failed` says what happened."""
         scope = ItemScope()
         try:
             yield scope
+        except RUN_FAILURES:
+            raise
         except failures as exc:
             scope.failed = True
             # Provenance: the item's own response, else the error's, else (a parse failure of a
@@ -260,6 +273,15 @@ class SourceAPI:
             last = None if isinstance(exc, FetchError) or isinstance(raw, Raw) or self._http is None \
                 else self._http.last_sha256
             self.dead_letter(raw, exc, stage="fetch", url=url, recall_number=recall_number, response_sha256=last)
+            if self._ledger is not None:
+                self._ledger.fail_current(exc)
+        except Exception as exc:
+            if _not_the_items(exc):
+                raise
+            scope.failed = True
+            log.debug("%s: unexpected error in one item", self.source, exc_info=True)
+            message = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+            self.dead_letter(raw, message, stage="fetch", kind="item_error", url=url, recall_number=recall_number)
             if self._ledger is not None:
                 self._ledger.fail_current(exc)
 
@@ -286,4 +308,11 @@ class SourceAPI:
             raise Interrupted()
 
 
-__all__ = ["SourceAPI", "ItemScope", "ITEM_FAILURES", "MODES"]
+def _not_the_items(exc: BaseException) -> bool:
+    """A database error or a full disk: the run's trouble, not one item's."""
+    if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+        return True
+    return type(exc).__module__.split(".")[0] in ("sqlite3", "psycopg")
+
+
+__all__ = ["SourceAPI", "ItemScope", "ITEM_FAILURES", "RUN_FAILURES", "MODES"]

@@ -42,7 +42,7 @@ from .recordtypes.declaration import DATE_UNKNOWN
 from .recordtypes.registry import DEFAULT_RECORD_TYPE
 from .recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
 from .recordtypes.upsert import UpsertPlan, json_default as _json_default, plan_for
-from .schema import ensure_types, migrate, migrate_pg
+from .schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def is_locked_error(exc: BaseException) -> bool:
     whole transaction may simply run again."""
     if isinstance(exc, sqlite3.OperationalError):
         return "database is locked" in str(exc) or "database is busy" in str(exc)
-    if type(exc).__module__.startswith("psycopg"):
+    if isinstance(exc, _db_errors()[1:]):   # psycopg's errors, and a lost connection (engines/pg.py)
         from .engines.pg import is_retryable
         return is_retryable(exc)
     return False
@@ -183,7 +183,8 @@ class Store:
                 if not is_locked_error(exc) or attempt == LOCK_RETRIES:
                     raise
                 wait = LOCK_RETRY_BASE_WAIT_S * (2 ** attempt)
-                log.warning("database is locked; retry %d/%d in %.1fs", attempt + 1, LOCK_RETRIES, wait)
+                reason = "database is locked" if isinstance(exc, sqlite3.Error) else str(exc).split("\n")[0]
+                log.warning("%s; retry %d/%d in %.1fs", reason, attempt + 1, LOCK_RETRIES, wait)
                 time.sleep(wait)
 
     @contextlib.contextmanager
@@ -231,6 +232,7 @@ class Store:
         """Create or evolve the table of every known record type (a type module dropped in
         gets its table; a field added to a model, its column). Runs on open."""
         if self.engine == "postgresql":
+            from .engines.pg_migrations import migrate_pg   # psycopg: the optional extra "pg"
             self._with_lock_retry(lambda: migrate_pg(self.db.conn))
         else:
             self._with_lock_retry(lambda: ensure_types(self.db))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from .archive import Archive
+from .archive import Archive, sweep_temp_files
 from .config import Settings
+from .errors import CrawlerError
 from .store import Store
 
 log = logging.getLogger("basecrawler")
@@ -24,6 +25,13 @@ def recover_after_crash(store: Store, source: str, run_id: int | None) -> None:
     if removed:
         log.warning("%s: removed %d partial download(s) left by processes that are gone (%.1f MB)",
                     source, len(removed), sum(size for _, size in removed) / 1e6)
+    # The raw archive writes each body to a temp file beside it first (see archive.py).
+    from .artifacts import sweep_segments
+
+    removed = sweep_temp_files(store.directory / "archive") + sweep_segments(store.directory / "artifacts")
+    if removed:
+        log.warning("%s: removed %d unfinished archive or document file(s) left by processes that are gone (%.1f MB)",
+                    source, len(removed), sum(size for _, size in removed) / 1e6)
 
 
 def prune_archive(store: Store, settings: Settings, source: str) -> None:
@@ -32,7 +40,7 @@ def prune_archive(store: Store, settings: Settings, source: str) -> None:
         return
     try:
         Archive(store).prune(settings.archive_retention_days)
-    except OSError as exc:  # housekeeping must never fail a crawl
+    except (OSError, CrawlerError) as exc:  # housekeeping must never fail a crawl (nor a lost database)
         log.warning("%s: archive pruning skipped: %s", source, exc)
 
 

@@ -449,7 +449,8 @@ def test_migrate_copies_the_translation_memory_but_not_the_extension_bookkeeping
     store.write(lambda db: TranslationMemory(store).remember(db, "ja", {"制動": "제동"}, "fake"))
     target = Store(str(tmp_path / "copy.db"))
     counts = copy_store(store, target)
-    assert counts["translation_memory"] == (1, 1) and "schema_extensions" not in counts
+    memory = counts["translation_memory"]
+    assert (memory.source_rows, memory.target_rows, memory.ok) == (1, 1, True) and "schema_extensions" not in counts
     assert TranslationMemory(target).lookup("ja", ["制動"]) == {"制動": "제동"}
     assert target.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == 1
     target.close()

@@ -229,6 +229,9 @@ def check_scheduler(db_path: str) -> Check:
         try:
             free = lock.try_acquire()
             holder = None if free else lock.holder_pid()
+        except Exception as exc:   # the database line above says why; the checklist goes on
+            return Check("scheduler", False, f"unknown: the database cannot be reached ({type(exc).__name__})",
+                         "fix the database connection first (the line above)")
         finally:
             lock.release()
         if free:

@@ -1,10 +1,14 @@
 """`migrate --to TARGET`: copy the whole store (--db) into another engine, e.g. a SQLite file
 into PostgreSQL (`--to postgresql://…`) or a PostgreSQL database into a local SQLite copy
-(`--to copy.db`), then compare the row counts of every table (exit 1 when one differs)."""
+(`--to copy.db`). Every table the source database holds is copied (discovered, not listed),
+then the row counts of each are compared: exit 1 naming every table that could not be copied
+or whose counts differ; ✓ only for a table copied whole."""
 from __future__ import annotations
 
-from ..engines import redact
-from ..engines.transfer import copy_store
+import sys
+
+from ..engines import redact, scrub
+from ..engines.transfer import copy_store, failed_tables
 from ..store import Store
 
 
@@ -15,17 +19,43 @@ def register(sub) -> None:
     parser.set_defaults(func=cmd_migrate)
 
 
+def _open_target(target: str) -> Store | None:
+    """The target store, or None after one line naming it (never the source) and why."""
+    from ..errors import ConfigError
+
+    try:
+        return Store(target)
+    except ConfigError:
+        raise   # already one line naming the target (an invalid URL): exit 2
+    except Exception as exc:   # unreachable server, unusable file: exit 1
+        text = scrub(" ".join(str(exc).split()), target)
+        where = redact(target)
+        print(f"basecrawler: cannot open the target {where}: {text}" if where not in text else f"basecrawler: {text}",
+              file=sys.stderr)
+        return None
+
+
 def cmd_migrate(args) -> int:
     source = Store(args.settings.db_path)
-    target = Store(args.to)
     try:
-        counts = copy_store(source, target)   # TargetNotEmpty is a ConfigError: the CLI exits 2
+        target = _open_target(args.to)
+        if target is None:
+            return 1
+        try:
+            result = copy_store(source, target)   # TargetNotEmpty is a ConfigError: the CLI exits 2
+        finally:
+            target.close()
     finally:
         source.close()
-        target.close()
-    width = max(len(t) for t in counts)
-    mismatched = [t for t, (a, b) in counts.items() if a != b]
-    for table, (a, b) in counts.items():
-        print(f"{table:<{width}}  {a:>9} → {b:<9} {'✓' if a == b else '✗ counts differ'}")
-    print(f"{'copied' if not mismatched else 'INCOMPLETE'}: {redact(args.settings.db_path)} → {redact(args.to)}")
-    return 1 if mismatched else 0
+    width = max((len(t) for t in result), default=5)
+    for table, copy in result.items():
+        verdict = "✓" if copy.ok else f"✗ {copy.error or 'counts differ'}"
+        made = " (created in the target)" if copy.created else ""
+        target_rows = "?" if copy.target_rows is None else copy.target_rows
+        print(f"{table:<{width}}  {copy.source_rows:>9} → {target_rows!s:<9} {verdict}{made}")
+    failed = failed_tables(result)
+    if failed:
+        print(f"INCOMPLETE: {redact(args.settings.db_path)} → {redact(args.to)}; not copied: {', '.join(failed)}")
+        return 1
+    print(f"copied {len(result)} tables: {redact(args.settings.db_path)} → {redact(args.to)}")
+    return 0

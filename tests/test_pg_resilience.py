@@ -1,0 +1,347 @@
+"""PostgreSQL in production (issue #21 point 10): nothing waits forever, a dropped connection
+is re-established and its interrupted transaction redone (nothing lost, nothing twice), a crawl
+survives a server restart, `run()` never escapes, and no password is ever printed.
+
+The restart tests stop and start the server, so this module has a cluster of its own (the
+session one stays untouched for the other modules)."""
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+from basecrawler import Store
+from basecrawler.engines import redact, scrub
+from basecrawler.engines.pg import ConnectionLost, InvalidDatabaseUrl, connection_params
+from basecrawler.testing import fast_settings
+from conftest import subprocess_env
+from pgcluster import Cluster, _bin_dir
+from support import ItemsCrawler
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL binaries not installed (apt-get install postgresql; scripts/test does)")
+    own = Cluster(bin_dir).start()
+    yield own
+    own.stop()
+
+
+@pytest.fixture
+def url(cluster):
+    return cluster.new_database()
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.1)   # the accept loop checks `stopping`: a thread blocked in accept()
+        self.port = self.sock.getsockname()[1]   # on a closed socket could take a reused descriptor
+        self.accepted = []
+        self.stopping = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.accepted.append(conn)   # kept open, never read: the client waits for an answer
+
+    def close(self):
+        self.stopping.set()
+        self._thread.join()
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+@pytest.fixture
+def silent_server():
+    server = SilentServer()
+    yield server
+    server.close()
+
+
+def _offline_endpoints() -> dict:
+    """Every source endpoint pointed at a closed loopback port (doctor probes them all)."""
+    from basecrawler.registry import discover
+
+    return {f"BASECRAWLER_{sid.upper()}_{name.upper()}_URL": "http://127.0.0.1:9"
+            for sid, cls in discover().items() for name in cls.endpoints}
+
+
+def _cli(*args, env=None, timeout=60):
+    started = time.monotonic()
+    if "doctor" in args:
+        env = {**_offline_endpoints(), **(env or {})}
+    done = subprocess.run([sys.executable, "-m", "basecrawler", *args], capture_output=True, text=True,
+                          timeout=timeout, env=subprocess_env(**(env or {})))
+    return done, time.monotonic() - started
+
+
+# ---- 1. no command waits forever ---------------------------------------------------------------
+def test_status_against_a_server_that_never_answers_ends_within_the_connect_timeout(silent_server, tmp_path):
+    db = f"postgresql://crawler:s3cret@127.0.0.1:{silent_server.port}/recalls"
+    done, seconds = _cli("status", "--db", db, env={"BASECRAWLER_PG_CONNECT_TIMEOUT_S": "2"})
+    assert seconds < 15, done.stderr
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "timeout" in lines[0] and "s3cret" not in lines[0], lines
+    assert "postgresql://crawler:***@127.0.0.1" in lines[0]
+    assert silent_server.accepted, "the client never reached the silent server"
+
+
+def test_doctor_against_a_server_that_never_answers_prints_its_checklist_within_seconds(silent_server):
+    db = f"postgresql://crawler:s3cret@127.0.0.1:{silent_server.port}/recalls"
+    done, seconds = _cli("doctor", "--timeout", "5", "--db", db, env={"BASECRAWLER_PG_CONNECT_TIMEOUT_S": "2"})
+    assert seconds < 30, done.stdout + done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    database = [line for line in done.stdout.splitlines() if "database connection" in line]
+    assert database and "✗" in database[0], done.stdout + done.stderr
+
+
+def test_the_timeouts_have_defaults_the_environment_and_the_url_can_change(url, monkeypatch):
+    def timeouts(db):
+        store = Store(db)
+        try:
+            return store.scalar("SHOW statement_timeout"), connection_params(db)["connect_timeout"]
+        finally:
+            store.close()
+    assert timeouts(url) == ("5min", 5)
+    monkeypatch.setenv("BASECRAWLER_PG_CONNECT_TIMEOUT_S", "4")
+    monkeypatch.setenv("BASECRAWLER_PG_STATEMENT_TIMEOUT_S", "7.5")
+    assert timeouts(url) == ("7500ms", 4)
+    assert timeouts(url + "?connect_timeout=3&options=-c%20statement_timeout%3D9s") == ("9s", "3")
+
+
+def test_a_statement_over_the_statement_timeout_is_cancelled(url, monkeypatch):
+    monkeypatch.setenv("BASECRAWLER_PG_STATEMENT_TIMEOUT_S", "0.5")
+    store = Store(url)
+    try:
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            store.scalar("SELECT pg_sleep(10)")
+        assert time.monotonic() - started < 5
+    finally:
+        store.close()
+
+
+# ---- 2. a dropped connection -------------------------------------------------------------------
+def _terminate(cluster, url: str, pid: int) -> None:
+    with psycopg.connect(cluster.url("postgres"), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def test_a_transaction_cut_mid_way_is_run_again_whole_on_a_new_connection(cluster, url, caplog):
+    store = Store(url)
+    attempts = []
+
+    def op(db):
+        attempts.append(1)
+        db.conn.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
+        if len(attempts) == 1:   # the server ends this session half-way through the transaction
+            _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        db.conn.execute("INSERT INTO meta (key, value) VALUES ('b', '2')")
+        return "done"
+    try:
+        with caplog.at_level(logging.INFO):
+            assert store.write(op) == "done"
+        assert len(attempts) == 2
+        assert store.query("SELECT key, value FROM meta ORDER BY key") == [
+            {"key": "a", "value": "1"}, {"key": "b", "value": "2"}]   # once each: the cut attempt left nothing
+        assert not any(r.exc_info for r in caplog.records)
+        assert any("connection to" in r.getMessage() and "lost" in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()
+
+
+def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster, url, monkeypatch):
+    """A connection lost in the middle of the upsert's executemany reaches the bisecting
+    `except`: it must not mistake the loss for rows the database refuses."""
+    from basecrawler import Recall
+    from basecrawler.recordtypes.upsert import UpsertPlan
+    store = Store(url)
+    real_params, calls = UpsertPlan.params, []
+
+    def cut_on_first_row(plan, row, now):
+        calls.append(row["recall_number"])
+        if len(calls) == 1:
+            _terminate(cluster, url, store.scalar("SELECT pg_backend_pid()"))
+        return real_params(plan, row, now)
+    monkeypatch.setattr(UpsertPlan, "params", cut_on_first_row)
+    try:
+        result = store.upsert_recalls([Recall(country="US", recall_number=f"N{n}", recall_date="2024-05-01")
+                                       for n in range(4)], source="us")
+        assert (result.new, result.failed) == (4, [])
+        assert store.scalar("SELECT COUNT(*) FROM recalls") == 4
+    finally:
+        store.close()
+
+
+def test_a_read_outside_a_transaction_reconnects_by_itself(cluster, url):
+    store = Store(url)
+    try:
+        _terminate(cluster, url, store.scalar("SELECT pg_backend_pid()"))
+        assert store.scalar("SELECT 41 + 1") == 42
+    finally:
+        store.close()
+
+
+class SlowSource(ItemsCrawler):
+    """Yields its items with a pause, so a server restart lands in the middle of the crawl."""
+
+    source = "slow"
+    pause_s = 0.01
+
+    def fetch(self):
+        for entry in self.items:
+            time.sleep(self.pause_s)
+            yield entry
+
+    def parse(self, raw):
+        return {"recall_number": raw, "recall_date": "2024-05-01", "summary_original": f"summary {raw}"}
+
+
+class OtherSource(SlowSource):
+    source = "other"
+    country = "YY"
+
+
+def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluster, url, caplog):
+    store = Store(url)
+    settings = fast_settings(url, batch_size=5)
+    items = [f"R{n:04d}" for n in range(600)]
+    restarted = threading.Event()
+
+    class Restarting(SlowSource):
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 100:   # restart in the background while batches keep being written
+                    threading.Thread(target=lambda: (cluster.restart(), restarted.set()), daemon=True).start()
+                yield entry
+    # Besides the restart (which may land between transactions), one batch is cut for sure
+    # inside its transaction, after its rows were written and before its COMMIT.
+    real_batch, batches = store._upsert_batch, []
+
+    def cut_once(db, plan, rows):
+        outcome = real_batch(db, plan, rows)
+        batches.append(len(rows))
+        if len(batches) == 60:
+            _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        return outcome
+    store._upsert_batch = cut_once
+    try:
+        with caplog.at_level(logging.INFO):
+            result = Restarting(store, items=items, settings=settings, mode="full").run()
+        assert restarted.is_set() and len(batches) >= 121   # 120 batches of 5, the cut one (at least) twice
+        assert result.status == "succeeded", result.summary_line()
+        assert (result.counts.fetched, result.counts.new, result.counts.dead_lettered) == (600, 600, 0)
+        assert store.scalar("SELECT COUNT(*) FROM recalls") == 600
+        assert store.scalar("SELECT COUNT(DISTINCT recall_number) FROM recalls") == 600
+        assert store.scalar("SELECT COUNT(*) FROM dead_letters") == 0
+        assert store.last_run("slow")["status"] == "succeeded"
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+        assert any("reconnected" in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()
+
+
+def test_a_server_gone_for_good_fails_the_source_in_one_line_and_later_sources_still_run(
+        cluster, url, caplog, monkeypatch):
+    monkeypatch.setenv("BASECRAWLER_PG_RECONNECT_S", "1")
+    store = Store(url)
+    settings = fast_settings(url, batch_size=5)
+
+    class Stopping(SlowSource):
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 20:
+                    cluster._run(f"{cluster.bin_dir}/pg_ctl", "-D", cluster.data, "-m", "fast", "-w", "stop")
+                yield entry
+    try:
+        with caplog.at_level(logging.INFO):
+            failed = Stopping(store, items=[f"S{n}" for n in range(40)], settings=settings, mode="full").run()
+        assert failed.status == "failed"
+        assert "ConnectionLost" in failed.error and "unreachable" in failed.error
+        while_down = OtherSource(store, items=["T1"], settings=settings, mode="full").run()   # never raises
+        assert while_down.status == "failed" and "DatabaseUnreachable" in while_down.error
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+        _start(cluster)
+        later = OtherSource(store, items=["T1", "T2"], settings=settings, mode="full").run()
+        assert later.status == "succeeded", later.summary_line()
+        assert store.count_recalls("other") == 2
+        assert store.count_recalls("slow") >= 20   # what was stored before the server went stays
+    finally:
+        store.close()
+        _start(cluster)
+
+
+def _start(cluster) -> None:
+    """Start the module's server again if a test stopped it."""
+    try:
+        with psycopg.connect(cluster.url("postgres"), connect_timeout=2):
+            return
+    except psycopg.OperationalError:
+        pass
+    cluster._run(f"{cluster.bin_dir}/pg_ctl", "-D", cluster.data, "-l", f"{cluster.root}/log", "-w", "start",
+                 "-o", f"-k {cluster.root} -p {cluster.port} -c listen_addresses=127.0.0.1 -c fsync=off")
+
+
+# ---- 3. passwords are never printed ------------------------------------------------------------
+@pytest.mark.parametrize("db", [
+    "postgresql://crawler:pa%ss@127.0.0.1:1/recalls",        # a raw % (invalid percent-encoding)
+    "postgresql://crawler:pa%@127.0.0.1:1/recalls",
+    "postgresql://crawler:pa%zzss@127.0.0.1:1/recalls",
+])
+def test_a_url_libpq_cannot_read_gives_one_line_without_the_password(db, tmp_path):
+    secret = db.split(":")[2].rsplit("@", 1)[0]
+    for args in (["status"], ["migrate", "--to", str(tmp_path / "copy.db")]):
+        done, _ = _cli(*args, "--db", db)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert secret not in done.stderr + done.stdout and "pa" not in lines[0].split("crawler:")[1][:3], lines
+        assert done.returncode in (1, 2)
+
+
+def test_migrate_to_a_bad_url_names_the_database_not_a_source_file(tmp_path):
+    source = tmp_path / "here.db"
+    Store(str(source)).close()
+    done, _ = _cli("migrate", "--db", str(source), "--to", "postgresql://crawler:pa%ss@127.0.0.1:1/recalls")
+    line = done.stderr.strip()
+    assert len(line.splitlines()) == 1 and done.returncode == 2, done.stderr
+    assert "postgresql://crawler:***@127.0.0.1:1/recalls" in line and ".py" not in line and "pa%ss" not in line
+
+
+def test_doctor_with_a_bad_url_prints_its_checklist_with_the_database_line_failed():
+    done, _ = _cli("doctor", "--timeout", "1", "--db", "postgresql://crawler:pa%ss@127.0.0.1:1/recalls")
+    assert "pa%ss" not in done.stdout + done.stderr
+    database = [line for line in done.stdout.splitlines() if "database connection" in line]
+    assert database and "✗" in database[0], done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_redact_and_scrub_never_leave_the_password():
+    assert redact("postgresql://u:p#ss/x@h/db") == "postgresql://u:***@h/db"
+    assert redact("postgresql://u:p@ss@h:5/db") == "postgresql://u:***@h:5/db"
+    assert redact("postgresql://h/db?sslmode=require&password=abc") == "postgresql://h/db?sslmode=require&password=***"
+    assert scrub('invalid percent-encoded token: "se%cret"', "postgresql://u:se%cret@h/db") == \
+        'invalid percent-encoded token: "***"'
+    with pytest.raises(InvalidDatabaseUrl) as caught:
+        connection_params("postgresql://u:se%cret@h/db")
+    assert "se%cret" not in str(caught.value) and "postgresql://u:***@h/db" in str(caught.value)
+    assert ConnectionLost("x").kind == "connection_lost"
