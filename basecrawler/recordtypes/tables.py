@@ -51,6 +51,9 @@ def needs_ensure(conn, record_type: RecordType) -> bool:
         return True
     if _unique_key_index(conn, record_type) is None:
         return True
+    present = {row[1] for row in conn.execute(f"PRAGMA index_list([{record_type.table}])")}
+    if any(index_name(record_type, columns) not in present for columns in read_indexes(record_type)):
+        return True
     return bool(record_type.text_index_columns) and _fts_columns(conn, record_type) != list(record_type.text_index_columns)
 
 
@@ -74,10 +77,29 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
         # the new key make the CREATE fail loudly rather than lose a row.
         db.execute(f"DROP INDEX IF EXISTS [{key_index(record_type)}]")
         table.create_index(list(record_type.key_columns), unique=True, index_name=key_index(record_type))
-    if record_type.date_field:
-        table.create_index(["source", record_type.date_field], if_not_exists=True)
-    table.create_index(["translated_at"], if_not_exists=True)
+    for columns in read_indexes(record_type):
+        table.create_index(list(columns), index_name=index_name(record_type, columns), if_not_exists=True)
     _ensure_fts(db, record_type)
+
+
+def read_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
+    """The indexes the reading side needs (besides the unique key): the incremental watermark
+    per source, the default sort (newest first) and the translation backlog, and one per
+    single-valued facet so a facet count or filter reads an index instead of the table (at a
+    million rows an unindexed date sort alone cost 0.9 s of a 1.1 s web page, bench/README.md).
+    Multi-valued facets hold JSON lists, which an index on the column does not serve."""
+    wanted: list[tuple[str, ...]] = []
+    if record_type.date_field:
+        wanted += [("source", record_type.date_field), (record_type.date_field,)]
+    wanted.append(("translated_at",))
+    for facet in record_type.facets:
+        if not facet.multi and facet.field != "source":   # source leads the key and the watermark index
+            wanted.append((facet.field,))
+    return list(dict.fromkeys(wanted))
+
+
+def index_name(record_type: RecordType, columns: tuple[str, ...]) -> str:
+    return f"idx_{record_type.table}_{'_'.join(columns)}"   # sqlite-utils' own naming, so old stores match
 
 
 def _unique_key_index(conn, record_type: RecordType) -> str | None:

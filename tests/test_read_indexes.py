@@ -1,0 +1,39 @@
+"""The reading side is served by indexes derived from each type's declaration (#23.5): the
+default sort (newest first) and every single-valued facet, on both engines."""
+from basecrawler import Store
+from basecrawler.recordtypes import get_record_type
+from basecrawler.recordtypes.tables import index_name, read_indexes
+from basecrawler.schema import reference_schema
+
+
+def plan(store, sql):
+    return " ".join(row["detail"] for row in store.query(f"EXPLAIN QUERY PLAN {sql}"))
+
+
+def test_facet_counts_and_the_default_sort_read_an_index_not_the_table(tmp_path):
+    store = Store(str(tmp_path / "x.db"))
+    vehicle = get_record_type("vehicle_recall")
+    for facet in vehicle.facets:
+        if not facet.multi:
+            detail = plan(store, f"SELECT {facet.field}, COUNT(*) FROM {vehicle.table} GROUP BY {facet.field}")
+            # A covering-index scan reads the small index, never the wide rows.
+            assert f"USING COVERING INDEX {index_name(vehicle, (facet.field,))}" in detail, (facet.field, detail)
+    detail = plan(store, f"SELECT id FROM {vehicle.table} ORDER BY {vehicle.date_field} DESC LIMIT 50")
+    assert "USE TEMP B-TREE" not in detail and "INDEX" in detail, detail
+
+
+def test_postgresql_gets_the_same_read_indexes_through_the_reference_schema():
+    vehicle = get_record_type("vehicle_recall")
+    indexes = {name for name, _, _ in reference_schema()[vehicle.table]["indexes"]}
+    assert {index_name(vehicle, columns) for columns in read_indexes(vehicle)} <= indexes
+
+
+def test_an_existing_store_without_them_gets_them_on_open(tmp_path):
+    db = str(tmp_path / "old.db")
+    Store(db).close()
+    store = Store(db)
+    store.db.conn.execute("DROP INDEX idx_recalls_country")
+    store.close()
+    reopened = Store(db)
+    names = {row["name"] for row in reopened.query("PRAGMA index_list(recalls)")}
+    assert "idx_recalls_country" in names
