@@ -50,6 +50,7 @@ KNOWN_FIELDS = ("NID", "Title", "URL", "Organization", "Product", "Issue", "What
 
 # Zero-width space / non-joiner / joiner, word joiner, BOM: invisible, pasted from the CMS.
 _INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_NEEDS_CLEANING_RE = re.compile(r"[&<\t\n\r\f\v]|  ")
 # A sentence end glued to the next sentence by the HTML-to-text export ("purchased.Health").
 _GLUED_SENTENCE_RE = re.compile(r"(?<=[a-z0-9)][.!?])(?=[A-Z][a-z])")
 
@@ -67,7 +68,12 @@ def clean(value) -> str | None:
     """Published text → stored text: entities decoded, tags and invisible characters dropped."""
     if value is None:
         return None
-    text = _INVISIBLE_RE.sub("", str(value))
+    text = str(value)
+    if text.isascii() and not _NEEDS_CLEANING_RE.search(text):
+        return text.strip() or None     # most values: nothing to decode or squash (34,000 records a run)
+    # `&nbsp;` is the file's usual entity; as a plain space the text often stays ASCII, which
+    # spares it the mojibake check (the costliest step, for text that cannot be mojibake).
+    text = _INVISIBLE_RE.sub("", text).replace("&nbsp;", " ")
     return text_rules.clean_text(text, markup=True, squash_space=True)
 
 
@@ -170,9 +176,11 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
         parsed_date = parse_date(updated) if updated else None
         extra = {key: value for key, value in raw.items() if key not in KNOWN_FIELDS and value not in (None, "")}
         raw_class = clean(raw.get("Recall class"))
-        if raw_class and recall_class(raw_class) is None:
+        risk_class = recall_class(raw_class)
+        if raw_class and risk_class is None:
             extra["recall_class_published"] = raw_class
-        if archived(raw.get("Archived")) is None and raw.get("Archived") not in (None, ""):
+        is_archived = archived(raw.get("Archived"))
+        if is_archived is None and raw.get("Archived") not in (None, ""):
             extra["archived_published"] = str(raw.get("Archived"))
         return {
             "alert_id": nid,
@@ -183,9 +191,9 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
             "what_to_do_original": clean_paragraphs(raw.get("What you should do")),
             "category": split_categories(raw.get("Category")),
             "authority": organization,
-            "risk_class": recall_class(raw_class),
+            "risk_class": risk_class,
             "recall_number": tc_recall_number(title, issue, organization),
-            "archived": archived(raw.get("Archived")),
+            "archived": is_archived,
             "source_url": clean(raw.get("URL")),
             "extra": extra,
         }
