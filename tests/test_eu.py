@@ -379,3 +379,52 @@ def test_index_declaring_a_dtd_fails_the_source_and_no_report_is_fetched(store, 
     result = crawl(store, settings, site)
     assert result.status == "failed" and "UnsafeXml" in result.error
     assert site.report_ids_requested() == []
+
+
+# ---- every notification a product alert (issue 24) --------------------------------------------
+def parsed_records(store, settings, site):
+    """fetch → parse at parse level: (vehicle recall dicts, product alert field dicts by case)."""
+    from basecrawler.recordtypes import Record
+
+    source = EuSafetyGateCrawler(store, settings=settings, transport=httpx.MockTransport(site), mode="full")
+    vehicles, alerts = [], {}
+    for item in source.fetch():
+        raw = item.data if hasattr(item, "data") else item
+        for record in source.parse(raw):
+            if isinstance(record, Record):
+                assert record.type == "product_alert"
+                alerts.setdefault(record.fields["alert_id"], []).append(record.fields)
+            else:
+                vehicles.append(record)
+    return vehicles, alerts
+
+
+def test_every_notification_is_a_product_alert_and_vehicle_ones_are_also_vehicle_recalls(store, settings):
+    from record_types.product_alert import ProductAlert
+
+    vehicles, alerts = parsed_records(store, settings, fixture_site())
+    assert set(alerts) == {"0060/05", "0061/05", "0062/05", "0063/05", "SR/01901/26", "SR/01902/26",
+                           "SR/01907/26", "SR/01908/26", "SR/02101/26", "SR/02109/26", "SR/02110/26",
+                           "SR/02140/26"}
+    assert {v["recall_number"] for v in vehicles} == {"0061/05", "0063/05", "SR/01901/26", "SR/01907/26",
+                                                      "SR/02101/26", "SR/02109/26", "SR/02140/26"}
+    for fields in (f for many in alerts.values() for f in many):
+        alert = ProductAlert.model_validate({"country": "EU", **fields})
+        assert alert.recall_number == alert.alert_id          # the link to the vehicle recall
+        assert not alert.date_unknown
+
+
+def test_a_product_alert_carries_category_authority_risk_and_the_cleaned_texts(store, settings):
+    _, alerts = parsed_records(store, settings, fixture_site())
+    toy = alerts["SR/01902/26"][0]
+    assert toy["category"] == ["Toys"] and toy["authority"] == "Poland" and toy["risk_class"] == "Serious risk"
+    assert toy["title_original"] == "Toy car – Zoomi Racer" and toy["alert_date"] == "2026-07-24"
+    golf = alerts["SR/01901/26"][0]
+    assert golf["brand"] == "Volkswagen" and "<" not in golf["title_original"]
+    legacy = alerts["0061/05"][0]                 # names from the description, legacy report
+    assert legacy["title_original"] == "Meridian Tourer 2.0 (M 75)" and legacy["hazard_original"]
+
+
+def test_an_alert_repeated_in_an_addendum_keeps_its_first_report_date(store, settings):
+    _, alerts = parsed_records(store, settings, fixture_site())
+    assert [a["alert_date"] for a in alerts["SR/02101/26"]] == ["2026-08-14", "2026-08-14"]
