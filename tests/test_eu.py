@@ -16,7 +16,8 @@ from sources.eu import (VEHICLE_CATEGORY_EXAMPLES, EuSafetyGateCrawler, WeeklyRe
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "eu"
-REAL_SAMPLES = REPO.parent / "shared" / "real-samples"
+REAL_SAMPLES = next((p / "real-samples" for p in (REPO.parent / "shared", REPO.parents[1] / "shared")
+                     if (p / "real-samples").is_dir()), REPO.parent / "shared" / "real-samples")
 INDEX_PATH = "/safety-gate-alerts/api/download/weeklyReport/list/xml/en"
 REPORT_PATH = "/safety-gate-alerts/api/download/weeklyReport/detail/xml/"
 
@@ -428,3 +429,19 @@ def test_a_product_alert_carries_category_authority_risk_and_the_cleaned_texts(s
 def test_an_alert_repeated_in_an_addendum_keeps_its_first_report_date(store, settings):
     _, alerts = parsed_records(store, settings, fixture_site())
     assert [a["alert_date"] for a in alerts["SR/02101/26"]] == ["2026-08-14", "2026-08-14"]
+
+
+@pytest.mark.skipif(not REAL_REPORTS, reason="real samples folder absent")
+@pytest.mark.parametrize("path", REAL_REPORTS, ids=lambda p: p.name)
+def test_real_report_every_case_number_is_one_product_alert(store, settings, path):
+    from record_types.product_alert import ProductAlert
+
+    body = gzip.decompress(path.read_bytes())
+    root = etree.fromstring(body)
+    cases = {n.findtext("caseNumber") for n in root.iter("notifications")}
+    site = Site(index_xml(("777", root.findtext("report_date"), "")), {"777": body})
+    _, alerts = parsed_records(store, settings, site)
+    assert set(alerts) == cases and all(len(a) == 1 for a in alerts.values())
+    for (fields,) in alerts.values():
+        alert = ProductAlert.model_validate({"country": "EU", **fields})
+        assert alert.category and alert.authority and alert.risk_class and not alert.date_unknown
