@@ -166,3 +166,111 @@ def test_real_sample_every_record_parses_with_its_shape(store, settings):
     assert ["Truck - Med. & H.D."] in [a.category for a in alerts.values()]
     tc = [r for r in raw if r["Organization"] == "TC"]
     assert all(alerts[r["NID"]].recall_number for r in tc)
+
+
+# ---- end to end: run, re-run, filters, export (the generic store) -------------------------------
+@pytest.fixture
+def hc_site(monkeypatch):
+    from basecrawler.testing import LoopbackServer, Reply
+
+    body = FIXTURE.read_bytes()
+
+    def handler(request):
+        if request.path == FILE_PATH:
+            return Reply(200, body, {"Content-Type": "application/json"})
+        return Reply(404, b"")
+    with LoopbackServer(handler) as server:
+        monkeypatch.setenv("BASECRAWLER_HC_DATA_URL", server.url)
+        yield server
+
+
+def cli(capsys, *argv) -> tuple[int, str]:
+    from basecrawler.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def stored(db_path, where="1=1") -> list[dict]:
+    import sqlite3
+
+    connection = sqlite3.connect(db_path)
+    connection.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in connection.execute(f"SELECT * FROM product_alerts WHERE source = 'hc' AND {where}")]
+    finally:
+        connection.close()
+
+
+def test_cli_run_stores_every_alert_once_and_a_rerun_writes_nothing(hc_site, db_path, capsys):
+    code, out = cli(capsys, "--db", db_path, "run", "--source", "hc", "--mode", "full")
+    assert code == 0, out
+    assert "hc: fetched 16 → parsed 16 → out of range 0 → saved 16 (new 16, updated 0, unchanged 0)" in out
+    assert len(stored(db_path)) == 16
+    code, out = cli(capsys, "--db", db_path, "run", "--source", "hc")          # incremental: the same file
+    assert code == 0, out
+    assert "saved 16 (new 0, updated 0, unchanged 16)" in out and "out of range 0" in out
+
+
+def test_two_alerts_without_a_date_are_stored_counted_and_searchable(hc_site, db_path, capsys):
+    cli(capsys, "--db", db_path, "run", "--source", "hc", "--mode", "full")
+    undated = stored(db_path, "date_unknown = 1")
+    assert sorted(r["alert_id"] for r in undated) == ["90004", "90012"]
+    assert all(r["alert_date"] is None for r in undated)                 # never invented
+    code, out = cli(capsys, "--db", db_path, "search", "--type", "product_alert", "--json", "Creamery")
+    assert [r["alert_id"] for r in json.loads(out)] == ["90004"]
+
+
+@pytest.mark.parametrize("facet,value,count", [
+    ("category", "Food", 2), ("category", "Drugs", 4), ("category", "Medical devices", 1),
+    ("category", "Nuts, grains, and seeds", 1), ("category", "Truck - Med. & H.D.", 1), ("category", "Car", 1),
+    ("authority", "CFIA", 4), ("authority", "TC", 2), ("authority", "Medical devices", 2),
+    ("authority", "Consumer product safety", 2), ("risk_class", "Class 1", 2), ("risk_class", "Type I - Type II", 1),
+])
+def test_facet_filters_return_the_fixture_counts(hc_site, db_path, capsys, facet, value, count):
+    cli(capsys, "--db", db_path, "run", "--source", "hc", "--mode", "full")
+    code, out = cli(capsys, "--db", db_path, "search", "--type", "product_alert", "--source", "hc", "--json",
+                    "--limit", "100", "--filter", f"{facet}={value}")
+    assert code == 0, out
+    assert len(json.loads(out)) == count
+
+
+def test_export_food_alerts_to_csv(hc_site, db_path, tmp_path, capsys):
+    import csv
+
+    cli(capsys, "--db", db_path, "run", "--source", "hc", "--mode", "full")
+    target = tmp_path / "food.csv"
+    code, out = cli(capsys, "--db", db_path, "export", "--type", "product_alert", "--source", "hc",
+                    "--filter", "category=Food", "-o", str(target))
+    assert code == 0, out
+    with open(target, encoding="utf-8-sig", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert sorted(r["Alert id"] for r in rows) == ["90001", "90002"]
+
+
+def test_a_transport_canada_alert_and_the_ca_vehicle_recall_are_two_records_with_one_number(hc_site, db_path,
+                                                                                           capsys, monkeypatch):
+    from basecrawler.testing import LoopbackServer, Reply
+
+    ca_csv = (REPO / "fixtures" / "ca" / "vrdb_full_monthly.csv").read_bytes()
+    with LoopbackServer(lambda request: Reply(200, ca_csv, {"Content-Type": "text/csv"})) as ca_site:
+        monkeypatch.setenv("BASECRAWLER_CA_DATA_URL", ca_site.url)
+        assert cli(capsys, "--db", db_path, "run", "--source", "ca", "--mode", "full")[0] == 0
+    assert cli(capsys, "--db", db_path, "run", "--source", "hc", "--mode", "full")[0] == 0
+    import sqlite3
+
+    connection = sqlite3.connect(db_path)
+    vehicle = connection.execute("SELECT source, manufacturer_original FROM recalls "
+                                 "WHERE country = 'CA' AND recall_number = '2024301'").fetchall()
+    alert = connection.execute("SELECT source, alert_id FROM product_alerts "
+                               "WHERE country = 'CA' AND recall_number = '2024301'").fetchall()
+    connection.close()
+    assert vehicle == [("ca", "FORD")] and alert == [("hc", "90011")]
+
+
+def test_offline_replay_set_serves_hc(db_path, capsys):
+    code, out = cli(capsys, "--db", db_path, "run", "--source", "hc", "--mode", "full",
+                    "--replay", str(REPO / "fixtures" / "replay"))
+    assert code == 0, out
+    assert len(stored(db_path)) == 16

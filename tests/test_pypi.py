@@ -113,3 +113,59 @@ def test_needs_detail_until_the_metadata_was_read():
     source = PypiCrawler.__new__(PypiCrawler)
     assert source.needs_detail(PackageRelease(registry="pypi", name="a", version="1"))
     assert not source.needs_detail(PackageRelease(registry="pypi", name="a", version="1", extra={"files": 0}))
+
+
+# ---- end to end: the feed stored, the metadata on the ladder (the generic store) --------------------
+class Clock:
+    def __init__(self, start=1_796_164_800.0):   # 2026-12-01 22:40 UTC
+        self.now = start
+
+    def __call__(self):
+        return self.now
+
+
+def stored(store) -> dict[str, dict]:
+    rows = store.query("SELECT * FROM package_releases WHERE source = 'pypi'")
+    return {f"{r['name']} {r['version']}": r for r in rows}
+
+
+def test_run_stores_every_release_and_the_ladder_adds_the_metadata(store, settings):
+    clock = Clock()
+    result = crawler(store, settings, clock=clock, mode="full").run()
+    assert result.status == "succeeded", result.error
+    releases = stored(store)
+    assert len(releases) == 6
+    assert releases["tidewater 2.4.1"]["license"] == "MIT"
+    assert releases["lanternfish 1.0.0"]["summary_original"] == "A tiny async job queue"
+    moss = releases["mossgarden 5.0"]
+    assert moss["published_date"] == "2026-12-01" and not moss["date_unknown"]
+    # Announced, metadata not served yet: waiting on the ladder, not gone.
+    assert releases["quillmark 0.9.0b1"]["license"] is None
+    states = {r["state"] for r in store.query("SELECT state FROM enrichment WHERE source = 'pypi'")}
+    assert "gone" not in states and "retry" in states
+
+
+def test_metadata_that_appears_later_is_added_by_a_later_run(store, settings):
+    clock = Clock()
+    registry = Registry()
+    crawler(store, settings, registry, clock=clock, mode="full").run()
+    quill = json.loads((FIXTURES / "metadata" / "tidewater-2.4.1.json").read_text())
+    quill["info"].update(name="quillmark", version="0.9.0b1", license="MPL-2.0")
+    registry.metadata["quillmark-0.9.0b1"] = json.dumps(quill).encode()
+    clock.now += 16 * 60                              # past the first backoff (15 min)
+    crawler(store, settings, registry, clock=clock).run()
+    assert stored(store)["quillmark 0.9.0b1"]["license"] == "MPL-2.0"
+
+
+def test_a_rerun_of_the_same_feed_writes_nothing(store, settings):
+    clock = Clock()
+    crawler(store, settings, clock=clock, mode="full").run()
+    again = crawler(store, settings, clock=clock, mode="full").run()
+    assert again.counts.new == 0 and again.counts.updated == 0 and again.counts.unchanged == 6
+
+
+def test_offline_replay_set_serves_pypi(db_path, capsys):
+    from basecrawler.cli import main
+
+    assert main(["--db", db_path, "run", "--source", "pypi", "--mode", "full",
+                 "--replay", str(REPO / "fixtures" / "replay")]) == 0
