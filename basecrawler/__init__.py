@@ -1,4 +1,5 @@
-"""basecrawler: public vehicle-recall data from government sources, in one clean SQLite store.
+"""basecrawler: public data sets (vehicle recalls, product alerts, …) from their publishers, in
+one clean store; each kind of record declared once (record types, basecrawler/recordtypes).
 
 Public API for source authors and tools.
 """
@@ -8,12 +9,22 @@ from .records import Raw
 from .results import RunCounts, RunResult
 from .errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
                      NotFound, RateLimited, ReplayMiss, Skip, SourceFailed, Transient, UnexpectedContent, UnknownSource)
-from .model import Recall
+from .recordtypes import Facet, Record, RecordType
 from .store import Store
 
 __all__ = [
     "BaseCrawler", "Raw", "RunCounts", "RunResult", "Skip", "Recall", "Store", "Settings",
+    "RecordType", "Facet", "Record",
     "CrawlerError", "ConfigError", "UnknownSource", "DuplicateSource", "SourceFailed", "ReplayMiss",
     "FetchError", "RateLimited", "Blocked", "Transient", "NotFound", "CredentialsRejected", "UnexpectedContent",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """`Recall` (the vehicle recall model) is looked up when first used, through the registry,
+    so importing basecrawler loads no record type by itself."""
+    if name == "Recall":
+        from .model import Recall
+        return Recall
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,10 @@
 """BaseCrawler: the fixed pipeline fetch → parse → date filter → COALESCE upsert →
-enrichment → run log. A source implements `fetch()` and `parse()` (and optionally
-`fetch_detail()`); `run()` is final and owns everything else.
+enrichment → run log, for records of any type. A source implements `fetch()` and `parse()`
+(and optionally `fetch_detail()`); `run()` is final and owns everything else.
 
 What a source may use is on `self` (source_api.py); the counts and the run line are in
-results.py, dead letters in deadletters.py, record preparation and the window in records.py.
+results.py, dead letters in deadletters.py, making and preparing records and the window in
+records.py, the types themselves in recordtypes/.
 """
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ import os
 import time
 from typing import Any, ClassVar, Iterable, Iterator, final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import deadletters, records, upkeep
 from .errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
-from .model import Recall
 from .records import Raw, Window
+from .recordtypes import Record, RecordType
 from .results import RunCounts, RunResult, describe, judge, record_run
+from .recordtypes.registry import DEFAULT_RECORD_TYPE
 from .runlock import RunLock
 from .source_api import MODES, SourceAPI
 
@@ -31,6 +33,8 @@ class BaseCrawler(SourceAPI, abc.ABC):
     """Subclass this in `sources/<id>.py`. Set the class attributes, implement fetch/parse."""
 
     source: ClassVar[str] = ""
+    # The type of the records a plain dict from parse() makes; another type: `Record(name, {...})`.
+    record_type: ClassVar[str] = DEFAULT_RECORD_TYPE
     country: ClassVar[str] = ""
     source_lang: ClassVar[str] = "en"
     endpoints: ClassVar[dict[str, str]] = {}
@@ -51,17 +55,20 @@ class BaseCrawler(SourceAPI, abc.ABC):
         """Yield raw items (dicts, strings, bytes, or `Raw`). Use self.http and self.url()."""
 
     @abc.abstractmethod
-    def parse(self, raw: Any) -> dict | Recall | Iterable[dict | Recall] | None:
-        """Map one raw item to Recall fields: a dict or Recall, several of them, or None to skip."""
+    def parse(self, raw: Any) -> dict | BaseModel | Record | Iterable[dict | BaseModel | Record] | None:
+        """Map one raw item to records: a dict of fields (a record of `record_type`), a model
+        instance, a `Record(type, fields)` of another type, several of these, or None to skip."""
 
     def fetch_detail(self, recall: dict) -> dict | None:
         """Optional second phase. Return fields to add (COALESCE), None for "nothing to add",
         or raise NotFound for "not there yet" (the enrichment ladder retries with backoff)."""
         raise NotImplementedError
 
-    def needs_detail(self, record: Recall) -> bool:
-        """Which stored records the ladder should enrich; default: the model is missing."""
-        return record.model_original is None
+    def needs_detail(self, record: BaseModel) -> bool:
+        """Which stored records the ladder should enrich; default: the type's `needs_detail`
+        (a vehicle recall whose model is missing), else every record."""
+        wanted = self.default_type().needs_detail
+        return True if wanted is None else wanted(record)
 
     @classmethod
     def has_detail_phase(cls) -> bool:
@@ -72,7 +79,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     def run(self) -> RunResult:
         started = time.monotonic()
         self.counts, self.warnings = RunCounts(), []
-        self._stored_keys: set[tuple[str, str]] = set()
+        self._stored_keys: set[tuple] = set()   # (type name, key) stored by this run
         self._transport_bases = None
         lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
@@ -117,7 +124,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         return deadletters.retry(self)
 
     def _pipeline(self, result: RunResult) -> None:
-        batch: list[tuple[Recall, Any]] = []
+        batches: dict[RecordType, list[tuple[BaseModel, Any]]] = {}
         fetch_error: Exception | None = None
         interrupted = False
         window = Window(self.since, self.until)
@@ -129,23 +136,25 @@ class BaseCrawler(SourceAPI, abc.ABC):
                     item = Raw(item, url=self._http.last_url, response_sha256=self._http.last_sha256)
                 if self._progress is not None:
                     self._progress(self.counts.fetched, None)
-                for record, raw in self._parse_item(item):
-                    record = self.prepare_record(record)
+                for record_type, record, raw in self._parse_item(item):
+                    record = self.prepare_record(record, record_type)
                     # Dates never read stay in; so do records of a list item an earlier run left.
-                    if not (record.date_unknown or window.holds(record.recall_date)
+                    if not (records.in_window(record_type, record, window)
                             or (self._ledger is not None and self._ledger.beyond_window)):
                         self.counts.out_of_range += 1
                         continue
+                    batch = batches.setdefault(record_type, [])
                     batch.append((record, raw))
                     if len(batch) >= self.settings.batch_size:
-                        self._flush(batch)
-                        batch = []
+                        self._flush(record_type, batch)
+                        batches[record_type] = []
                 self._check_stop()  # item boundary: everything parsed so far is kept
         except Interrupted:
             interrupted = True
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
-        self._flush(batch)
+        for record_type, batch in batches.items():
+            self._flush(record_type, batch)
         if self._ledger is not None:
             self._ledger.commit()  # items whose records are all stored now (or that had none)
         if interrupted:
@@ -162,24 +171,11 @@ class BaseCrawler(SourceAPI, abc.ABC):
             result.enrichment_stats = enrichment.run_ladder(self)
         result.status = judge(self.source, self.mode, self.counts)
 
-    def _records_from(self, raw: Any) -> Iterator[Recall]:
-        """parse() output normalised to validated Recall objects (raises on any failure)."""
-        produced = self.parse(raw)
-        if produced is None:
-            return
-        if isinstance(produced, Skip):
-            raise produced
-        for entry in [produced] if isinstance(produced, (dict, Recall)) else produced:
-            if isinstance(entry, Recall):
-                yield entry
-            else:
-                yield Recall.model_validate({"country": self.country, "source_lang": self.source_lang, **entry})
-
-    def _parse_item(self, item: Any) -> Iterator[tuple[Recall, Any]]:
+    def _parse_item(self, item: Any) -> Iterator[tuple[RecordType, BaseModel, Any]]:
         raw = item.data if isinstance(item, Raw) else item
         letters_before = self.counts.dead_lettered
         try:
-            produced = list(self._records_from(raw))
+            produced = self.records_from(raw)
         except Skip as skip:
             self.counts.skip(skip.reason)
             log.debug("%s: item skipped: %s", self.source, skip.reason)
@@ -198,45 +194,39 @@ class BaseCrawler(SourceAPI, abc.ABC):
             else:
                 self.counts.skip("no record")  # parse() returned nothing and said nothing
             return
-        for record in produced:
+        for record_type, record in produced:
             self.counts.parsed += 1
-            yield record, raw
+            yield record_type, record, raw
 
-    def _flush(self, batch: list[tuple[Recall, Any]]) -> None:
+    def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any]]) -> None:
         if not batch:
             return
         batch_records = [record for record, _ in batch]
-        outcome = self.store.upsert_recalls(batch_records, source=self.source, raws=[raw for _, raw in batch])
+        outcome = self.store.upsert(record_type, batch_records, source=self.source, raws=[raw for _, raw in batch])
         self.counts.merged += outcome.merged  # same key twice in this batch: folded into one row
         for key, what in outcome.by_key.items():
-            if key in self._stored_keys:
+            if (record_type.name, key) in self._stored_keys:
                 self.counts.merged += 1   # same key already stored by an earlier batch of this run
                 continue
-            self._stored_keys.add(key)
+            self._stored_keys.add((record_type.name, key))
             setattr(self.counts, what, getattr(self.counts, what) + 1)
             self.counts.saved += 1
         if self._ledger is not None:
             self._ledger.commit()  # the list items these records came from are collected
         for row, error in outcome.failed:
             self.counts.store_failed += 1
-            self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error",
-                             recall_number=row.get("recall_number"))
-        if self.has_detail_phase():
+            # The letter's key column holds the last key field (the publisher's number).
+            self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
+                             recall_number=row.get(record_type.key[-1]))
+        if self.has_detail_phase() and record_type is self.default_type():
             from . import enrichment
 
-            failed_keys = {(row.get("country"), row.get("recall_number")) for row, _ in outcome.failed}
-            enrichment.enqueue(self, [r for r in batch_records if (r.country, r.recall_number) not in failed_keys])
-
-    def prepare_record(self, record: Recall) -> Recall:
-        """What every record goes through before the window and the store (also records from
-        the enrichment ladder and dead-letter retries): see `records.prepare`."""
-        return records.prepare(record, source=self.source, today=self.today(),
-                               public_url=self.public_url if self._overridden_bases() else None)
+            enrichment.enqueue(self, batch_records, failed=[row for row, _ in outcome.failed])
 
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":
             # Only plausible dates count: one stored 9999-12-31 must not filter out every new record.
-            newest = self.store.newest_recall_date(self.source, self.today())
+            newest = self.store.newest_date(self.default_type(), self.source, self.today())
             if newest:
                 overlap = max(self.settings.overlap_days, self.min_overlap_days)
                 self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)

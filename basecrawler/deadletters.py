@@ -24,7 +24,7 @@ log = logging.getLogger("basecrawler")
 
 def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stage: str = "fetch",
            kind: str | None = None, url: str | None = None, recall_number: str | None = None,
-           response_sha256: str | None = None) -> None:
+           response_sha256: str | None = None, record_type: str | None = None) -> None:
     """Keep one item the crawler could not turn into records, count it, and tie it to the
     ledger's current list item (a fetch-stage letter is resolved once that item is collected)."""
     if isinstance(error, Interrupted):
@@ -44,7 +44,7 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     letter_id = crawler.store.add_dead_letter(
         source=crawler.source, run_id=crawler.run_id, stage=stage, kind=kind, error=message, raw=raw,
-        recall_number=recall_number, url=url, response_sha256=response_sha256,
+        recall_number=recall_number, url=url, response_sha256=response_sha256, record_type=record_type,
     )
     crawler.counts.dead_lettered += 1
     if stage == "fetch" and crawler._ledger is not None:
@@ -54,7 +54,8 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
 
 def retry(crawler: "BaseCrawler") -> dict:
     """Re-parse the source's open parse/store dead letters with the current parser, from the
-    kept raw input (no re-fetch), and store what now parses. Under the run lock."""
+    kept raw input (no re-fetch), and store what now parses, each record by its type, through
+    the pipeline's own record making (records.py). Under the run lock."""
     outcome = {"retried": 0, "resolved": 0, "still_failing": 0}
     store = crawler.store
     with RunLock(store.path, crawler.settings.lock_timeout_s, scope=crawler.source):
@@ -74,9 +75,13 @@ def _store_again(crawler: "BaseCrawler", raw: Any) -> str | None:
     try:
         if raw is None:  # only the whole response was kept: not one item parse() can take
             raise ValueError("no raw item was kept for this letter; the next crawl fetches it again")
-        records = [crawler.prepare_record(r) for r in crawler._records_from(raw)]
-        stored = crawler.store.upsert_recalls(records, source=crawler.source, raws=[raw] * len(records))
-        return stored.failed[0][1] if stored.failed else None
+        by_type: dict = {}
+        for record_type, made in crawler.records_from(raw):
+            by_type.setdefault(record_type, []).append(crawler.prepare_record(made, record_type))
+        failed = []
+        for record_type, made in by_type.items():
+            failed += crawler.store.upsert(record_type, made, source=crawler.source, raws=[raw] * len(made)).failed
+        return failed[0][1] if failed else None
     except ValidationError as exc:
         return short_validation(exc)
     except Exception as exc:

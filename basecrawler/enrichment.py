@@ -30,8 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import Blocked, CredentialsRejected, NotFound, RateLimited, SourceFailed, Transient
-from .model import Recall
-from .store import DATA_COLUMNS
+from .store import decode_row
 
 log = logging.getLogger(__name__)
 
@@ -49,28 +48,35 @@ def timestamp(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(timespec="microseconds")
 
 
-def recall_from_row(row: dict) -> Recall:
-    """The stored recall as a Recall (the `_ko` columns and store bookkeeping left out)."""
-    values = {col: row.get(col) for col in DATA_COLUMNS if col != "source"}
-    extra = values.get("extra")
-    values["extra"] = json.loads(extra) if isinstance(extra, str) and extra else (extra or {})
-    values["date_unknown"] = bool(values.get("date_unknown"))
-    return Recall.model_validate(values)
+def record_from_row(crawler, row: dict):
+    """The stored row as a record of the source's type (Korean columns, derived columns and
+    store bookkeeping left out)."""
+    rt = crawler.default_type()
+    values = decode_row(rt, {col: row.get(col) for col in rt.model.model_fields if col in row})
+    if "date_unknown" in values:
+        values["date_unknown"] = bool(values["date_unknown"])
+    return rt.model.model_validate(values)
+
+
+def _key(crawler, item: dict) -> tuple:
+    return (crawler.source, item["country"], item["recall_number"])
 
 
 # ---- enqueue ---------------------------------------------------------------------------
-def enqueue(crawler, records) -> int:
-    """Queue every stored record that still needs detail; returns how many were new to the
-    queue. Items already queued keep their state (a `done` item is not asked again, a `gone`
-    one waits for a full run); only their recall_date follows the list, for claim order."""
-    records = list(records)
-    if not records:
+def enqueue(crawler, records, failed: list[dict] = ()) -> int:
+    """Queue every stored record that still needs detail (records of the source's own type;
+    `failed`: rows the store refused); returns how many were new to the queue. Items already
+    queued keep their state (a `done` item is not asked again, a `gone` one waits for a full
+    run); only their recall_date follows the list, for claim order."""
+    refused = {_key(crawler, row) for row in failed}
+    keys = {_key(crawler, {"country": r.country, "recall_number": r.recall_number}) for r in records} - refused
+    if not keys:
         return 0
-    stored = crawler.store.rows_by_key({(r.country, r.recall_number) for r in records})
+    stored = crawler.store.rows_by_key(crawler.default_type(), keys)
     wanted = []
     for row in stored.values():
         try:
-            if crawler.needs_detail(recall_from_row(row)):
+            if crawler.needs_detail(record_from_row(crawler, row)):
                 wanted.append(row)
         except ValidationError as exc:  # a stored row the model rejects cannot be enriched either
             log.warning("%s: %s not queued for detail: %s", crawler.source, row["recall_number"], exc)
@@ -84,14 +90,14 @@ def enqueue(crawler, records) -> int:
             cursor = db.conn.execute(
                 "INSERT INTO enrichment (source, country, recall_number, recall_date, state, level, attempts, "
                 "transient_failures, next_attempt_at, created_at, updated_at) VALUES (?,?,?,?,?,0,0,0,?,?,?) "
-                "ON CONFLICT(country, recall_number) DO NOTHING",
+                "ON CONFLICT(source, country, recall_number) DO NOTHING",
                 [crawler.source, row["country"], row["recall_number"], row["recall_date"], PENDING, now, now, now],
             )
             inserted += cursor.rowcount
             db.conn.execute(
-                "UPDATE enrichment SET recall_date = ? WHERE country = ? AND recall_number = ? "
+                "UPDATE enrichment SET recall_date = ? WHERE source = ? AND country = ? AND recall_number = ? "
                 "AND recall_date IS NOT ?",
-                [row["recall_date"], row["country"], row["recall_number"], row["recall_date"]],
+                [row["recall_date"], crawler.source, row["country"], row["recall_number"], row["recall_date"]],
             )
         return inserted
     return crawler.store.write(op)
@@ -189,15 +195,15 @@ def run_ladder(crawler) -> dict:
         _log_summary(crawler, stats)
         return stats
 
-    stored = crawler.store.rows_by_key([(i["country"], i["recall_number"]) for i in items])
+    stored = crawler.store.rows_by_key(crawler.default_type(), [_key(crawler, i) for i in items])
     work: list[tuple[dict, dict]] = []
     for item in items:
-        row = stored.get((item["country"], item["recall_number"]))
+        row = stored.get(_key(crawler, item))
         if row is None:
             _settle(crawler, item, EMPTY, error="the recall row no longer exists")
             stats["empty"] += 1
             continue
-        if not crawler.needs_detail(recall_from_row(row)):
+        if not crawler.needs_detail(record_from_row(crawler, row)):
             _settle(crawler, item, DONE)  # the list itself filled what detail would have
             stats["done"] += 1
             continue
@@ -230,12 +236,12 @@ def _apply(crawler, outcome: _Outcome, row: dict, stats: dict) -> None:
     if outcome.kind == "fields":
         try:
             # Same checks as a crawled record: plausible date, links on the public host.
-            record = crawler.prepare_record(_merged_record(row, outcome.fields))
+            record = crawler.prepare_record(_merged_record(crawler, row, outcome.fields))
         except (ValidationError, TypeError, ValueError) as exc:
             _failed_once(crawler, item, exc, raw=outcome.fields, kind="validation")
             stats["errors"] += 1
             return
-        result = crawler.store.upsert_recalls([record], source=crawler.source, raws=[outcome.fields])
+        result = crawler.store.upsert(crawler.default_type(), [record], source=crawler.source, raws=[outcome.fields])
         if result.failed:
             _failed_once(crawler, item, result.failed[0][1], raw=outcome.fields, kind="store_error")
             stats["errors"] += 1
@@ -260,17 +266,19 @@ def _apply(crawler, outcome: _Outcome, row: dict, stats: dict) -> None:
         stats["errors"] += 1
 
 
-def _merged_record(row: dict, fields: dict) -> Recall:
-    """Stored row + detail fields → a Recall for the COALESCE upsert (a None never erases)."""
-    base = recall_from_row({**row, "extra": row.get("extra") or {}}).model_dump()
+def _merged_record(crawler, row: dict, fields: dict):
+    """Stored row + detail fields → a record for the COALESCE upsert (a None never erases;
+    the key stays the stored one)."""
+    rt = crawler.default_type()
+    base = record_from_row(crawler, {**row, "extra": row.get("extra") or {}}).model_dump()
     for key, value in fields.items():
-        if key in ("country", "recall_number") or value is None:
+        if key in rt.key or value is None:
             continue
         if key == "extra":
             base["extra"] = {**base["extra"], **value}
         else:
             base[key] = value
-    return Recall.model_validate(base)
+    return rt.model.model_validate(base)
 
 
 def _climb(crawler, item: dict, error: BaseException | None, stats: dict) -> None:
@@ -348,4 +356,4 @@ def _log_summary(crawler, stats: dict) -> None:
 
 
 __all__ = ["enqueue", "run_ladder", "claim_due", "reclaim_stale", "requeue_gone", "STATES",
-           "recall_from_row", "timestamp"]
+           "record_from_row", "timestamp"]

@@ -1,7 +1,11 @@
-"""Database schema and its numbered migrations (tracked in `PRAGMA user_version`).
+"""The database schema: running the numbered migrations (migrations.py, tracked in `PRAGMA
+user_version`), the tables of record types (derived from their declarations, recordtypes/
+tables.py: `ensure_types`), schema extensions, and the PostgreSQL schema derived from all three.
 
 Each migration is a function taking a sqlite-utils Database, run once in order inside a
-transaction. To change the schema, append a function to MIGRATIONS; never edit an old one.
+transaction. To change the core schema, append a function to migrations.MIGRATIONS; never edit
+an old one. A record type's table needs no migration: it is created and evolved from its
+declaration on open.
 
 Schema extensions: a package that keeps its own tables in the store (the translate package's
 `translation_memory`) owns their migrations and hands them to the framework, which never
@@ -15,280 +19,32 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import json
 import logging
 from collections.abc import Callable, Sequence
 
 import sqlite_utils
 
-from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS
+from .migrations import MIGRATIONS, PG_DROPPED_INDEXES
+from .recordtypes import record_types
+from .recordtypes.tables import ensure_sqlite, needs_ensure, pg_statements
 
 log = logging.getLogger(__name__)
 
-RECALL_COLUMNS: dict[str, type] = {
-    "source": str,
-    "country": str,
-    "recall_number": str,
-    "recall_date": str,
-    "date_unknown": int,
-    **{name: str for pair in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS) for name in pair},
-    "model_year": str,
-    "affected_units": int,
-    "source_lang": str,
-    "source_url": str,
-    "extra": str,
-    "first_seen_at": str,
-    "updated_at": str,
-    "translated_at": str,
-    "translation_status": str,
-    "translation_note": str,
-}
-
-# Columns of recalls that the full-text index covers (original and Korean text).
-FTS_COLUMNS = [c for pair in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS) for c in pair]
-
-
-def _has_unique_key(db: sqlite_utils.Database) -> bool:
-    for index in db["recalls"].indexes:
-        if index.unique and list(index.columns) == ["country", "recall_number"]:
-            return True
-    return False
-
-
-def merge_duplicate_recalls(db: sqlite_utils.Database) -> int:
-    """Fold rows sharing (country, recall_number) into one: newest non-null value wins.
-
-    Older databases had no UNIQUE index, so re-crawls could insert the same recall twice.
-    Rows are ordered oldest → newest by (updated_at, rowid); each column keeps the newest
-    non-null value (COALESCE, newest wins), `first_seen_at` keeps the oldest. Returns the
-    number of rows removed.
-    """
-    columns = [c for c in db["recalls"].columns_dict if c != "id"]
-    dup_keys = db.execute(
-        "SELECT country, recall_number FROM recalls GROUP BY country, recall_number HAVING COUNT(*) > 1"
-    ).fetchall()
-    removed = 0
-    for country, recall_number in dup_keys:
-        rows = list(
-            db.query(
-                "SELECT rowid AS _rowid, * FROM recalls WHERE country = ? AND recall_number = ? "
-                "ORDER BY COALESCE(updated_at, ''), rowid",
-                [country, recall_number],
-            )
-        )
-        merged: dict = {}
-        for row in rows:
-            for col in columns:
-                value = row.get(col)
-                if value is None or value == "":
-                    continue
-                if col == "first_seen_at" and merged.get(col):
-                    continue
-                if col == "extra" and merged.get("extra"):
-                    try:
-                        value = json.dumps({**json.loads(merged["extra"]), **json.loads(value)}, ensure_ascii=False)
-                    except (ValueError, TypeError):
-                        pass
-                merged[col] = value
-        keep = rows[-1]["_rowid"]
-        assignments = ", ".join(f"[{c}] = ?" for c in merged)
-        db.execute(f"UPDATE recalls SET {assignments} WHERE rowid = ?", [*merged.values(), keep])
-        db.execute(
-            "DELETE FROM recalls WHERE country = ? AND recall_number = ? AND rowid != ?",
-            [country, recall_number, keep],
-        )
-        removed += len(rows) - 1
-    return removed
-
-
-def _m001_core(db: sqlite_utils.Database) -> None:
-    if "recalls" not in db.table_names():
-        db["recalls"].create({"id": int, **RECALL_COLUMNS}, pk="id", not_null={"source", "country", "recall_number", "recall_date"})
-    else:
-        # An older database: add any missing columns, then merge duplicates before the index.
-        existing = db["recalls"].columns_dict
-        for name, kind in RECALL_COLUMNS.items():
-            if name not in existing:
-                db["recalls"].add_column(name, kind)
-        if not _has_unique_key(db):
-            removed = merge_duplicate_recalls(db)
-            if removed:
-                log.warning("migrated an old database: merged %d duplicate recall rows", removed)
-    if not _has_unique_key(db):
-        db["recalls"].create_index(["country", "recall_number"], unique=True, index_name="recalls_key")
-    db["recalls"].create_index(["source", "recall_date"], if_not_exists=True)
-    db["recalls"].create_index(["translated_at"], if_not_exists=True)
-
-    db["crawl_runs"].create(
-        {
-            "id": int, "source": str, "mode": str, "status": str, "pid": int,
-            "started_at": str, "finished_at": str, "duration_s": float,
-            "since": str, "until": str,
-            "fetched": int, "parsed": int, "out_of_range": int, "saved": int,
-            "new": int, "updated": int, "unchanged": int,
-            "unparseable": int, "dead_lettered": int,
-            "http_stats": str, "enrichment_stats": str, "error": str, "summary": str,
-        },
-        pk="id", if_not_exists=True,
-    )
-    db["crawl_runs"].create_index(["source", "id"], if_not_exists=True)
-
-    db["dead_letters"].create(
-        {
-            "id": int, "source": str, "run_id": int, "stage": str, "kind": str, "error": str,
-            "recall_number": str, "url": str, "response_sha256": str,
-            "raw_kind": str, "raw": str, "raw_bytes": bytes,
-            "created_at": str, "retried_at": str, "resolved_at": str, "retry_count": int,
-        },
-        pk="id", if_not_exists=True,
-    )
-    db["dead_letters"].create_index(["source", "resolved_at"], if_not_exists=True)
-
-    db["enrichment"].create(
-        {
-            "id": int, "source": str, "country": str, "recall_number": str,
-            "recall_date": str, "state": str, "level": int, "attempts": int,
-            "transient_failures": int, "next_attempt_at": str, "claimed_at": str,
-            "last_error": str, "created_at": str, "updated_at": str,
-        },
-        pk="id", if_not_exists=True,
-    )
-    db["enrichment"].create_index(["country", "recall_number"], unique=True, if_not_exists=True)
-    db["enrichment"].create_index(["source", "state", "next_attempt_at"], if_not_exists=True)
-
-    db["responses"].create(
-        {
-            "id": int, "url": str, "method": str, "status": int, "content_type": str,
-            "etag": str, "last_modified": str, "sha256": str, "size": int, "fetched_at": str,
-        },
-        pk="id", if_not_exists=True,
-    )
-    db["responses"].create_index(["url", "id"], if_not_exists=True)
-    db["responses"].create_index(["sha256"], if_not_exists=True)
-
-    db["artifacts"].create(
-        {
-            "target_key": str, "source": str, "url": str, "etag": str, "last_modified": str,
-            "content_length": int, "sha256": str, "path": str, "state": str,
-            "attempts": int, "last_attempt_at": str, "error": str, "updated_at": str,
-        },
-        pk="target_key", if_not_exists=True,
-    )
-
-    # `translation_memory` was created here until its schema moved to the translate package
-    # (translate/schema.py, a schema extension; issue #15). Dropping it from this old migration
-    # is safe: a database already past version 1 has the table, and the extension's first
-    # migration (CREATE TABLE IF NOT EXISTS, same columns and key) leaves it as it is.
-
-    db["meta"].create({"key": str, "value": str, "updated_at": str}, pk="key", if_not_exists=True)
-
-
-def _m002_fts(db: sqlite_utils.Database) -> None:
-    """FTS5 with the trigram tokenizer so Japanese and Korean substrings match.
-
-    An external-content index over recalls kept in step by triggers (insert / update / delete),
-    so upserts and the translation worker need no extra code to keep search current.
-    """
-    cols = ", ".join(FTS_COLUMNS)
-    db.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS recalls_fts USING fts5({cols}, "
-        "content='recalls', content_rowid='id', tokenize='trigram')"
-    )
-    new_vals = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
-    old_vals = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
-    db.executescript(
-        f"""
-        CREATE TRIGGER IF NOT EXISTS recalls_fts_ai AFTER INSERT ON recalls BEGIN
-          INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
-        END;
-        CREATE TRIGGER IF NOT EXISTS recalls_fts_ad AFTER DELETE ON recalls BEGIN
-          INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
-        END;
-        CREATE TRIGGER IF NOT EXISTS recalls_fts_au AFTER UPDATE ON recalls BEGIN
-          INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
-          INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
-        END;
-        """
-    )
-    db.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')")
-
-
-def _m003_run_counts(db: sqlite_utils.Database) -> None:
-    """Counts that make the run line add up (issue #13 point 5): records merged into another
-    of the same run, items skipped by design (with reason counts as JSON), store failures."""
-    existing = db["crawl_runs"].columns_dict
-    for name, kind in (("merged", int), ("skipped", int), ("skip_reasons", str), ("store_failed", int)):
-        if name not in existing:
-            db["crawl_runs"].add_column(name, kind)
-
-
-def _m004_list_ledger(db: sqlite_utils.Database) -> None:
-    """Per-source ledger of list items (EU weekly reports, MLIT press releases, AU recalls):
-    which ones were processed, which keep failing and will be fetched again whatever their
-    date, and which were given up (see `basecrawler/ledger.py`)."""
-    db["list_ledger"].create(
-        {
-            "source": str, "key": str, "url": str, "listed_date": str, "data": str, "state": str,
-            "attempts": int, "last_error": str, "last_attempt_at": str, "first_seen_at": str,
-            "last_seen_at": str, "done_at": str,
-            "letters": str,   # JSON ids of the fetch dead letters of its failed attempts
-        },
-        pk=("source", "key"), if_not_exists=True,
-    )
-    db["list_ledger"].create_index(["source", "state"], if_not_exists=True)
-
-
-FTS_INSERT_TRIGGER = "recalls_fts_ai"
-
-
-def _m006_fts_fed_per_batch(db: sqlite_utils.Database) -> None:
-    """New rows reach recalls_fts with one INSERT … SELECT per upsert batch (store.py), not a
-    trigger per row: same index, about three times faster to build (bench/README.md).
-
-    Only the insert trigger goes: updates (the translation worker, upserts of changed rows) and
-    deletes keep theirs, so no other writer has to know about the index. The store is the only
-    module that inserts recalls; a script inserting rows by hand must feed recalls_fts itself
-    (or run `INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')`)."""
-    db.execute(f"DROP TRIGGER IF EXISTS {FTS_INSERT_TRIGGER}")
-
-
-def _m005_manufacturer_key(db: sqlite_utils.Database) -> None:
-    """`recalls.manufacturer_key`: the published manufacturer normalised by the rule table in
-    basecrawler/manufacturers.py (Ford / FORD / Ford Motor Company → FORD), for facets and
-    filters; manufacturer_original stays as published. Filled here for existing rows; the store
-    writes it with every upsert."""
-    from .manufacturers import refill_manufacturer_keys
-
-    if "manufacturer_key" not in db["recalls"].columns_dict:
-        db["recalls"].add_column("manufacturer_key", str)
-    db["recalls"].create_index(["manufacturer_key"], if_not_exists=True)
-    refill_manufacturer_keys(db.conn)
-
-
-def _m007_translation_claims(db: sqlite_utils.Database) -> None:
-    """Translation workers claim their batch (`translation_claimed_at`, `_by`) before calling
-    the backend, so several workers on one store never send the same row twice (on
-    PostgreSQL the claim takes its rows with FOR UPDATE SKIP LOCKED). A claim older than the
-    processing timeout belongs to a worker that died and is taken again."""
-    existing = db["recalls"].columns_dict
-    for name in ("translation_claimed_at", "translation_claimed_by"):
-        if name not in existing:
-            db["recalls"].add_column(name, str)
-    # Claiming a row must not rewrite its full-text entry: the update trigger now fires only
-    # when an indexed column changes.
-    cols = ", ".join(FTS_COLUMNS)
-    new_vals = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
-    old_vals = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
-    db.execute("DROP TRIGGER IF EXISTS recalls_fts_au")
-    db.execute(
-        f"""CREATE TRIGGER recalls_fts_au AFTER UPDATE OF {cols} ON recalls BEGIN
-          INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
-          INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
-        END""")
-
-
-MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
-              _m006_fts_fed_per_batch, _m007_translation_claims]
+# ---- record types -------------------------------------------------------------------------
+def ensure_types(db: sqlite_utils.Database) -> None:
+    """The table of every known record type, created or evolved (recordtypes/tables.py); one
+    write transaction per type that needs it, none when all are up to date."""
+    for record_type in record_types().values():
+        if not needs_ensure(db.conn, record_type):
+            continue
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            if needs_ensure(db.conn, record_type):   # again under the write lock
+                ensure_sqlite(db, record_type)
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.execute("ROLLBACK")
+            raise
 
 
 # ---- schema extensions --------------------------------------------------------------------
@@ -363,23 +119,37 @@ def _migrate_extension(db: sqlite_utils.Database, name: str, migrations: Sequenc
 # tables, columns, keys and indexes: a fresh in-memory SQLite database is migrated to the newest
 # version and read back (tables, column types, primary keys, indexes); PostgreSQL gets the
 # missing ones, additively. A new SQLite migration that adds a table, column or index therefore
-# reaches PostgreSQL with no second migration to write. What SQLite does with FTS5 and
-# triggers, PostgreSQL does with one pg_trgm GIN index over the searched text (PG_EXTRAS).
+# reaches PostgreSQL with no second migration to write; so do the tables of record types
+# (ensure_types runs on the reference database too). What SQLite does with FTS5 and triggers,
+# PostgreSQL does with one pg_trgm GIN index per type over its searched text (pg_extras()).
 
 _PG_TYPES = {"TEXT": "TEXT", "INTEGER": "BIGINT", "FLOAT": "DOUBLE PRECISION", "REAL": "DOUBLE PRECISION",
              "BLOB": "BYTEA", "": "TEXT"}
 
-# The text `search` looks in, one expression (searched terms never hold whitespace, so joining
-# the columns with a space cannot make a match across two of them). search.py uses this very
-# expression, so PostgreSQL answers ILIKE '%term%' from the trigram index.
-PG_SEARCH_DOCUMENT = " || ' ' || ".join(f"COALESCE({{t}}{c}, '')" for c in FTS_COLUMNS)
+def pg_extras() -> list[str]:
+    """The pg_trgm extension, and each type's trigram search index and translation queue."""
+    return ["CREATE EXTENSION IF NOT EXISTS pg_trgm",
+            *(statement for rt in record_types().values() for statement in pg_statements(rt))]
 
-PG_EXTRAS = [
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    f"CREATE INDEX IF NOT EXISTS recalls_search_trgm ON recalls USING gin (({PG_SEARCH_DOCUMENT.format(t='')}) gin_trgm_ops)",
-    # The translation queue (pending rows newest first) and the claim lookup.
-    "CREATE INDEX IF NOT EXISTS recalls_pending ON recalls (recall_date DESC, id DESC) WHERE translated_at IS NULL",
-]
+
+_LEGACY_NAMES = ("FTS_COLUMNS", "PG_SEARCH_DOCUMENT", "FTS_INSERT_TRIGGER", "PG_EXTRAS")
+
+
+def __getattr__(name: str):
+    """Names from before record types, derived from the default type on first use (search.py
+    still imports them). Only these names reach the registry: the import machinery asks a
+    module for others (`__path__`) while record types may still be loading."""
+    if name not in _LEGACY_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from .recordtypes import get_record_type
+    from .recordtypes.registry import DEFAULT_RECORD_TYPE
+    from .recordtypes.tables import fts_insert_trigger, pg_search_document
+
+    default = get_record_type(DEFAULT_RECORD_TYPE)
+    return {"FTS_COLUMNS": lambda: list(default.text_index_columns),
+            "PG_SEARCH_DOCUMENT": lambda: pg_search_document(default),
+            "FTS_INSERT_TRIGGER": lambda: fts_insert_trigger(default),
+            "PG_EXTRAS": pg_extras}[name]()
 
 
 def _pg_type(kind: str) -> str:
@@ -387,18 +157,27 @@ def _pg_type(kind: str) -> str:
     return _PG_TYPES.get(base, "TEXT") + (" " + rest if rest else "")
 
 
-def reference_schema() -> dict[str, dict]:
+def reference_schema(*, types_only: bool = False) -> dict[str, dict]:
     """{table: {"columns": [(name, type)], "pk": [names], "indexes": [(name, unique, [cols])]}}
-    of a SQLite database at the newest version, schema extensions included (FTS tables and the
-    extension bookkeeping left out)."""
+    of a SQLite database at the newest version, schema extensions and the tables of record
+    types included (FTS tables and the extension bookkeeping left out). `types_only`: the
+    tables of record types alone, as a new type would get them (a cheap check that runs no
+    migration)."""
     import sqlite3
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        migrate(sqlite_utils.Database(conn))
+        db = sqlite_utils.Database(conn)
+        if not types_only:
+            migrate(db)
+        ensure_types(db)
+        virtual = [name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
         tables = {}
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                                    "AND name NOT LIKE 'recalls_fts%' AND name != ? ORDER BY name", [EXTENSIONS_TABLE]):
+                                    "AND name != ? ORDER BY name", [EXTENSIONS_TABLE]):
+            if any(name == v or name.startswith(v + "_") for v in virtual):
+                continue   # a full-text index and its shadow tables: SQLite's own
             info = conn.execute(f"PRAGMA table_info([{name}])").fetchall()
             indexes = []
             for _, index, unique, origin, _ in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
@@ -416,10 +195,14 @@ def reference_schema() -> dict[str, dict]:
         conn.close()
 
 
-def pg_schema_statements(existing: dict[str, set[str]]) -> list[str]:
-    """DDL bringing a PostgreSQL database with these {table: columns} to the reference schema."""
+def pg_schema_statements(existing: dict[str, set[str]], indexes: dict[str, list[str]] | None = None,
+                         reference: dict[str, dict] | None = None) -> list[str]:
+    """DDL bringing a PostgreSQL database with these {table: columns} and {index: columns} to
+    the reference schema: missing tables, columns and indexes are added; an index whose
+    columns changed (a key that now includes the source) is made again."""
+    indexes = indexes or {}
     statements = []
-    for table, spec in reference_schema().items():
+    for table, spec in (reference or reference_schema()).items():
         if table not in existing:
             cols = []
             for name, kind in spec["columns"]:
@@ -437,9 +220,30 @@ def pg_schema_statements(existing: dict[str, set[str]]) -> list[str]:
                 if name not in existing[table]:
                     statements.append(f'ALTER TABLE "{table}" ADD COLUMN "{name}" {_pg_type(kind).replace(" NOT NULL", "")}')
         for index, unique, cols in spec["indexes"]:
+            if index in indexes and indexes[index] != list(cols):
+                statements.append(f'DROP INDEX "{index}"')
             statements.append(f'CREATE {"UNIQUE " if unique else ""}INDEX IF NOT EXISTS "{index}" ON "{table}" '
                               f'({", ".join(chr(34) + c + chr(34) for c in cols)})')
-    return statements + PG_EXTRAS
+    return statements + [f'DROP INDEX IF EXISTS "{index}"' for index in PG_DROPPED_INDEXES] + pg_extras()
+
+
+def _pg_behind(reference: dict[str, dict], existing: dict[str, set[str]], indexes: dict[str, list[str]]) -> bool:
+    """Whether a table, column or index of the reference is missing or an index differs."""
+    for table, spec in reference.items():
+        if table not in existing or any(name not in existing[table] for name, _ in spec["columns"]):
+            return True
+        if any(indexes.get(index) != list(cols) for index, _, cols in spec["indexes"]):
+            return True
+    return False
+
+
+_PG_INDEX_COLUMNS = (
+    "SELECT i.relname, array_agg(a.attname ORDER BY k.n) FROM pg_index x "
+    "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+    "JOIN pg_namespace ns ON ns.oid = t.relnamespace "
+    "CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n) "
+    "JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum "
+    "WHERE ns.nspname = current_schema() GROUP BY i.relname")
 
 
 def migrate_pg(conn) -> int:
@@ -448,8 +252,9 @@ def migrate_pg(conn) -> int:
     One transaction under a transaction-level advisory lock, so crawlers and workers starting
     together on a new database migrate it once; the core version is kept in `schema_version`,
     each extension's in `schema_extensions` (as on SQLite). The DDL is derived again when
-    either is behind, e.g. when the translate package is installed after the database was made;
-    it only adds what is missing."""
+    either is behind or the database lacks anything of the reference schema (a record type
+    dropped in, a field added to a model); it only adds what is missing and remakes an index
+    whose columns changed."""
     version = len(MIGRATIONS)
     wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
     conn.execute("BEGIN")
@@ -460,13 +265,15 @@ def migrate_pg(conn) -> int:
         stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
         stored_extensions = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
         behind = [name for name, n in wanted.items() if stored_extensions.get(name, 0) < n]
-        if stored is None or stored < version or behind:
-            existing: dict[str, set[str]] = {}
-            for table, column in conn.execute(
-                    "SELECT table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = current_schema()").fetchall():
-                existing.setdefault(table, set()).add(column)
-            for statement in pg_schema_statements(existing):
+        existing: dict[str, set[str]] = {}
+        for table, column in conn.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema()").fetchall():
+            existing.setdefault(table, set()).add(column)
+        indexes = {name: list(columns) for name, columns in conn.execute(_PG_INDEX_COLUMNS).fetchall()}
+        if (stored is None or stored < version or behind
+                or _pg_behind(reference_schema(types_only=True), existing, indexes)):
+            for statement in pg_schema_statements(existing, indexes):
                 conn.executescript(statement)
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", [max(version, stored or 0)])

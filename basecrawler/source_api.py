@@ -13,10 +13,13 @@ import logging
 import time
 from typing import Any, Callable, Iterator
 
-from . import deadletters
+from pydantic import BaseModel
+
+from . import deadletters, records
 from .config import Settings, endpoint_override
 from .errors import FetchError, ForeignHost, Interrupted, ListUnreadable, NotFound, Transient, UnexpectedContent, UnsafeXml
 from .records import Raw, Window, as_date, origin, rebase
+from .recordtypes import RecordType, get_record_type
 from .results import RunCounts
 from .store import Store
 
@@ -160,15 +163,46 @@ class SourceAPI:
         """Whether a listed item's date is inside this run's window (no date: always)."""
         return Window(self.since, self.until).holds(date)
 
-    def known_date(self, recall_number: str) -> str | None:
-        """The stored recall date (ISO) of one of this source's recalls, None when it is not
-        stored or its date is unknown."""
-        row = self.store.get_recall(self.country, recall_number)
-        return row["recall_date"] if row and not row.get("date_unknown") else None
+    def known_date(self, number: str) -> str | None:
+        """The stored date (ISO) of one of this source's records of its type, by the last field
+        of the type's key (the publisher's number); None when it is not stored or its date is
+        unknown."""
+        rt = self.default_type()
+        row = self.store.get(rt, dict(zip(rt.key_columns, self._key(number))))
+        if not row or rt.date_field is None or row.get("date_unknown"):
+            return None
+        return row[rt.date_field]
 
-    def known_keys(self, recall_numbers) -> set[str]:
-        """Which of these recall numbers this source has stored already."""
-        return self.store.known_recall_numbers(self.country, recall_numbers)
+    def known_keys(self, numbers) -> set[str]:
+        """Which of these numbers (the last field of the type's key) this source has stored."""
+        keys = [self._key(number) for number in numbers]
+        return {key[-1] for key in self.store.existing_keys(self.default_type(), keys)}
+
+    def _key(self, number: str) -> tuple:
+        """A stored key of this source's type from its last field: the source first, the other
+        fields from the source's defaults (its country)."""
+        defaults = self.record_defaults()
+        rt = self.default_type()
+        return (self.source, *(defaults.get(name) for name in rt.key[:-1]), number)
+
+    # ---- records ----------------------------------------------------------------------
+    def default_type(self) -> RecordType:
+        """The declaration of this source's `record_type`."""
+        return get_record_type(self.record_type)
+
+    def record_defaults(self) -> dict:
+        """What a record of this source gets unless parse() says otherwise."""
+        return {"country": self.country, "source_lang": self.source_lang}
+
+    def records_from(self, raw) -> list[tuple[RecordType, BaseModel]]:
+        """parse() output as validated records with their types (raises on any failure)."""
+        return records.make(self.parse(raw), default_type=self.default_type(), defaults=self.record_defaults())
+
+    def prepare_record(self, record: BaseModel, record_type: RecordType | None = None) -> BaseModel:
+        """What every record goes through before the window and the store (also records from
+        the enrichment ladder and dead-letter retries): see `records.prepare`."""
+        return records.prepare(record_type or self.default_type(), record, source=self.source, today=self.today(),
+                               public_url=self.public_url if self._overridden_bases() else None)
 
     def today(self) -> dt.date:
         """Today (UTC) by the injected clock, so "after tomorrow" is testable."""
@@ -197,11 +231,11 @@ class SourceAPI:
 
     def dead_letter(self, raw: Any, error: BaseException | str, *, stage: str = "fetch", kind: str | None = None,
                     url: str | None = None, recall_number: str | None = None,
-                    response_sha256: str | None = None) -> None:
+                    response_sha256: str | None = None, record_type: str | None = None) -> None:
         """Keep an item the source could not turn into records (and count it), for a failure
         that needs its own kind or stage (see `deadletters.record`); `item()` covers the rest."""
         deadletters.record(self, raw, error, stage=stage, kind=kind, url=url, recall_number=recall_number,
-                           response_sha256=response_sha256)
+                           response_sha256=response_sha256, record_type=record_type)
 
     def warn(self, message: str) -> None:
         """An input problem handled with nothing lost (a repaired list, a lying charset, a list

@@ -1,20 +1,22 @@
-"""The store: opening (WAL, busy timeout, migrations), the COALESCE upsert, run records, dead
-letters. The only module that writes recalls.
+"""The store: opening (WAL, busy timeout, migrations, the tables of record types), the COALESCE
+upsert of records of any type, run records, dead letters. The only module that writes records.
 
 Two engines, one contract: a path is a SQLite file (the default, no server); a
 `postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py), whose
 adapter takes the same SQL, so every method here and every `store.write(…)` elsewhere runs on
 both.
 
+Each record type's table, key, indexes and upsert are derived from its declaration
+(basecrawler/recordtypes: tables.py, upsert.py); nothing here names a type or a field of one.
 Upsert rules (see docs/ARCHITECTURE.md, "The store"):
 - a NULL or blank never erases a stored value (COALESCE, in SQL);
 - a row whose merged values equal the stored ones is not written, so `updated_at` does not
   move and a re-run over the same data writes nothing;
 - a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
 - a failing batch is bisected down to the rows that break it; only those become dead letters;
-- new rows reach the full-text index with one statement per batch (`_FEED_FTS_SQL`): a per-row
-  insert trigger cost about three times as much (bench/README.md). Updates and deletes, from
-  here or any other writer, still go through the triggers of schema.py.
+- new rows reach the full-text index with one statement per batch (`tables.feed_fts_sql`): a
+  per-row insert trigger cost about three times as much (bench/README.md). Updates and
+  deletes, from here or any other writer, still go through the triggers of tables.py.
 """
 from __future__ import annotations
 
@@ -31,26 +33,22 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import sqlite_utils
+from pydantic import BaseModel
 
 from .dates import EARLIEST_PLAUSIBLE_DATE, latest_plausible_date, utc_now_iso
 from .engines import is_postgres_url, redact
-from .manufacturers import manufacturer_key
-from .model import KOREAN_COLUMNS, ORIGINAL_COLUMNS, TEXT_FIELDS, Recall
-from .schema import FTS_COLUMNS, FTS_INSERT_TRIGGER, migrate, migrate_pg
+from .recordtypes import RecordType, get_record_type, record_types
+from .recordtypes.declaration import DATE_UNKNOWN
+from .recordtypes.registry import DEFAULT_RECORD_TYPE
+from .recordtypes.tables import feed_fts_sql, fts_insert_trigger
+from .recordtypes.upsert import UpsertPlan, json_default as _json_default, plan_for
+from .schema import ensure_types, migrate, migrate_pg
 
 log = logging.getLogger(__name__)
 
 LOCK_RETRIES = 5
 LOCK_RETRY_BASE_WAIT_S = 0.2
 BUSY_TIMEOUT_MS = 30_000
-
-# Columns a crawl writes; the `_ko` columns and translation state belong to the translator.
-DATA_COLUMNS = (
-    "source", "country", "recall_number", "recall_date", "date_unknown",
-    *ORIGINAL_COLUMNS,
-    "model_year", "affected_units", "source_lang", "source_url", "extra",
-)
-_COMPARED_COLUMNS = tuple(c for c in DATA_COLUMNS if c not in ("country", "recall_number"))
 
 
 @dataclass
@@ -60,7 +58,7 @@ class UpsertResult:
     unchanged: int = 0
     failed: list[tuple[dict, str]] = field(default_factory=list)  # (row, error)
     merged: int = 0   # rows folded into another row of the same key in this batch
-    by_key: dict[tuple[str, str], str] = field(default_factory=dict)  # key → new / updated / unchanged
+    by_key: dict[tuple, str] = field(default_factory=dict)  # key (source first) → new / updated / unchanged
 
     @property
     def saved(self) -> int:
@@ -119,14 +117,6 @@ def decode_raw(kind: str, text: str | None, blob: bytes | None) -> Any:
 _UTF8_SUFFIX = "_utf8"
 
 
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return {"__bytes_b64__": base64.b64encode(bytes(value)).decode("ascii")}
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return str(value)
-
-
 class Store:
     """One SQLite database file (or `:memory:`), or a PostgreSQL database (`postgresql://…`).
     Thread-safe: one connection per Store, writes serialised."""
@@ -149,10 +139,7 @@ class Store:
         conn.execute("PRAGMA foreign_keys = ON")
         self.db = sqlite_utils.Database(conn)
         self._with_lock_retry(lambda: migrate(self.db))
-        # A database still carrying the per-row insert trigger (a schema from before it was
-        # dropped) is fed by it; feeding it here as well would index new rows twice.
-        self._feed_fts_per_batch = not conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", [FTS_INSERT_TRIGGER]).fetchone()
+        self.ensure_type_tables()
 
     def _open_postgres(self) -> None:
         try:
@@ -161,9 +148,7 @@ class Store:
             from .errors import ConfigError
             raise ConfigError(f"{redact(self.path)} needs psycopg 3: pip install 'basecrawler[pg]' ({exc})") from exc
         self.db = PgDatabase(self.path)
-        self._with_lock_retry(lambda: migrate_pg(self.db.conn))
-        # PostgreSQL searches through a pg_trgm index on the columns themselves: nothing to feed.
-        self._feed_fts_per_batch = False
+        self.ensure_type_tables()   # migrate_pg: the numbered schema and every type's tables
 
     @property
     def skip_locked(self) -> str:
@@ -241,81 +226,123 @@ class Store:
         with self._write_lock:
             return list(self.db.query(sql, params))
 
-    # ---- recalls ----------------------------------------------------------------------
-    def upsert_recalls(self, records: Iterable[Recall], *, source: str, raws: list | None = None) -> UpsertResult:
-        """Store one batch with the COALESCE rule; exact new / updated / unchanged counts.
+    # ---- records of any type ------------------------------------------------------------
+    def ensure_type_tables(self) -> None:
+        """Create or evolve the table of every known record type (a type module dropped in
+        gets its table; a field added to a model, its column). Runs on open."""
+        if self.engine == "postgresql":
+            self._with_lock_retry(lambda: migrate_pg(self.db.conn))
+        else:
+            self._with_lock_retry(lambda: ensure_types(self.db))
+        self._feed_fts: dict[str, str | None] = {}
 
-        `raws` (same order as `records`) is what a failing row's dead letter keeps.
-        """
+    def _fts_feed(self, record_type: RecordType) -> str | None:
+        """The per-batch index feed of a type's table, or None: PostgreSQL searches through a
+        pg_trgm index on the columns themselves, and a table still carrying the per-row insert
+        trigger (a store from before it was dropped) is fed by it; feeding it here as well
+        would index new rows twice."""
+        if record_type.table not in self._feed_fts:
+            feed = None
+            if self.engine == "sqlite" and not self.db.conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                    [fts_insert_trigger(record_type)]).fetchone():
+                feed = feed_fts_sql(record_type)
+            self._feed_fts[record_type.table] = feed
+        return self._feed_fts[record_type.table]
+
+    @property
+    def _feed_fts_per_batch(self) -> bool:
+        """Whether the default type's table is fed per batch (tests and the bench ask)."""
+        return self._fts_feed(get_record_type(DEFAULT_RECORD_TYPE)) is not None
+
+    def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
+               raws: list | None = None) -> UpsertResult:
+        """Store one batch of validated records of one type with the COALESCE rule; exact new /
+        updated / unchanged / merged counts. `raws` (same order as `records`) is what a failing
+        row's dead letter keeps."""
+        plan = plan_for(_type(record_type))
         rows = []
         for index, record in enumerate(records):
-            row = record.to_row()
-            row["source"] = source
+            row = plan.row_of(record, source)
             row["_raw"] = raws[index] if raws is not None else row
             rows.append(row)
-        folded = _fold_same_key(rows)
-        result = self.write(lambda db: self._upsert_batch(db, folded))
+        folded = plan.fold(rows)
+        result = self.write(lambda db: self._upsert_batch(db, plan, folded))
         result.merged += len(rows) - len(folded)
         return result
 
-    def _upsert_batch(self, db, rows: list[dict]) -> UpsertResult:
+    def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
+        """`upsert` of the default type (vehicle recalls), as callers before record types wrote it."""
+        return self.upsert(DEFAULT_RECORD_TYPE, records, source=source, raws=raws)
+
+    def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
-        stored = self.rows_by_key(((r["country"], r["recall_number"]) for r in rows), DATA_COLUMNS)
+        key = plan.key
+        stored = self.rows_by_key(plan.record_type, (key(r) for r in rows), plan.written)
         now = utc_now_iso()
+        feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
         # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
-        last_id = (db.conn.execute("SELECT COALESCE(MAX(id), 0) FROM recalls").fetchone()[0]
-                   if self._feed_fts_per_batch else None)   # only the SQLite index feed needs it
+        last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
+                   if feed else None)   # only the SQLite index feed needs it
         to_write: list[tuple[dict, str]] = []
         if self.engine == "postgresql":
             # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
-            rows = sorted(rows, key=lambda r: (r["country"], r["recall_number"]))
+            rows = sorted(rows, key=key)
+        column_values = plan.column_values
         for row in rows:
-            old = stored.get((row["country"], row["recall_number"]))
+            old = stored.get(key(row))
             if old is None:
                 to_write.append((row, "new"))
                 continue
-            merged = _merge(old, row)
-            if _column_values(merged) == _column_values(old):
+            merged = plan.merge(old, row)
+            if column_values(merged) == column_values(old):
                 result.unchanged += 1
-                result.by_key[(row["country"], row["recall_number"])] = "unchanged"
+                result.by_key[key(row)] = "unchanged"
             else:
                 to_write.append((merged | {"_raw": row["_raw"]}, "updated"))
-        for row, outcome in self._write_bisecting(db, to_write, now):
+        for row, outcome in self._write_bisecting(db, plan, to_write, now):
             if outcome in ("new", "updated"):
                 setattr(result, outcome, getattr(result, outcome) + 1)
-                result.by_key[(row["country"], row["recall_number"])] = outcome
+                result.by_key[key(row)] = outcome
             else:
                 result.failed.append((row, outcome))
-        if result.new and self._feed_fts_per_batch:
-            db.conn.execute(_FEED_FTS_SQL, [last_id])
+        if result.new and feed:
+            db.conn.execute(feed, [last_id])
         return result
 
-    def rows_by_key(self, keys: Iterable[tuple[str, str]], columns: Iterable[str] | None = None) -> dict[tuple[str, str], dict]:
-        """Stored rows for (country, recall_number) keys, in chunks of 500 per query."""
-        cols = "*" if columns is None else ", ".join(f"[{c}]" for c in columns)
-        by_country: dict[str, list[str]] = {}
-        for country, number in keys:
-            by_country.setdefault(country, []).append(number)
-        found: dict[tuple[str, str], dict] = {}
+    def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
+                    columns: Iterable[str] | None = None) -> dict[tuple, dict]:
+        """Stored rows of a type by their keys (tuples in `key_columns` order, source first),
+        in chunks of 500 values of the last key column per query."""
+        rt = _type(record_type)
+        key_columns = rt.key_columns
+        key_of = plan_for(rt).key
+        cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
+        *prefix_columns, last = key_columns
+        by_prefix: dict[tuple, list] = {}
+        for key in keys:
+            by_prefix.setdefault(tuple(key[:-1]), []).append(key[-1])
+        prefix_sql = "".join(f"[{c}] = ? AND " for c in prefix_columns)
+        found: dict[tuple, dict] = {}
         with self._write_lock:
-            for country, numbers in by_country.items():
-                for start in range(0, len(numbers), 500):
-                    chunk = numbers[start:start + 500]
+            for prefix, values in by_prefix.items():
+                for start in range(0, len(values), 500):
+                    chunk = values[start:start + 500]
                     if self.engine == "postgresql":
                         # One array parameter instead of 500: PostgreSQL then plans the query
                         # once instead of per batch (a third of the upsert's time otherwise).
-                        where, params = "recall_number = ANY(?)", [country, chunk]
+                        where, params = f"[{last}] = ANY(?)", [*prefix, chunk]
                     else:
-                        where, params = f"recall_number IN ({','.join('?' * len(chunk))})", [country, *chunk]
-                    cursor = self.db.conn.execute(f"SELECT {cols} FROM recalls WHERE country = ? AND {where}", params)
+                        where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
+                    cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
                     names = [d[0] for d in cursor.description]
-                    for values in cursor:
-                        row = dict(zip(names, values))
-                        found[(row["country"], row["recall_number"])] = row
+                    for values_ in cursor:
+                        row = dict(zip(names, values_))
+                        found[key_of(row)] = row
         return found
 
-    def _write_bisecting(self, db, items: list[tuple[dict, str]], now: str):
+    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str):
         """Write items inside a savepoint; on failure split in halves until the bad rows are
         alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
         if not items:
@@ -323,7 +350,7 @@ class Store:
         savepoint = "upsert_batch"
         db.conn.execute(f"SAVEPOINT {savepoint}")
         try:
-            db.conn.executemany(_UPSERT_SQL, [_sql_params(row, now) for row, _ in items])
+            db.conn.executemany(plan.sql, [plan.params(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
             db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
@@ -333,11 +360,76 @@ class Store:
                 yield items[0][0], f"{type(exc).__name__}: {exc}"
                 return
             middle = len(items) // 2
-            yield from self._write_bisecting(db, items[:middle], now)
-            yield from self._write_bisecting(db, items[middle:], now)
+            yield from self._write_bisecting(db, plan, items[:middle], now)
+            yield from self._write_bisecting(db, plan, items[middle:], now)
             return
         db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         yield from items
+
+    def count(self, record_type: RecordType | str, source: str | None = None) -> int:
+        table = _type(record_type).table
+        if source is None:
+            return self.scalar(f"SELECT COUNT(*) FROM [{table}]")
+        return self.scalar(f"SELECT COUNT(*) FROM [{table}] WHERE source = ?", [source])
+
+    def get(self, record_type: RecordType | str, key: dict) -> dict | None:
+        """The stored row with these key values (JSON columns decoded); without `source` in
+        `key`, the oldest such row of any source."""
+        rt = _type(record_type)
+        unknown = [name for name in key if name not in rt.key_columns]
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)} not in the key of {rt.name} ({', '.join(rt.key_columns)})")
+        where = " AND ".join(f"[{name}] = ?" for name in key) or "1 = 1"
+        rows = self.query(f"SELECT * FROM [{rt.table}] WHERE {where} ORDER BY id LIMIT 1", list(key.values()))
+        return decode_row(rt, rows[0]) if rows else None
+
+    def existing_keys(self, record_type: RecordType | str, keys: Iterable[tuple]) -> set[tuple]:
+        """Which of these keys (source first) are stored already."""
+        rt = _type(record_type)
+        return set(self.rows_by_key(rt, keys, rt.key_columns))
+
+    def same_as(self, record_type: RecordType | str, row: dict) -> list[dict]:
+        """Records of any type that are the same thing as `row` published elsewhere: the same
+        value in their declared `same_as_field` (a Transport Canada recall number in `ca` and
+        in the Canada-wide alerts) and the same country when both have one; `row` itself left
+        out. Linked for a reader, never merged: each source keeps its own record. Each match
+        carries its `record_type`."""
+        rt = _type(record_type)
+        value = row.get(rt.same_as_field) if rt.same_as_field else None
+        if value is None or value == "":
+            return []
+        country = row.get("country") if "country" in rt.column_types else None
+        found = []
+        for other in record_types().values():
+            if not other.same_as_field:
+                continue
+            where, params = [f"[{other.same_as_field}] = ?"], [value]
+            if country and "country" in other.column_types:
+                where.append("(country = ? OR country IS NULL)")
+                params.append(country)
+            if other.table == rt.table:   # not the row itself
+                if row.get("id") is not None:
+                    where.append("id <> ?")
+                    params.append(row["id"])
+                else:
+                    where.append("NOT (" + " AND ".join(f"[{c}] IS ?" for c in rt.key_columns) + ")")
+                    params += [row.get(c) for c in rt.key_columns]
+            for match in self.query(f"SELECT * FROM [{other.table}] WHERE {' AND '.join(where)} ORDER BY id", params):
+                found.append({"record_type": other.name, **decode_row(other, match)})
+        return found
+
+    def newest_date(self, record_type: RecordType | str, source: str, today) -> str | None:
+        """Newest plausible date of a source's records of a type (the incremental watermark): a
+        date outside `dates.is_plausible_date` (a 9999-12-31 stored before dates were checked)
+        does not count."""
+        rt = _type(record_type)
+        if rt.date_field is None:
+            return None
+        known = f" AND {DATE_UNKNOWN} = 0" if rt.has_date_unknown else ""
+        return self.scalar(
+            f"SELECT MAX([{rt.date_field}]) FROM [{rt.table}] WHERE source = ?{known} "
+            f"AND [{rt.date_field}] >= ? AND [{rt.date_field}] <= ?",
+            [source, EARLIEST_PLAUSIBLE_DATE.isoformat(), latest_plausible_date(today).isoformat()])
 
     def server_facts(self) -> tuple[str, int | None, bool]:
         """PostgreSQL only (for `doctor`): the server version, the schema version reached and
@@ -345,34 +437,17 @@ class Store:
         return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
                 bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
 
+    # The default type (vehicle recalls) under the names callers used before record types.
     def newest_recall_date(self, source: str, today) -> str | None:
-        """Newest plausible recall date of a source (the incremental watermark): a date outside
-        `dates.is_plausible_date` (a 9999-12-31 stored before dates were checked) does not count."""
-        return self.scalar(
-            "SELECT MAX(recall_date) FROM recalls WHERE source = ? AND date_unknown = 0 "
-            "AND recall_date >= ? AND recall_date <= ?",
-            [source, EARLIEST_PLAUSIBLE_DATE.isoformat(), latest_plausible_date(today).isoformat()])
+        return self.newest_date(DEFAULT_RECORD_TYPE, source, today)
 
     def count_recalls(self, source: str | None = None) -> int:
-        if source is None:
-            return self.scalar("SELECT COUNT(*) FROM recalls")
-        return self.scalar("SELECT COUNT(*) FROM recalls WHERE source = ?", [source])
+        return self.count(DEFAULT_RECORD_TYPE, source)
 
-    def get_recall(self, country: str, recall_number: str) -> dict | None:
-        rows = self.query(
-            "SELECT * FROM recalls WHERE country = ? AND recall_number = ?", [country.upper(), recall_number]
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        row["extra"] = json.loads(row["extra"]) if row.get("extra") else {}
-        return row
-
-    def known_recall_numbers(self, country: str, numbers: Iterable[str]) -> set[str]:
-        """Which of these recall numbers of a country are stored already."""
-        # The keyed lookup of the upsert: chunked (SQLite's variable limit) and one array on PostgreSQL.
-        country = country.upper()
-        return {number for _, number in self.rows_by_key(((country, n) for n in numbers), ["country", "recall_number"])}
+    def get_recall(self, *key: str) -> dict | None:
+        """The oldest stored default-type row with these key values (source left out)."""
+        rt = get_record_type(DEFAULT_RECORD_TYPE)
+        return self.get(rt, dict(zip(rt.key, (key[0].upper(), *key[1:]))))
 
     # ---- runs -------------------------------------------------------------------------
     def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
@@ -453,7 +528,10 @@ class Store:
     # ---- dead letters -----------------------------------------------------------------
     def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
                         raw: Any, recall_number: str | None = None, url: str | None = None,
-                        response_sha256: str | None = None) -> int:
+                        response_sha256: str | None = None, record_type: str | None = None) -> int:
+        """Keep one item that did not become records. `recall_number` is the letter's record
+        key as text (the column kept its first name); `record_type` the type it was meant to
+        be, None for the source's default type."""
         raw_kind, raw_text, raw_bytes = encode_raw(raw)
         if self.engine == "postgresql":
             # PostgreSQL text cannot hold NUL (SQLite can): such a raw item is kept as its UTF-8
@@ -465,10 +543,10 @@ class Store:
         def op(db):
             return db.conn.execute(
                 "INSERT INTO dead_letters (source, run_id, stage, kind, error, recall_number, url, "
-                "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0) RETURNING id",
+                "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count, record_type) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,?) RETURNING id",
                 [source, run_id, stage, kind, error[:4000], recall_number, url, response_sha256,
-                 raw_kind, raw_text, raw_bytes, utc_now_iso()],
+                 raw_kind, raw_text, raw_bytes, utc_now_iso(), record_type],
             ).fetchone()[0]
         return self.write(op)
 
@@ -535,13 +613,19 @@ class Store:
             "FROM enrichment WHERE source = ? GROUP BY 1 ORDER BY 1", [source])}
 
     def translation_counts(self, source: str) -> dict[str, int]:
-        """Recalls by translation state: pending, translated, or the status the worker set."""
-        return {(row["s"] or "pending"): row["n"] for row in self.query(
-            "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') END AS s, "
-            "COUNT(*) AS n FROM recalls WHERE source = ? GROUP BY s ORDER BY s", [source])}
+        """Records of every type by translation state: pending, translated, or the status the
+        worker set."""
+        counts: dict[str, int] = {}
+        for rt in _types_translated():
+            for row in self.query(
+                    "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') "
+                    f"END AS s, COUNT(*) AS n FROM [{rt.table}] WHERE source = ? GROUP BY s", [source]):
+                counts[row["s"] or "pending"] = counts.get(row["s"] or "pending", 0) + row["n"]
+        return dict(sorted(counts.items()))
 
     def translation_backlog(self) -> int:
-        return self.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL")
+        return sum(self.scalar(f"SELECT COUNT(*) FROM [{rt.table}] WHERE translated_at IS NULL")
+                   for rt in _types_translated())
 
     # ---- list ledger (basecrawler/ledger.py) -------------------------------------------
     def ledger_list(self, source: str, key: str, *, url: str | None, listed_date: str | None,
@@ -644,119 +728,35 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
-# ---- upsert helpers (pure) ------------------------------------------------------------
-_PLAIN_COMPARED = tuple(c for c in _COMPARED_COLUMNS if c not in ("date_unknown", "extra"))
+def decode_row(record_type: RecordType, row: dict) -> dict:
+    """A stored row with its JSON columns decoded (`extra` a dict, multi-valued fields lists)."""
+    for column in record_type.json_columns:
+        value = row.get(column)
+        if isinstance(value, str):
+            row[column] = json.loads(value) if value else None
+    if "extra" in record_type.json_columns and row.get("extra") is None:
+        row["extra"] = {}
+    return row
 
 
-def _column_values(row: dict) -> tuple:
-    """The compared columns in their stored types (what SQLite would hold after a write)."""
-    extra = row.get("extra")
-    if extra is not None and not isinstance(extra, str):
-        extra = _extra_json(extra)
-    return (int(bool(row.get("date_unknown"))), extra, *map(row.get, _PLAIN_COMPARED))
+def _types_translated() -> list[RecordType]:
+    return [rt for rt in record_types().values() if rt.translated]
 
 
-def _extra_json(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if not value:
-        return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=_json_default)
+def _type(record_type: RecordType | str) -> RecordType:
+    return record_type if isinstance(record_type, RecordType) else get_record_type(record_type)
 
 
-def _merge(old: dict, new: dict) -> dict:
-    """The row the COALESCE rule produces from a stored row and an incoming one."""
-    merged = dict(old)
-    for col in DATA_COLUMNS:
-        value = new.get(col)
-        if col == "extra":
-            incoming = new.get("extra") or {}
-            if isinstance(incoming, str):
-                incoming = json.loads(incoming)
-            # Inside extra too, a blank never erases a stored value.
-            incoming = {k: v for k, v in incoming.items() if v is not None and v != "" and v != [] and v != {}}
-            if not incoming:
-                continue  # nothing new: keep the stored JSON text as it is
-            old_extra = json.loads(old["extra"]) if old.get("extra") else {}
-            combined = {**old_extra, **incoming}
-            merged["extra"] = old.get("extra") if combined == old_extra else _extra_json(combined)
-        elif col in ("recall_date", "date_unknown"):
-            # A sentinel date never replaces a real stored date.
-            if new.get("date_unknown") and not old.get("date_unknown"):
-                continue
-            merged[col] = int(value) if col == "date_unknown" else value
-        elif value is not None:
-            merged[col] = value
-    return merged
+def __getattr__(name: str):
+    """Names of the store before record types, derived from the default type on first use."""
+    if name == "DATA_COLUMNS":   # the columns a crawl writes, derived ones left out
+        plan = plan_for(get_record_type(DEFAULT_RECORD_TYPE))
+        return plan.written
+    if name == "_FEED_FTS_SQL":
+        return feed_fts_sql(get_record_type(DEFAULT_RECORD_TYPE))
+    if name == "TEXT_FIELDS":
+        return get_record_type(DEFAULT_RECORD_TYPE).translated
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _fold_same_key(rows: list[dict]) -> list[dict]:
-    """Two rows with one key in a batch (an addendum repeating an alert) fold into one."""
-    by_key: dict[tuple, dict] = {}
-    for row in rows:
-        key = (row["country"], row["recall_number"])
-        if key in by_key:
-            first = by_key[key]
-            merged = _merge({**first, "extra": _extra_json(first.get("extra"))}, row)
-            merged["extra"] = json.loads(merged["extra"]) if merged.get("extra") else {}
-            merged["_raw"] = row["_raw"]
-            by_key[key] = merged
-        else:
-            by_key[key] = row
-    return list(by_key.values())
-
-
-_EXTRA_AT = DATA_COLUMNS.index("extra")
-_DATE_UNKNOWN_AT = DATA_COLUMNS.index("date_unknown")
-
-
-def _sql_params(row: dict, now: str) -> list:
-    # Hot path (once per written row): one comprehension, then the two columns needing a
-    # conversion, instead of a branch per column.
-    get = row.get
-    params = [get(col) for col in DATA_COLUMNS]
-    params[_EXTRA_AT] = _extra_json(params[_EXTRA_AT])
-    params[_DATE_UNKNOWN_AT] = int(bool(params[_DATE_UNKNOWN_AT]))
-    params.append(manufacturer_key(row.get("manufacturer_original")))  # derived, never sent by a source
-    params += (now, now)
-    return params
-
-
-def _build_upsert_sql() -> str:
-    cols = list(DATA_COLUMNS) + ["manufacturer_key", "first_seen_at", "updated_at"]
-    marks = ", ".join("?" * len(cols))
-    sets = []
-    for col in DATA_COLUMNS:
-        if col in ("country", "recall_number"):
-            continue
-        if col in ("recall_date", "date_unknown"):
-            sets.append(
-                f"[{col}] = CASE WHEN excluded.date_unknown = 1 AND recalls.date_unknown = 0 "
-                f"THEN recalls.[{col}] ELSE excluded.[{col}] END"
-            )
-        else:
-            sets.append(f"[{col}] = COALESCE(excluded.[{col}], recalls.[{col}])")
-    changed_any = []
-    for original, korean in zip(ORIGINAL_COLUMNS, KOREAN_COLUMNS):
-        changed = f"(excluded.[{original}] IS NOT NULL AND excluded.[{original}] IS NOT recalls.[{original}])"
-        changed_any.append(changed)
-        sets.append(f"[{korean}] = CASE WHEN {changed} THEN NULL ELSE recalls.[{korean}] END")
-    any_changed = " OR ".join(changed_any)
-    sets.append(f"translated_at = CASE WHEN {any_changed} THEN NULL ELSE recalls.translated_at END")
-    sets.append(f"translation_status = CASE WHEN {any_changed} THEN NULL ELSE recalls.translation_status END")
-    sets.append(f"translation_note = CASE WHEN {any_changed} THEN NULL ELSE recalls.translation_note END")
-    sets.append("manufacturer_key = COALESCE(excluded.manufacturer_key, recalls.manufacturer_key)")
-    sets.append("updated_at = excluded.updated_at")
-    return (
-        f"INSERT INTO recalls ({', '.join(f'[{c}]' for c in cols)}) VALUES ({marks}) "
-        f"ON CONFLICT(country, recall_number) DO UPDATE SET {', '.join(sets)}"
-    )
-
-
-_UPSERT_SQL = _build_upsert_sql()
-_FEED_FTS_SQL = (f"INSERT INTO recalls_fts(rowid, {', '.join(FTS_COLUMNS)}) "
-                 f"SELECT id, {', '.join(FTS_COLUMNS)} FROM recalls WHERE id > ?")
-
-__all__ = ["Store", "UpsertResult", "DATA_COLUMNS", "TEXT_FIELDS", "encode_raw", "decode_raw", "is_locked_error"]
+__all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error"]

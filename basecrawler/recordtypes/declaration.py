@@ -8,6 +8,8 @@ any of them through one adapter). The spine (`BaseCrawler.run()`) stays one fixe
 from __future__ import annotations
 
 import datetime as dt
+import types
+import typing
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Mapping, NamedTuple
@@ -21,7 +23,13 @@ BOOKKEEPING_COLUMNS: dict[str, type] = {
     "translated_at": str,
     "translation_status": str,
     "translation_note": str,
+    # A translation worker's claim on the row (several workers on one store never send a row twice).
+    "translation_claimed_at": str,
+    "translation_claimed_by": str,
 }
+# A record may lack its date (`date_optional`): this column then says so (1), so a record is
+# counted, searchable and never dropped by the window, and a later real date replaces it.
+DATE_UNKNOWN = "date_unknown"
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,9 @@ class RecordType:
     # country and the same value here are shown as the same recall — linked, never merged.
     same_as_field: str | None = None
     url_fields: tuple[str, ...] = ("source_url",)   # http(s) only; anything else kept as text in extra
+    # Which stored records of this type a source's detail phase (fetch_detail) completes by
+    # default (a source may override `needs_detail`); None: every record.
+    needs_detail: Callable[[Any], bool] | None = None
 
     # ---- derived, no I/O ------------------------------------------------------------------
     @cached_property
@@ -90,9 +101,54 @@ class RecordType:
 
     @cached_property
     def data_columns(self) -> tuple[str, ...]:
-        """Columns a crawl writes: `source`, every model field but the Korean ones, derived columns."""
+        """Columns a crawl writes: `source`, every model field but the Korean ones (and
+        `date_unknown` when the date is optional), derived columns."""
         fields = [name for name in self.model.model_fields if name not in self.korean_columns]
+        if self.has_date_unknown and DATE_UNKNOWN not in fields:
+            fields.insert(fields.index(self.date_field) + 1 if self.date_field in fields else len(fields), DATE_UNKNOWN)
         return ("source", *fields, *self.derived_columns)
+
+    @cached_property
+    def has_date_unknown(self) -> bool:
+        return self.date_field is not None and self.date_optional
+
+    @cached_property
+    def column_types(self) -> dict[str, type]:
+        """Every column of the type's table but `id`, with its SQL-facing Python type: data
+        columns, the Korean columns beside their originals, then the bookkeeping."""
+        kinds: dict[str, type] = {}
+        for name in ("source", *self.model.model_fields, *self.derived_columns):
+            if name in kinds:
+                continue
+            if name == "source":
+                kinds[name] = str
+            elif name in self.derived_columns:
+                kinds[name] = self.derived_columns[name]
+            else:
+                kinds[name] = _column_type(self.model.model_fields[name].annotation)
+            if name == self.date_field and self.has_date_unknown:
+                kinds.setdefault(DATE_UNKNOWN, int)
+        for name in self.korean_columns:
+            kinds.setdefault(name, str)
+        return {**kinds, **{k: v for k, v in BOOKKEEPING_COLUMNS.items() if k not in kinds}}
+
+    @cached_property
+    def json_columns(self) -> tuple[str, ...]:
+        """Data columns holding JSON text: dict / list fields (`extra`, multi-valued facets)."""
+        multi = {f.field for f in self.facets if f.multi}
+        return tuple(name for name in self.model.model_fields if name in self.data_columns
+                     and (name in multi or _is_json(self.model.model_fields[name].annotation)))
+
+    @cached_property
+    def date_columns(self) -> tuple[str, ...]:
+        """Model fields holding a date (stored as ISO text)."""
+        return tuple(name for name, info in self.model.model_fields.items()
+                     if _unwrap(info.annotation) in (dt.date, dt.datetime))
+
+    @cached_property
+    def compared_columns(self) -> tuple[str, ...]:
+        """What decides whether a stored row changed: data columns but the key and derived ones."""
+        return tuple(c for c in self.data_columns if c not in self.key_columns and c not in self.derived_columns)
 
     @cached_property
     def text_index_columns(self) -> tuple[str, ...]:
@@ -118,6 +174,29 @@ class RecordType:
 
     def __hash__(self) -> int:   # frozen + mappings: hash by name, types are singletons by name
         return hash(self.name)
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`X | None` → X (and Optional[X]); anything else as it is."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return _unwrap(args[0])
+    return annotation
+
+
+def _is_json(annotation: Any) -> bool:
+    inner = _unwrap(annotation)
+    return inner in (dict, list) or typing.get_origin(inner) in (dict, list, tuple, set)
+
+
+def _column_type(annotation: Any) -> type:
+    inner = _unwrap(annotation)
+    if inner is bool or inner is int:
+        return int
+    if inner is float:
+        return float
+    return str   # text, dates (ISO), JSON
 
 
 class Record(NamedTuple):

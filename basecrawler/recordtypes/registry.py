@@ -12,6 +12,10 @@ from .declaration import RecordType
 
 ENTRY_POINT_GROUP = "basecrawler.record_types"
 BUILTIN_PACKAGE = "record_types"
+# The type a source emits when it names none (`BaseCrawler.record_type`), and the type of the
+# store's names from before record types (`upsert_recalls`, `count_recalls`): every source
+# written before types produced vehicle recalls.
+DEFAULT_RECORD_TYPE = "vehicle_recall"
 
 _registered: dict[str, RecordType] = {}
 _cache: dict[str, RecordType] | None = None
@@ -72,6 +76,11 @@ def get_record_type(name: str) -> RecordType:
         return types[name]
     except KeyError:
         raise UnknownRecordType(name, list(types)) from None
+
+
+def record_type_of_model(model: type) -> RecordType | None:
+    """The type whose model is this pydantic class (a source's parse() returned an instance)."""
+    return next((rt for rt in record_types().values() if rt.model is model), None)
 
 
 def register_record_type(record_type: RecordType) -> RecordType:

@@ -1,0 +1,68 @@
+"""Field helpers every type's model uses, so each model normalises the way the store expects:
+
+- `blank_to_none` / `clean_strings`: blank text is None (a blank never erases a stored value),
+  C0/C1 control characters go, line ends become "\\n";
+- `Text`: an optional text field of at most MAX_TEXT_CHARS characters;
+- `date_or_unknown`: the unknown-date rule: a date that cannot be read is kept as unknown (the
+  type's sentinel or None, `date_unknown = True`, the raw text in `extra`), never dropped and
+  never guessed;
+- `parse_date`, `normalize_digits`: the date parser and digit normaliser the sources share.
+
+A type module imports these from here (basecrawler.recordtypes.fields), never the framework.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ..dates import normalize_digits, parse_date
+
+# C0/C1 control characters other than tab and newline: never meaningful in published text,
+# and they break terminals, CSV consumers and translation backends.
+_CONTROL_CHARS_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# A text field longer than this is a broken page or a runaway field, not a description.
+MAX_TEXT_CHARS = 100_000
+
+Text = Annotated[str | None, Field(default=None, max_length=MAX_TEXT_CHARS)]
+
+
+def blank_to_none(value: Any) -> Any:
+    if isinstance(value, str):
+        if not value.isprintable():
+            value = _CONTROL_CHARS_RE.sub("", value.replace("\r\n", "\n").replace("\r", "\n"))
+        value = value.strip()
+        return value or None
+    return value
+
+
+def clean_strings(data: dict) -> dict:
+    """`blank_to_none` over every text value of a model's input (a `mode="before"` validator)."""
+    return {key: blank_to_none(value) if value.__class__ is str else value for key, value in data.items()}
+
+
+def date_or_unknown(data: dict, field: str, sentinel: dt.date | None = None, *, day_first: bool = True) -> dict:
+    """Read `data[field]` as a date in place. Unreadable or absent: the field becomes
+    `sentinel` (None when the type stores unknown dates as NULL) and a published value that
+    could not be read is kept in `extra["unparsed_<field>"]`. With a sentinel the model's
+    `date_unknown` field is set too (a sentinel date must be told apart from a real one; a
+    None date says it itself, and the store derives `date_unknown` from it)."""
+    raw = data.get(field)
+    parsed = parse_date(raw, day_first=day_first)
+    if parsed is None:
+        data[field] = sentinel
+        if sentinel is not None:
+            data["date_unknown"] = True
+        if raw is not None:
+            extra = dict(data.get("extra") or {})
+            extra.setdefault(f"unparsed_{field}", str(raw))
+            data["extra"] = extra
+    else:
+        data[field] = parsed
+    return data
+
+
+__all__ = ["MAX_TEXT_CHARS", "Text", "blank_to_none", "clean_strings", "date_or_unknown", "normalize_digits",
+           "parse_date"]

@@ -1,0 +1,145 @@
+"""A type's table, derived from its declaration: the columns, the unique key (source first),
+the indexes, and the full-text index — SQLite FTS5 with the trigram tokenizer over an external
+content table, PostgreSQL one pg_trgm GIN index over the same text.
+
+`ensure_sqlite` creates the table when a type first appears and evolves it additively when the
+declaration grows (a new model field becomes ALTER TABLE ADD COLUMN; a changed set of indexed
+text columns rebuilds the full-text index). PostgreSQL gets the same tables through the
+reference schema (basecrawler/schema.py), plus `pg_statements`.
+
+New rows reach the SQLite full-text index with one statement per upsert batch
+(`feed_fts_sql`, run by the store): a per-row insert trigger cost about three times as much
+(bench/README.md). Updates and deletes, from any writer, go through the triggers made here.
+"""
+from __future__ import annotations
+
+import logging
+
+from .declaration import RecordType
+
+log = logging.getLogger(__name__)
+
+
+def fts_table(record_type: RecordType) -> str:
+    return f"{record_type.table}_fts"
+
+
+def fts_insert_trigger(record_type: RecordType) -> str:
+    """A per-row insert trigger (stores made before batch feeding still have it for `recalls`)."""
+    return f"{record_type.table}_fts_ai"
+
+
+def key_index(record_type: RecordType) -> str:
+    return f"{record_type.table}_key"
+
+
+def feed_fts_sql(record_type: RecordType) -> str | None:
+    """Index every row above a given id (the rows one upsert batch inserted)."""
+    columns = record_type.text_index_columns
+    if not columns:
+        return None
+    cols = ", ".join(f"[{c}]" for c in columns)
+    return (f"INSERT INTO [{fts_table(record_type)}](rowid, {cols}) "
+            f"SELECT id, {cols} FROM [{record_type.table}] WHERE id > ?")
+
+
+def needs_ensure(conn, record_type: RecordType) -> bool:
+    """Whether the table, a column, the key or the full-text index is missing (read only, so
+    opening a store that is up to date takes no write lock)."""
+    columns = {row[1] for row in conn.execute(f"PRAGMA table_info([{record_type.table}])")}
+    if not columns or any(name not in columns for name in record_type.column_types):
+        return True
+    if _unique_key_index(conn, record_type) is None:
+        return True
+    return bool(record_type.text_index_columns) and _fts_columns(conn, record_type) != list(record_type.text_index_columns)
+
+
+def ensure_sqlite(db, record_type: RecordType) -> None:
+    """Create or evolve the type's table and indexes, inside the caller's transaction."""
+    table = db[record_type.table]
+    if not table.exists():
+        not_null = set(record_type.key_columns)
+        if record_type.date_field and (not record_type.date_optional or record_type.date_sentinel is not None):
+            not_null.add(record_type.date_field)
+        table.create({"id": int, **record_type.column_types}, pk="id", not_null=not_null)
+        log.info("record type %s: created table %s", record_type.name, record_type.table)
+    else:
+        existing = table.columns_dict
+        for name, kind in record_type.column_types.items():
+            if name not in existing:
+                table.add_column(name, kind)
+                log.info("record type %s: added column %s.%s", record_type.name, record_type.table, name)
+    if _unique_key_index(db.conn, record_type) is None:
+        # A key index of another shape (the declaration's key changed) goes; duplicates under
+        # the new key make the CREATE fail loudly rather than lose a row.
+        db.execute(f"DROP INDEX IF EXISTS [{key_index(record_type)}]")
+        table.create_index(list(record_type.key_columns), unique=True, index_name=key_index(record_type))
+    if record_type.date_field:
+        table.create_index(["source", record_type.date_field], if_not_exists=True)
+    table.create_index(["translated_at"], if_not_exists=True)
+    _ensure_fts(db, record_type)
+
+
+def _unique_key_index(conn, record_type: RecordType) -> str | None:
+    wanted = list(record_type.key_columns)
+    for _, name, unique, *_ in conn.execute(f"PRAGMA index_list([{record_type.table}])").fetchall():
+        if unique and [r[2] for r in conn.execute(f"PRAGMA index_info([{name}])")] == wanted:
+            return name
+    return None
+
+
+def _fts_columns(conn, record_type: RecordType) -> list[str]:
+    return [row[1] for row in conn.execute(f"PRAGMA table_info([{fts_table(record_type)}])")]
+
+
+def _ensure_fts(db, record_type: RecordType) -> None:
+    columns = list(record_type.text_index_columns)
+    name = fts_table(record_type)
+    current = _fts_columns(db.conn, record_type)
+    if current == columns:
+        return
+    for suffix in ("ai", "ad", "au"):
+        db.execute(f"DROP TRIGGER IF EXISTS [{name}_{suffix}]")
+    if current:
+        db.execute(f"DROP TABLE [{name}]")
+    if not columns:
+        return
+    cols = ", ".join(columns)
+    new_vals = ", ".join(f"new.{c}" for c in columns)
+    old_vals = ", ".join(f"old.{c}" for c in columns)
+    table = record_type.table
+    db.execute(f"CREATE VIRTUAL TABLE [{name}] USING fts5({cols}, content='{table}', content_rowid='id', "
+               "tokenize='trigram')")
+    db.execute(f"""CREATE TRIGGER [{name}_ad] AFTER DELETE ON [{table}] BEGIN
+          INSERT INTO [{name}]([{name}], rowid, {cols}) VALUES ('delete', old.id, {old_vals});
+        END""")
+    # Only a change of indexed text rewrites the entry (a translation claim does not).
+    db.execute(f"""CREATE TRIGGER [{name}_au] AFTER UPDATE OF {cols} ON [{table}] BEGIN
+          INSERT INTO [{name}]([{name}], rowid, {cols}) VALUES ('delete', old.id, {old_vals});
+          INSERT INTO [{name}](rowid, {cols}) VALUES (new.id, {new_vals});
+        END""")
+    db.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')")
+
+
+# ---- PostgreSQL ---------------------------------------------------------------------------
+def pg_search_document(record_type: RecordType) -> str:
+    """The text PostgreSQL searches, one expression with `{t}` for a table alias (search terms
+    never hold whitespace, so joining the columns with a space cannot match across two)."""
+    return " || ' ' || ".join(f"COALESCE({{t}}{c}, '')" for c in record_type.text_index_columns)
+
+
+def pg_statements(record_type: RecordType) -> list[str]:
+    """What SQLite does with FTS5 and triggers: one pg_trgm GIN index over the searched text;
+    and the translation queue (pending rows newest first)."""
+    table = record_type.table
+    statements = []
+    if record_type.text_index_columns:
+        statements.append(f'CREATE INDEX IF NOT EXISTS "{table}_search_trgm" ON "{table}" USING gin '
+                          f"(({pg_search_document(record_type).format(t='')}) gin_trgm_ops)")
+    order = f"{record_type.date_field} DESC, id DESC" if record_type.date_field else "id DESC"
+    statements.append(f'CREATE INDEX IF NOT EXISTS "{table}_pending" ON "{table}" ({order}) WHERE translated_at IS NULL')
+    return statements
+
+
+__all__ = ["ensure_sqlite", "needs_ensure", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
+           "pg_search_document", "pg_statements"]

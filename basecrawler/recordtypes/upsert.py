@@ -1,0 +1,193 @@
+"""The COALESCE upsert of a type, generated from its declaration (pure: SQL text and row
+arithmetic; the store runs it). See docs/ARCHITECTURE.md, "The store":
+
+- a NULL or blank never erases a stored value (COALESCE in SQL; inside `extra` too);
+- a row whose merged values equal the stored ones is not written (`column_values`), so a
+  re-run over the same data writes nothing and `updated_at` does not move;
+- an unknown date never replaces a known one (the `date_unknown` flag);
+- a changed `X_original` clears `X_ko` and the translation state, so the row is translated again.
+
+Hot path: `row_of` and `params` run once per record; they do per column only what the old
+hand-written vehicle upsert did (a comprehension, then the few columns needing a conversion).
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from operator import itemgetter
+from typing import Any
+
+from .declaration import DATE_UNKNOWN, RecordType
+
+EXTRA = "extra"
+
+
+def json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return {"__bytes_b64__": base64.b64encode(bytes(value)).decode("ascii")}
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def extra_json(value: Any) -> str | None:
+    """A dict (or list) as stored JSON text; empty → None (a blank never erases)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if not value:
+        return None
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=json_default)
+
+
+class UpsertPlan:
+    """Everything the store needs to upsert records of one type."""
+
+    def __init__(self, record_type: RecordType):
+        rt = self.record_type = record_type
+        self.table = rt.table
+        self.key_columns = rt.key_columns
+        self.data_columns = rt.data_columns
+        self.written = tuple(c for c in rt.data_columns if c not in rt.derived_columns)
+        self.derived = tuple(rt.derived_columns)
+        self.json_columns = rt.json_columns
+        self.has_extra = EXTRA in rt.json_columns
+        self.dated = rt.has_date_unknown
+        self.date_field = rt.date_field
+        self.model_has_date_unknown = DATE_UNKNOWN in rt.model.model_fields
+        self.date_columns = rt.date_columns
+        self.sentinel = rt.date_sentinel.isoformat() if rt.date_sentinel is not None else None
+        self.other_json = tuple(c for c in rt.json_columns if c != EXTRA)
+        # `column_values`: the compared columns, the flag and JSON ones converted to stored form.
+        self.compared = rt.compared_columns
+        self._flag = DATE_UNKNOWN if DATE_UNKNOWN in self.compared else None
+        self._compared_json = tuple(c for c in self.json_columns if c in self.compared)
+        self._compared_plain = tuple(c for c in self.compared if c != DATE_UNKNOWN and c not in self.json_columns)
+        # A key as a tuple (source first); at least two columns, so itemgetter gives a tuple.
+        self.key = itemgetter(*self.key_columns)
+        # `params`: positions of the columns converted on the way into SQL.
+        self._param_json_at = tuple(self.written.index(c) for c in self.json_columns)
+        self._param_flag_at = self.written.index(DATE_UNKNOWN) if self.dated else None
+        self._merge_plain = tuple(c for c in self.written if c not in (EXTRA, DATE_UNKNOWN)
+                                  and not (self.dated and c == self.date_field))
+        self.sql = self._build_sql()
+
+    # ---- rows ---------------------------------------------------------------------------
+    def row_of(self, record, source: str) -> dict:
+        """A validated model instance as store columns: dates ISO text, `extra` a dict, other
+        JSON fields (multi-valued facets) JSON text."""
+        # The fields are plain values, so a shallow copy of the instance dict does what
+        # model_dump does at a fraction of the cost.
+        row = dict(record.__dict__)
+        for column in self.date_columns:
+            value = row[column]
+            if value is not None:
+                row[column] = value.isoformat()
+        for column in self.other_json:
+            value = row.get(column)
+            row[column] = json.dumps(list(value), ensure_ascii=False) if value else None
+        if self.dated and not self.model_has_date_unknown:
+            unknown = row[self.date_field] is None
+            row[DATE_UNKNOWN] = unknown
+            if unknown and self.sentinel is not None:
+                row[self.date_field] = self.sentinel
+        row["source"] = source
+        return row
+
+    def column_values(self, row: dict) -> tuple:
+        """The compared columns in their stored types (what the database holds after a write)."""
+        get = row.get
+        flag = int(bool(get(self._flag))) if self._flag else None
+        return (flag, *[value if value is None or isinstance(value, str) else extra_json(value)
+                        for value in map(get, self._compared_json)], *map(get, self._compared_plain))
+
+    def merge(self, old: dict, new: dict) -> dict:
+        """The row the COALESCE rule makes of a stored row and an incoming one."""
+        merged = dict(old)
+        for column in self._merge_plain:
+            value = new.get(column)
+            if value is not None:
+                merged[column] = value
+        if self.has_extra:
+            incoming = new.get(EXTRA) or {}
+            if isinstance(incoming, str):
+                incoming = json.loads(incoming)
+            # Inside extra too, a blank never erases a stored value.
+            incoming = {k: v for k, v in incoming.items() if v is not None and v != "" and v != [] and v != {}}
+            if incoming:
+                old_extra = json.loads(old[EXTRA]) if old.get(EXTRA) else {}
+                combined = {**old_extra, **incoming}
+                merged[EXTRA] = old.get(EXTRA) if combined == old_extra else extra_json(combined)
+        if self.dated:
+            # An unknown date never replaces a known stored one.
+            if not (new.get(DATE_UNKNOWN) and not old.get(DATE_UNKNOWN)):
+                merged[self.date_field] = new.get(self.date_field)
+                merged[DATE_UNKNOWN] = int(bool(new.get(DATE_UNKNOWN)))
+        return merged
+
+    def fold(self, rows: list[dict]) -> list[dict]:
+        """Two rows with one key in a batch (an addendum repeating an alert) fold into one."""
+        by_key: dict[tuple, dict] = {}
+        for row in rows:
+            key = self.key(row)
+            first = by_key.get(key)
+            if first is None:
+                by_key[key] = row
+                continue
+            stored = {**first, EXTRA: extra_json(first.get(EXTRA))} if self.has_extra else first
+            merged = self.merge(stored, row)
+            if self.has_extra:
+                merged[EXTRA] = json.loads(merged[EXTRA]) if merged.get(EXTRA) else {}
+            merged["_raw"] = row["_raw"]
+            by_key[key] = merged
+        return list(by_key.values())
+
+    def params(self, row: dict, now: str) -> list:
+        get = row.get
+        params = [get(c) for c in self.written]
+        for at in self._param_json_at:
+            params[at] = extra_json(params[at])
+        if self._param_flag_at is not None:
+            params[self._param_flag_at] = int(bool(params[self._param_flag_at]))
+        if self.derived:
+            # Derived columns (a normalised maker key) come from the row, never from a source.
+            derived = self.record_type.derived(row) if self.record_type.derived else {}
+            params.extend(map(derived.get, self.derived))
+        params += (now, now)
+        return params
+
+    # ---- SQL ----------------------------------------------------------------------------
+    def _build_sql(self) -> str:
+        rt, table = self.record_type, self.table
+        cols = [*self.written, *self.derived, "first_seen_at", "updated_at"]
+        sets = []
+        for col in self.data_columns:
+            if col in self.key_columns:
+                continue
+            if self.dated and col in (self.date_field, DATE_UNKNOWN):
+                sets.append(f"[{col}] = CASE WHEN excluded.{DATE_UNKNOWN} = 1 AND [{table}].{DATE_UNKNOWN} = 0 "
+                            f"THEN [{table}].[{col}] ELSE excluded.[{col}] END")
+            else:
+                sets.append(f"[{col}] = COALESCE(excluded.[{col}], [{table}].[{col}])")
+        changed_any = []
+        for original, korean in zip(rt.original_columns, rt.korean_columns):
+            changed = f"(excluded.[{original}] IS NOT NULL AND excluded.[{original}] IS NOT [{table}].[{original}])"
+            changed_any.append(changed)
+            sets.append(f"[{korean}] = CASE WHEN {changed} THEN NULL ELSE [{table}].[{korean}] END")
+        if changed_any:
+            any_changed = " OR ".join(changed_any)
+            for col in ("translated_at", "translation_status", "translation_note"):
+                sets.append(f"{col} = CASE WHEN {any_changed} THEN NULL ELSE [{table}].{col} END")
+        sets.append("updated_at = excluded.updated_at")
+        return (f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))}) "
+                f"ON CONFLICT({', '.join(self.key_columns)}) DO UPDATE SET {', '.join(sets)}")
+
+
+@functools.lru_cache(maxsize=None)
+def plan_for(record_type: RecordType) -> UpsertPlan:
+    return UpsertPlan(record_type)
+
+
+__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default"]
