@@ -7,7 +7,8 @@ errors into exit codes, one line each and never a traceback for an expected prob
     0  ok
     1  a source failed or is suspect (a job failed); the database cannot be opened
     2  usage or configuration: bad option, unknown source, missing --replay folder,
-       no database at PATH (read commands never create one)
+       no database at PATH, or PATH is not a basecrawler database (read commands never
+       create, migrate or change one)
     3  a file, folder or port cannot be used: unwritable or missing folder, output is a
        directory, port in use
   130  interrupted (Ctrl-C / SIGTERM): what was stored is kept, the run is `interrupted`
@@ -25,7 +26,8 @@ import sys
 
 from . import commands
 from .config import Settings
-from .commands import check_folder_of
+from .diskfull import NoTracebackForDiskFull
+from .commands import READ_COMMANDS, check_existing_database, check_folder_of
 from .engines import redact
 from .errors import ConfigError
 
@@ -96,6 +98,7 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
+    handler.addFilter(NoTracebackForDiskFull())   # a classified failure: one line, no traceback
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -113,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.settings = Settings.from_env(db_path=args.db)
         check_folder_of(args.settings.db_path)
+        if args.command in READ_COMMANDS:
+            check_existing_database(args.settings)   # before any Store opens (and migrates) the file
         return int(args.func(args) or 0)
     except ConfigError as exc:
         print(f"basecrawler: {exc}", file=sys.stderr)

@@ -1,8 +1,12 @@
-"""Exporting recalls to CSV, JSON Lines or XLSX, streamed row by row from a cursor.
+"""Exporting records of any type to CSV, JSON Lines or XLSX, streamed row by row from a cursor.
 
-Every column of `recalls` is written, `_original` and `_ko` text included (and the normalised
-`manufacturer_key`). CSV and JSON Lines keep the database's column names and order; XLSX is laid
-out for people (basecrawler/xlsx.py). Rows come straight
+Every column of the type's table is written, `_original` and `_ko` text included (and derived
+columns such as the normalised `manufacturer_key`), plus `best_text`: the line screens show for
+the record (the type's display rule, Korean when translated). CSV and JSON Lines keep the
+database's column names and order with `best_text` last; XLSX is laid out for people from the
+declaration (basecrawler/xlsx.py). CSV and XLSX text cells that a spreadsheet would read as a
+formula are neutralised (basecrawler/cellsafe.py); JSON Lines is data for programs and keeps
+the text exactly. Rows come straight
 from an SQLite cursor and go straight to the file, so memory stays flat however many records
 there are (see bench/bench_export.py). The file is written under a temporary name and renamed
 when complete, so a failed export never leaves a half file that looks finished.
@@ -21,7 +25,9 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .search import RecallFilter, iter_recalls
+from .cellsafe import neutralise_row
+from .recordtypes import RecordType
+from .search import BEST_TEXT, RecallFilter, iter_recalls
 from .xlsx import write_xlsx
 
 log = logging.getLogger(__name__)
@@ -34,14 +40,37 @@ def export_recalls(conn: sqlite3.Connection, filters: RecallFilter, fmt: str, ou
     ("-" = stdout for csv/jsonl). Returns the number of records written."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
+    record_type = filters.declaration()
     columns, rows = iter_recalls(conn, filters, limit=limit)
-    writer = {"csv": write_csv, "jsonl": write_jsonl, "xlsx": write_xlsx}[fmt]
+    rows = with_best_text(record_type, columns, rows)
+    columns = [*columns, BEST_TEXT]
+    writers = {"csv": write_csv, "xlsx": lambda c, r, b: write_xlsx(c, r, b, record_type),
+               "jsonl": lambda c, r, b: write_jsonl(c, r, b, json_columns=_json_columns(record_type))}
+    writer = writers[fmt]
     if str(output) == "-":
         if fmt == "xlsx":
             raise ValueError("xlsx cannot be written to stdout; give a file name with -o")
         return writer(columns, _counting(rows, progress), sys.stdout.buffer)
     with _atomic_file(Path(output)) as handle:
         return writer(columns, _counting(rows, progress), handle)
+
+
+def with_best_text(record_type: RecordType, columns: list[str], rows: Iterable[tuple]) -> Iterator[tuple]:
+    """Each row with the display rule's text appended: the Korean of the first declared
+    display field that has text, else its original."""
+    pairs = [(columns.index(f"{base}_ko"), columns.index(f"{base}_original")) for base in record_type.display
+             if f"{base}_ko" in columns and f"{base}_original" in columns]
+    for row in rows:
+        best = None
+        for ko, original in pairs:
+            if row[ko] or row[original]:
+                best = row[ko] or row[original]
+                break
+        yield (*row, best)
+
+
+def _json_columns(record_type: RecordType) -> tuple[str, ...]:
+    return tuple(getattr(record_type, "json_columns", ("extra",)))
 
 
 def _counting(rows: Iterable[tuple], progress) -> Iterator[tuple]:
@@ -77,7 +106,7 @@ def write_csv(columns: list[str], rows: Iterable[tuple], binary) -> int:
         writer.writerow(columns)
         n = 0
         for row in rows:
-            writer.writerow(row)
+            writer.writerow(neutralise_row(row))   # a spreadsheet opens it: no cell may be a formula
             n += 1
         text.flush()
     finally:
@@ -85,16 +114,17 @@ def write_csv(columns: list[str], rows: Iterable[tuple], binary) -> int:
     return n
 
 
-def write_jsonl(columns: list[str], rows: Iterable[tuple], binary) -> int:
-    extra_at = columns.index("extra") if "extra" in columns else None
+def write_jsonl(columns: list[str], rows: Iterable[tuple], binary, *, json_columns=("extra",)) -> int:
+    decoded = [c for c in json_columns if c in columns]
     n = 0
     for values in rows:
         record = dict(zip(columns, values))
-        if extra_at is not None and record["extra"]:
-            try:  # stored as JSON text; export it as an object, not a string inside a string
-                record["extra"] = json.loads(record["extra"])
-            except ValueError:
-                pass
+        for column in decoded:
+            if isinstance(record[column], str) and record[column]:
+                try:  # stored as JSON text; export it as an object, not a string inside a string
+                    record[column] = json.loads(record[column])
+                except ValueError:
+                    pass
         binary.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
         n += 1
     binary.flush()

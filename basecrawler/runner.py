@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from .config import Settings
+from .diskfull import is_disk_full
 from .store import Store
 
 log = logging.getLogger("basecrawler")
 
 JOB_HOOK_GROUP = "basecrawler.job_hooks"
-REPLAY_HINT = "every source was unreachable (offline?); to try the crawler offline: basecrawler run --all --replay fixtures/replay"
 
 
 @dataclass
@@ -36,6 +36,7 @@ class RunSummary:
     crashed: dict = field(default_factory=dict)           # source id → error (could not even start)
     not_started: list = field(default_factory=list)       # skipped because a stop was requested
     stopped: bool = False
+    disk_full: bool = False                               # a source stopped on a full disk; the rest not started
 
     @property
     def failed_sources(self) -> list[str]:
@@ -78,6 +79,9 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
     store = Store(settings.db_path) if own_store else store
     try:
         for source_id, crawler_class in crawlers.items():
+            if summary.disk_full:   # every later source would fail the same way
+                summary.not_started.append(source_id)
+                continue
             if stop is not None and stop.is_set():
                 summary.stopped = True
                 summary.not_started.append(source_id)
@@ -87,20 +91,25 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
                                         transport=transport, stop=stop,
                                         progress=progress_factory(source_id) if progress_factory else None)
                 summary.results.append(crawler.run())
+                summary.disk_full = is_disk_full(summary.results[-1].error)
             except Exception as exc:  # run() never raises, but a constructor or the lock can
                 summary.crashed[source_id] = f"{type(exc).__name__}: {exc}"
-                log.error("%s: source could not run: %s", source_id, summary.crashed[source_id], exc_info=True)
+                summary.disk_full = is_disk_full(exc)
+                log.error("%s: source could not run: %s", source_id, summary.crashed[source_id],
+                          exc_info=not summary.disk_full)
     finally:
         if own_store:
             store.close()
     summary.stopped = summary.stopped or bool(stop is not None and stop.is_set())
     if summary.not_started:
-        log.warning("stopped on request; not started: %s", ", ".join(summary.not_started))
+        log.warning("%s; not started: %s", "disk full" if summary.disk_full else "stopped on request",
+                    ", ".join(summary.not_started))
     if len(crawlers) > 1:  # ERROR only when a source failed; a requested stop is handled (WARNING)
         level = logging.ERROR if summary.failed_sources else logging.WARNING if summary.stopped else logging.INFO
         log.log(level, "all: %s", summary.summary_line())
     if summary.all_unreachable:
-        log.error(REPLAY_HINT)
+        from .replay import offline_hint
+        log.error(offline_hint(settings.db_path))
     return summary
 
 
@@ -175,5 +184,4 @@ class stop_on_signals:
 
 
 __all__ = ["RunSummary", "run_sources", "register_job_hook", "job_hooks", "stop_on_signals",
-           "translation_backend_factory", "JOB_HOOK_GROUP",
-           "REPLAY_HINT"]
+           "translation_backend_factory", "JOB_HOOK_GROUP"]

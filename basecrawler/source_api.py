@@ -8,11 +8,13 @@ store, not the archive, not the artifact manifest.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import time
 from typing import Any, Callable, Iterator
 
+import httpx
 from pydantic import BaseModel
 
 from . import deadletters, records
@@ -38,6 +40,18 @@ class ItemScope:
 
 
 class SourceAPI:
+    # A source that reads one document (a CSV export, a JSON list) declares its URL instead of
+    # `endpoints`: the endpoint `data` (its scheme + host) is derived from it, so the override
+    # BASECRAWLER_<SOURCE>_DATA_URL, doctor's probe and the allowed hosts work as for any
+    # endpoint. Fetch it with `self.http.get(self.resolved(self.data_url))`. A source reading
+    # a local file declares neither (see README, Adding a source).
+    data_url: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("data_url") and "endpoints" not in cls.__dict__:
+            cls.endpoints = {"data": origin(cls.data_url)}
+
     def __init__(self, store: Store | str | None = None, *, mode: str = "incremental",
                  since: dt.date | str | None = None, until: dt.date | str | None = None,
                  settings: Settings | None = None, transport=None, clock=None, sleep=None, progress=None,
@@ -82,6 +96,11 @@ class SourceAPI:
         source's declared public host: the override is transport, never what a record links to."""
         return rebase(url, self._overridden_bases())
 
+    def resolved(self, url: str) -> str:
+        """A URL on a declared endpoint (e.g. `data_url`) moved to that endpoint's override,
+        if one is set: the inverse of `public_url`."""
+        return rebase(url, [(public, transport) for transport, public in self._overridden_bases()])
+
     def _overridden_bases(self) -> list[tuple[str, str]]:
         if self._transport_bases is None:
             self._transport_bases = [(origin(override), origin(declared)) for name, declared in self.endpoints.items()
@@ -113,12 +132,27 @@ class SourceAPI:
         if self._http is None:
             from .http import HttpClient
 
+            settings, transport = self.settings, self._transport
+            if transport is None and self._overridden_bases() and (settings.record_dir or settings.replay_dir):
+                # Behind an override (a local server, a mirror) exchanges are recorded under the
+                # declared public host, so the recording replays against the real URLs, and a
+                # replay looks there first.
+                from .replay import RecordingTransport, ReplayTransport
+
+                if settings.replay_dir:
+                    transport = ReplayTransport(settings.replay_dir, rewrite=self.public_url)
+                if settings.record_dir:
+                    transport = RecordingTransport(transport or httpx.HTTPTransport(), settings.record_dir,
+                                                   rewrite=self.public_url)
+                settings = dataclasses.replace(settings, record_dir=None, replay_dir=None)
             self._http = HttpClient(
-                settings=self.settings, store=self.store, transport=self._transport,
+                settings=settings, store=self.store, transport=transport,
                 rate_per_s=self.rate_per_s, concurrency=self.concurrency,
                 clock=self._clock, sleep=self._sleep, source=self.source,
                 allowed_hosts=self.download_hosts() if self.endpoints else None,
             )
+            if self.settings.replay_dir:
+                self._http.rate_per_s = 0.0   # files, not a host: no spacing (as HttpClient's own replay)
         return self._http
 
     @property

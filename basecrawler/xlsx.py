@@ -1,20 +1,30 @@
-"""The XLSX export a person opens in Excel or LibreOffice: readable headers in a sensible order,
-real date cells, a frozen header row with an autofilter, sized columns, clickable source links,
-and `extra` (raw JSON) last.
+"""The XLSX export a person opens in Excel or LibreOffice, laid out from the record type's
+declaration: the key and date first, then the text the record is shown by (the display rule),
+each translated field as Korean beside the original, the other fields, the source, and `extra`
+(raw JSON) last; headers are the declared labels. Real date cells, a frozen header row with an
+autofilter, sized columns, clickable source links. The store's bookkeeping (row id,
+translation status, note and claims) is left out: it means nothing to a reader.
+
+Nothing in it executes: every text cell is written as a text cell (never a formula, whatever
+it starts with) and neutralised like the CSV (basecrawler/cellsafe.py); the only formulas are
+the project's own `=HYPERLINK()` to an http(s) source link.
 
 Memory stays flat whatever the row count: openpyxl's write-only mode streams rows to a
-temporary file (inline strings, no shared-string table), column widths come from a fixed table
-rather than from measuring every value, and links are `=HYPERLINK()` formulas, not hyperlink
-objects (openpyxl keeps those in a list until the sheet is closed, and Excel refuses more than
-65,530 of them per sheet).
+temporary file (inline strings, no shared-string table), column widths come from the kind of
+column rather than from measuring every value, and links are `=HYPERLINK()` formulas, not
+hyperlink objects (openpyxl keeps those in a list until the sheet is closed, and Excel refuses
+more than 65,530 of them per sheet).
 """
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+from dataclasses import dataclass
 from typing import Iterable
 
-from .model import TEXT_FIELDS
+from .cellsafe import neutralise_cell
+from .recordtypes import RecordType
 
 log = logging.getLogger(__name__)
 
@@ -23,63 +33,70 @@ XLSX_MAX_CELL_CHARS = 32_767
 XLSX_MAX_ROWS = 1_048_576
 XLSX_MAX_FORMULA_STRING = 255
 
-_TEXT_LABELS = {
-    "manufacturer": "Manufacturer", "model": "Model", "component": "Component", "summary": "Summary",
-    "defect_cause": "Cause", "consequence": "Consequence", "remedy": "Remedy",
-}
-
-# (column, header, width in characters) in the order a reader wants them; `extra` last.
-LAYOUT: tuple[tuple[str, str, int], ...] = (
-    ("country", "Country", 8),
-    ("recall_number", "Recall number", 16),
-    ("recall_date", "Recall date", 12),
-    ("manufacturer_key", "Manufacturer (normalised)", 20),
-    *((f"{field}_{suffix}", f"{_TEXT_LABELS.get(field, field.replace('_', ' ').capitalize())} ({lang})",
-       width)
-      for field in TEXT_FIELDS
-      for width in [{"manufacturer": 24, "model": 24, "component": 24}.get(field, 50)]
-      for suffix, lang in (("ko", "Korean"), ("original", "original"))),
-    ("model_year", "Model year", 11),
-    ("affected_units", "Affected units", 10),
-    ("source_url", "Source link", 40),
-    ("source", "Source", 12),
-    ("source_lang", "Original language", 10),
-    ("date_unknown", "Date unreadable", 10),
-    ("translation_status", "Translation status", 14),
-    ("translation_note", "Translation note", 24),
-    ("translated_at", "Translated (UTC)", 17),
-    ("first_seen_at", "First seen (UTC)", 17),
-    ("updated_at", "Updated (UTC)", 17),
-    ("id", "Row id", 8),
-    ("extra", "Extra (source-specific JSON)", 40),
-)
-_KNOWN = {name: (header, width) for name, header, width in LAYOUT}
-DATE_COLUMNS = {"recall_date"}
-TIMESTAMP_COLUMNS = {"translated_at", "first_seen_at", "updated_at"}
-LINK_COLUMNS = {"source_url"}
+BEST_TEXT_COLUMN = "best_text"
+# The framework's own columns, the same for every type.
+TIMESTAMPS = {"translated_at": "Translated (UTC)", "first_seen_at": "First seen (UTC)", "updated_at": "Updated (UTC)"}
+FRAMEWORK_LABELS = {BEST_TEXT_COLUMN: "Text shown (Korean when translated)", **TIMESTAMPS}
+TRAILING = ("source", "source_lang", "date_unknown")
 DATE_FORMAT = "yyyy-mm-dd"
 TIMESTAMP_FORMAT = "yyyy-mm-dd hh:mm"
 
 
-def column_order(columns: list[str]) -> list[str]:
-    """The layout's order for the columns the query returned; unknown (newer) columns go just
-    before `extra`, so `extra` is always last."""
-    known = [name for name, _, _ in LAYOUT if name in columns and name != "extra"]
-    others = [name for name in columns if name not in _KNOWN]
-    return known + others + (["extra"] if "extra" in columns else [])
+@dataclass(frozen=True)
+class Column:
+    name: str
+    header: str
+    width: int
+    kind: str   # text, date, stamp, link, list (a JSON list shown as "a, b"), json
 
 
-def header_for(column: str) -> str:
-    return _KNOWN.get(column, (column.replace("_", " ").capitalize(), 0))[0]
+def is_internal(column: str) -> bool:
+    """The store's bookkeeping: the row id, the translator's status, note and claims
+    (`translated_at`, when a row was translated, is kept: readers ask that)."""
+    return column == "id" or column.startswith("translation_") or "claim" in column
 
 
-def width_for(column: str) -> int:
-    return _KNOWN.get(column, ("", 16))[1]
+def layout(record_type: RecordType, columns: list[str]) -> list[Column]:
+    """The columns of the sheet, in reading order, for the columns the query returned;
+    unknown (newer) columns go just before `extra`, so `extra` is always last."""
+    available = [c for c in columns if not is_internal(c)]
+    translated = [c for base in record_type.translated for c in (f"{base}_ko", f"{base}_original")]
+    multi = {f.field for f in record_type.facets if f.multi}
+    dates = {record_type.date_field, *getattr(record_type, "date_columns", ())} - {None}
+    leading = [*record_type.key, *([record_type.date_field] if record_type.date_field else []), BEST_TEXT_COLUMN,
+               *record_type.derived_columns]
+    placed = [*leading, *translated, *record_type.url_fields, *TRAILING, *TIMESTAMPS, "extra"]
+    others = [c for c in available if c not in placed]
+    order = [*leading, *translated, *others, *record_type.url_fields, *TRAILING, *TIMESTAMPS, "extra"]
+    out, seen = [], set()
+    for name in order:
+        if name in seen or name not in available:
+            continue
+        seen.add(name)
+        if name in dates:
+            kind, width = "date", 12
+        elif name in TIMESTAMPS:
+            kind, width = "stamp", 17
+        elif name in record_type.url_fields:
+            kind, width = "link", 40
+        elif name in multi:
+            kind, width = "list", 24
+        elif name == "extra":
+            kind, width = "json", 40
+        elif name == BEST_TEXT_COLUMN:
+            kind, width = "text", 60
+        elif name in translated:
+            kind, width = "text", 40
+        else:
+            kind, width = "text", 16
+        header = FRAMEWORK_LABELS.get(name) or record_type.label(name)
+        out.append(Column(name, header[:1].upper() + header[1:], width, kind))
+    return out
 
 
 def _as_date(value, date_unknown) -> dt.date | None | str:
     if date_unknown or not value:
-        return None          # the 1970-01-01 placeholder would sort as a real date; the flag column says why
+        return None          # a placeholder (1970-01-01) would sort as a real date; the flag column says why
     try:
         return dt.date.fromisoformat(value)
     except (TypeError, ValueError):
@@ -98,6 +115,18 @@ def _as_timestamp(value) -> dt.datetime | None | str:
     return stamp
 
 
+def _as_list(value):
+    """A multi-valued field (JSON list) as "Food, Drugs"; anything else unchanged."""
+    if isinstance(value, str) and value.startswith("["):
+        try:
+            items = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(items, list):
+            return ", ".join(str(item) for item in items)
+    return value
+
+
 def _hyperlink_formula(url) -> str | None:
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         return None
@@ -107,19 +136,23 @@ def _hyperlink_formula(url) -> str | None:
     return f'=HYPERLINK("{quoted}","{quoted}")'
 
 
-def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
+def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: RecordType | None = None) -> int:
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
     from openpyxl.styles import Alignment, Font, PatternFill
     from openpyxl.utils import get_column_letter
 
-    order = column_order(columns)
-    index = [columns.index(name) for name in order]
+    if record_type is None:
+        from .recordtypes import get_record_type
+        from .search import DEFAULT_TYPE
+        record_type = get_record_type(DEFAULT_TYPE)
+    sheet_columns = layout(record_type, columns)
+    index = [columns.index(c.name) for c in sheet_columns]
     unknown_at = columns.index("date_unknown") if "date_unknown" in columns else None
-    kinds = ["date" if c in DATE_COLUMNS else "stamp" if c in TIMESTAMP_COLUMNS else "link" if c in LINK_COLUMNS
-             else "text" for c in order]
-    last_column = get_column_letter(len(order))
+    kinds = [c.kind for c in sheet_columns]
+    last_column = get_column_letter(len(sheet_columns))
+    title = record_type.table[:25]
 
     workbook = Workbook(write_only=True)
     header_font = Font(bold=True)
@@ -135,27 +168,34 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
 
     def new_sheet():
         close_sheet()
-        sheet = workbook.create_sheet("recalls" if not sheets else f"recalls {len(sheets) + 1}")
+        sheet = workbook.create_sheet(title if not sheets else f"{title} {len(sheets) + 1}")
         # In write-only mode these must be set before the first row is written.
         sheet.freeze_panes = "A2"
-        for number, name in enumerate(order, start=1):
-            sheet.column_dimensions[get_column_letter(number)].width = width_for(name)
+        for number, column in enumerate(sheet_columns, start=1):
+            sheet.column_dimensions[get_column_letter(number)].width = column.width
         header = []
-        for name in order:
-            cell = WriteOnlyCell(sheet, value=header_for(name))
+        for column in sheet_columns:
+            cell = WriteOnlyCell(sheet, value=column.header)
             cell.font, cell.fill, cell.alignment = header_font, header_fill, header_alignment
             header.append(cell)
         sheet.append(header)
         sheets.append(sheet)
         state["rows"] = 1
 
-    def text(value):
-        if isinstance(value, str):
-            value = ILLEGAL_CHARACTERS_RE.sub("", value)   # control characters make Excel reject the file
-            if len(value) > XLSX_MAX_CELL_CHARS:
-                state["truncated"] += 1
-                value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
-        return value
+    def text(sheet, value):
+        if not isinstance(value, str):
+            return value      # numbers stay numbers (a negative count is not a formula)
+        value = ILLEGAL_CHARACTERS_RE.sub("", value)   # control characters make Excel reject the file
+        # Neutralised after stripping: "\x0b=cmd" must not become a bare "=cmd".
+        value = neutralise_cell(value)
+        if len(value) > XLSX_MAX_CELL_CHARS:
+            state["truncated"] += 1
+            value = value[:XLSX_MAX_CELL_CHARS - 1] + "…"
+        out = WriteOnlyCell(sheet, value=value)
+        # openpyxl turns any string starting with "=" into a formula and "#N/A" into an error
+        # cell; publisher text is always a string cell.
+        out.data_type = "s"
+        return out
 
     def cell(sheet, kind, value, date_unknown):
         if kind == "date":
@@ -176,7 +216,11 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
                 out = WriteOnlyCell(sheet, value=formula)
                 out.font = link_font
                 return out
-        return text(value)
+        elif kind == "list":
+            value = _as_list(value)
+        if value is None:
+            return None
+        return text(sheet, value)
 
     new_sheet()
     n = 0
@@ -196,4 +240,4 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary) -> int:
     return n
 
 
-__all__ = ["write_xlsx", "column_order", "header_for", "LAYOUT", "XLSX_MAX_CELL_CHARS", "XLSX_MAX_ROWS"]
+__all__ = ["write_xlsx", "layout", "Column", "is_internal", "XLSX_MAX_CELL_CHARS", "XLSX_MAX_ROWS"]

@@ -85,7 +85,14 @@ class AustraliaCrawler(BaseCrawler):
                 if page == 0:
                     raise
                 return  # past the last page
-            entries = [entry for entry in listing_entries(html) if entry[0] not in seen]
+            listed_entries, lost_rows = read_listing(html)
+            for row_html in lost_rows:
+                # A row the listing shows but whose recall link cannot be read (a broken or
+                # missing href): kept for a look, never silently dropped.
+                self.dead_letter({"listing": url, "item": row_html}, "a listing row without a readable recall link",
+                                 stage="fetch", kind="unreadable_item", url=url,
+                                 response_sha256=self.http.last_sha256)
+            entries = [entry for entry in listed_entries if entry[0] not in seen]
             if not entries:
                 if page == 0:   # a listing that cannot be read: kept whole for a look (and a retry)
                     self.dead_letter(Raw(html, url=url, response_sha256=self.http.last_sha256),
@@ -151,7 +158,23 @@ def html_document(html: str):
 
 def listing_entries(html: str) -> list[tuple[str, dt.date | None]]:
     """(recall number, listed date or None) for every recall link on a listing page, in order."""
+    return read_listing(html)[0]
+
+
+def read_listing(html: str) -> tuple[list[tuple[str, dt.date | None]], list[str]]:
+    """The listing's entries, and the HTML of every listing row (`views-row` / table row of
+    the view) that holds no readable recall link: the HTML parser recovers silently from what
+    it cannot read, so a lost row is found by looking for rows, not links."""
     doc = html_document(html)
+    lost = []
+    for row in doc.xpath("//div[contains(concat(' ', normalize-space(@class), ' '), ' views-row ')]"
+                         " | //div[contains(@class, 'view-content')]//tbody/tr"):
+        if not any(_RECALL_LINK.search(a.get("href") or "") for a in row.iter("a")):
+            lost.append(lxml.html.tostring(row, encoding="unicode")[:20_000])
+    return _entries(doc), lost
+
+
+def _entries(doc) -> list[tuple[str, dt.date | None]]:
     entries: dict[str, dt.date | None] = {}
     for link in doc.iter("a"):
         match = _RECALL_LINK.search(link.get("href") or "")

@@ -2,6 +2,7 @@ import importlib.util
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,6 +76,62 @@ def store(db_path):
 @pytest.fixture
 def settings(db_path):
     return fast_settings(db_path)
+
+
+# ---- tests never write into the checkout -------------------------------------------------------
+# Every test runs in a temporary working directory (and the session in one of its own), so
+# anything written relative to it — a PostgreSQL store's archive/ and artifacts/ (they go to
+# BASECRAWLER_DATA_DIR or the working directory), a default ./basecrawler.db, a child process
+# started without cwd= — lands under tmp. At the end of the session the checkout is compared
+# with its state at the start (`git status --porcelain --ignored`) and the run fails on any new
+# file. Allowed: what pytest and Python keep for themselves (scripts/test points them outside
+# anyway: -p no:cacheprovider, PYTHONPYCACHEPREFIX) and the web-view test's screenshots, which
+# are its documented output (tests/screenshots/, ignored by git).
+REPO = Path(__file__).resolve().parents[1]
+CHECKOUT_ALLOWED = (".pytest_cache/", "__pycache__/", "tests/screenshots/")
+
+
+def checkout_state() -> set[str] | None:
+    """Paths git reports as untracked, ignored or changed in the checkout; None without git."""
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return {line[3:] for line in done.stdout.splitlines()
+            if not any(part in line[3:] for part in CHECKOUT_ALLOWED) and not line[3:].startswith(".venv/")}
+
+
+def pytest_sessionstart(session):
+    session.config._checkout_before = checkout_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_checkout_before", None)
+    after = checkout_state()
+    if before is None or after is None:
+        return
+    new = sorted(after - before)
+    if new:
+        session.config._checkout_written = new
+        print("\ntests wrote into the checkout (they must use tmp_path): " + ", ".join(new[:20]), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cwd(tmp_path_factory):
+    """Session-scoped fixtures that write relative to the working directory write under tmp."""
+    previous = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(previous)
+
+
+@pytest.fixture(autouse=True)
+def _test_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(autouse=True)

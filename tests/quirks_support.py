@@ -9,13 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from basecrawler.registry import discover
 from basecrawler.replay import exchange_key
 from basecrawler.testing import LoopbackServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]
 REPLAY_DIR = REPO / "fixtures" / "replay"
-FAST = {"BASECRAWLER_RATE": "1000", "BASECRAWLER_EU_RATE": "1000", "BASECRAWLER_JP_RATE": "1000",
-        "BASECRAWLER_AU_RATE": "1000", "BASECRAWLER_HTTP_RETRIES": "1", "BASECRAWLER_HTTP_BACKOFF": "0.01"}
+# Every discovered source at full speed (a source's own politer rate is a per-source setting).
+FAST = {"BASECRAWLER_RATE": "1000", "BASECRAWLER_HTTP_RETRIES": "1", "BASECRAWLER_HTTP_BACKOFF": "0.01",
+        **{f"BASECRAWLER_{source_id.upper()}_RATE": "1000" for source_id in discover()}}
 
 
 def cli(db, *args, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -23,7 +25,8 @@ def cli(db, *args, env: dict | None = None, timeout: int = 300) -> subprocess.Co
     clean = {k: v for k, v in os.environ.items() if not k.startswith("BASECRAWLER_")}
     clean.update(FAST)
     clean.update(env or {})
-    return subprocess.run([sys.executable, "-m", "basecrawler", "--db", str(db), *args], cwd=REPO, env=clean,
+    # In the database's folder (under tmp), never the checkout.
+    return subprocess.run([sys.executable, "-m", "basecrawler", "--db", str(db), *args], cwd=Path(db).parent, env=clean,
                           capture_output=True, text=True, timeout=timeout)
 
 

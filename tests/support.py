@@ -117,3 +117,17 @@ def row_writes(store):
             for op in ("insert", "update", "delete"):
                 conn.execute(f"DROP TRIGGER IF EXISTS temp._rw_{table}_{op}")
         conn.execute("DROP TABLE temp._row_writes")
+
+
+def assert_adds_up(run: dict) -> None:
+    """The two equations of the run line (README, "The line adds up"), on a crawl_runs row."""
+    import json
+
+    assert run["parsed"] == (run["out_of_range"] + run["new"] + run["updated"] + run["unchanged"]
+                             + run["merged"] + run["store_failed"]), run
+    assert run["saved"] == run["new"] + run["updated"] + run["unchanged"], run
+    # Each fetched item produced records, or is exactly one of skipped / unparseable.
+    assert run["skipped"] + run["unparseable"] <= run["fetched"], run
+    if run["parsed"] == 0:
+        assert run["fetched"] == run["skipped"] + run["unparseable"], run
+    assert sum(json.loads(run["skip_reasons"] or "{}").values()) == run["skipped"], run

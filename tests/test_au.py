@@ -147,3 +147,24 @@ def test_replay_run_works_offline_via_the_cli(tmp_path):
     assert "au: fetched 23 → parsed 23" in proc.stderr
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT COUNT(*) FROM recalls WHERE country = 'AU'").fetchone()[0] == 23
+
+
+def test_a_listing_row_whose_link_cannot_be_read_is_a_dead_letter_and_the_rest_stored(store, settings):
+    # The HTML parser recovers silently from a broken row: the row must still end as a letter.
+    broken = page("listing_page_0.html").replace('href="/recalls/rec-006046"', 'href="/recalls/rec-006O46"')
+    assert broken != page("listing_page_0.html")
+
+    class BrokenRowSite(Site):
+        def __call__(self, request):
+            if request.url.path == "/recalls/browse-all-recalls" and request.url.params.get("page", "0") == "0":
+                self.requested.append(request.url.raw_path.decode())
+                return httpx.Response(200, text=broken, headers={"content-type": "text/html; charset=UTF-8"})
+            return super().__call__(request)
+
+    result = crawl(store, settings, BrokenRowSite())
+    letters = store.open_dead_letters("au")
+    lost = [letter for letter in letters if letter["kind"] == "unreadable_item"]
+    assert len(lost) == 1 and "rec-006O46" in lost[0]["raw"]
+    assert store.get_recall("AU", "REC-006045") is not None      # the rows around it are stored
+    assert store.get_recall("AU", "REC-006046") is None
+    assert result.counts.dead_lettered >= 1

@@ -286,8 +286,16 @@ def test_the_scheduler_lock_files_are_ignored_by_git():
     assert done.stdout.split() == names
 
 
-def test_a_file_that_is_not_a_database_is_one_line_and_exit_1(tmp_path, capsys):
+def test_a_file_that_is_not_a_database_is_one_line_and_exit_2(tmp_path, capsys):
     notes = tmp_path / "notes.txt"
     notes.write_text("these are not the recalls you are looking for\n" * 200)
-    assert main(["status", "--db", str(notes)]) == 1
-    assert capsys.readouterr().err == f"basecrawler: database error on {notes}: file is not a database\n"
+    assert main(["status", "--db", str(notes)]) == 2
+    assert capsys.readouterr().err == (f"basecrawler: {notes} is not a basecrawler database (not an SQLite file); "
+                                       "give the right --db, or `basecrawler run` to start a new one in an empty file\n")
+
+
+def test_list_is_a_table_with_a_header_and_one_row_per_source(capsys):
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["id", "country", "language", "endpoints", "description"]
+    assert [line.split()[0] for line in lines[2:]] == sorted(registry.discover())

@@ -59,3 +59,19 @@ def test_dead_letters_cli_lists_as_json(store, settings, db_path, capsys):
     assert main(["--db", db_path, "dead-letters", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["source"] == "dl" and "broken row" in rows[0]["error"]
+
+
+def test_dead_letters_cli_list_is_a_table_with_a_header_aligned_by_display_width(store, settings, db_path, capsys):
+    crawler = StrictCrawler(store, settings=settings)
+    crawler.dead_letter({"id": "X"}, ValueError("ブレーキ部品の不具合 " * 12), stage="parse", recall_number="外装-1")
+    crawler.dead_letter({"id": "Y"}, ValueError("broken row"), stage="parse", recall_number="R-22")
+    assert main(["--db", db_path, "dead-letters", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["id", "source", "stage", "kind", "state", "recall", "or", "URL", "error"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    # The error column starts at the same terminal column on every line, CJK cells included.
+    from basecrawler.tables import display_width
+    header, cjk, latin = lines[0], next(l for l in lines if "外装-1" in l), next(l for l in lines if "R-22" in l)
+    assert display_width(header[:header.index("error")]) == display_width(cjk[:cjk.index("ValueError")]) \
+        == display_width(latin[:latin.index("ValueError")])
+    assert cjk.endswith("…") and display_width(cjk) < 200     # long errors cut; --json has them whole

@@ -50,11 +50,13 @@ def test_csv_round_trips_every_field_through_the_csv_module(filled, tmp_path):
     assert export_recalls(filled.db.conn, RecallFilter(), "csv", out) == 3
     with open(out, encoding="utf-8-sig", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert list(rows[0]) == table_columns(filled)
+    assert list(rows[0]) == [*table_columns(filled), "best_text"]
     by_number = {r["recall_number"]: r for r in rows}
     jp = by_number["JP-4980"]
     assert jp["summary_original"] == "ブレーキホースが損傷し、\n制動力が低下するおそれ。"
     assert jp["summary_ko"] == "브레이크 호스 손상"
+    assert jp["best_text"] == "브레이크 호스 손상"                      # the display rule: Korean when translated
+    assert by_number["2024-150"]["best_text"] == "Brake fluid may leak."   # else the original
     assert jp["affected_units"] == "9972"
     assert jp["manufacturer_key"] == "TOYOTA" and jp["manufacturer_original"] == "トヨタ自動車株式会社"
     assert json.loads(jp["extra"]) == {"vehicles": [{"型式": "ZVW51", "台数": 9972}]}
@@ -67,7 +69,7 @@ def test_jsonl_has_one_object_per_record_with_extra_as_object(filled, tmp_path):
     export_recalls(filled.db.conn, RecallFilter(), "jsonl", out)
     lines = out.read_text("utf-8").splitlines()
     records = [json.loads(line) for line in lines]
-    assert len(records) == 3 and list(records[0]) == table_columns(filled)
+    assert len(records) == 3 and list(records[0]) == [*table_columns(filled), "best_text"]
     assert records[0]["extra"] == {"vehicles": [{"型式": "ZVW51", "台数": 9972}]}
     assert "トヨタ" in lines[0]        # readable text, not \u escapes
 
@@ -84,18 +86,22 @@ def test_xlsx_opens_with_openpyxl_and_has_every_row(filled, tmp_path):
     out = tmp_path / "recalls.xlsx"
     assert export_recalls(filled.db.conn, RecallFilter(), "xlsx", out) == 3
     _, header, rows = xlsx_rows(filled.db.conn, tmp_path)
-    assert len(header) == len(table_columns(filled))          # every column, none lost
+    internal = {"id", "translation_status", "translation_note", "translation_claimed_at", "translation_claimed_by"}
+    # every column a reader needs, none lost, and the text the record is shown by
+    assert len(header) == len(set(table_columns(filled)) - internal) + 1
     assert [r["Recall number"] for r in rows] == ["JP-4980", "24V-101", "2024-150"]
     assert rows[0]["Summary (Korean)"] == "브레이크 호스 손상"
-    assert rows[0]["Manufacturer (normalised)"] == "TOYOTA"
+    assert rows[0]["Manufacturer key"] == "TOYOTA"
+    assert rows[0]["Text shown (Korean when translated)"] == "브레이크 호스 손상"
 
 
 def test_xlsx_headers_are_readable_in_a_reading_order_with_extra_last(filled, tmp_path):
     _, header, _ = xlsx_rows(filled.db.conn, tmp_path)
-    assert header[:6] == ["Country", "Recall number", "Recall date", "Manufacturer (normalised)",
-                          "Manufacturer (Korean)", "Manufacturer (original)"]
+    # Labels are the record type's declared ones (record_types/vehicle_recall.py).
+    assert header[:7] == ["Country", "Recall number", "Recall date", "Text shown (Korean when translated)",
+                          "Manufacturer key", "Manufacturer (Korean)", "Manufacturer"]
     assert "Source link" in header and "recall_number" not in header
-    assert header[-1] == "Extra (source-specific JSON)"
+    assert header[-1] == "Extra"
 
 
 def test_xlsx_dates_are_date_cells(filled, tmp_path):
@@ -110,7 +116,7 @@ def test_xlsx_leaves_an_unreadable_date_empty(store, tmp_path):
     store.upsert_recalls([Recall(country="US", recall_number="X1", recall_date=None, source_lang="en",
                                  summary_original="no date")], source="test")
     _, _, rows = xlsx_rows(store.db.conn, tmp_path)
-    assert rows[0]["Recall date"] is None and rows[0]["Date unreadable"] == 1
+    assert rows[0]["Recall date"] is None and rows[0]["Date unknown"] == 1
 
 
 def test_xlsx_has_styled_frozen_header_autofilter_and_sized_columns(filled, tmp_path):
@@ -118,8 +124,8 @@ def test_xlsx_has_styled_frozen_header_autofilter_and_sized_columns(filled, tmp_
     assert sheet.freeze_panes == "A2"
     assert sheet["A1"].font.bold
     assert sheet.auto_filter.ref == f"A1:{get_column_letter(len(header))}4"
-    summary = get_column_letter(header.index("Summary (original)") + 1)
-    assert sheet.column_dimensions["A"].width == 8 and sheet.column_dimensions[summary].width == 50
+    summary = get_column_letter(header.index("Summary") + 1)
+    assert sheet.column_dimensions["A"].width == 16 and sheet.column_dimensions[summary].width == 40
 
 
 def test_xlsx_source_links_are_clickable(store, tmp_path):
@@ -137,7 +143,7 @@ def test_xlsx_strips_control_characters_excel_rejects(store, tmp_path):
     export_recalls(store.db.conn, RecallFilter(), "xlsx", out)
     sheet = load_workbook(out).active
     header = [c.value for c in sheet[1]]
-    assert sheet.cell(row=2, column=header.index("Summary (original)") + 1).value == "badcharhere"
+    assert sheet.cell(row=2, column=header.index("Summary") + 1).value == "badcharhere"
 
 
 def test_export_applies_search_filters(filled, tmp_path):

@@ -31,6 +31,32 @@ def test_rule_table(published, key):
     assert manufacturer_key(published) == key
 
 
+# Makers that recall in Japan (issue 21.6): the MLIT list names them in katakana or kanji, the
+# other sources in Latin letters; both must give one key, so `--manufacturer Fiat` finds both.
+@pytest.mark.parametrize("japanese, latin", [
+    ("トヨタ", "Toyota Motor Corporation"), ("日産", "Nissan North America, Inc."), ("ホンダ", "Honda"),
+    ("マツダ", "Mazda Motor Corporation"), ("スバル", "Subaru of America"), ("スズキ", "Suzuki Motor Corporation"),
+    ("ダイハツ", "Daihatsu"), ("三菱", "Mitsubishi Motors North America"), ("いすゞ", "Isuzu"), ("日野", "Hino Motors"),
+    ("ヤマハ", "Yamaha Motor Co., Ltd."), ("カワサキ", "Kawasaki Motors Corp., U.S.A."), ("フィアット", "Fiat"),
+    ("ドゥカティ", "Ducati North America"), ("メルセデス・ベンツ", "Mercedes-Benz USA, LLC"),
+    ("ビー・エム・ダブリュー", "BMW of North America, LLC"), ("フォルクスワーゲン", "Volkswagen Group of America"),
+    ("アウディ", "Audi AG"), ("ボルボ", "Volvo Car USA"), ("プジョー", "Peugeot"), ("ジープ", "Jeep"),
+    ("ポルシェ", "Porsche Cars North America"), ("ハーレーダビッドソン", "Harley-Davidson Motor Company"),
+    ("ランドローバー", "Land Rover"), ("ルノー", "Renault"), ("テスラ", "Tesla, Inc."), ("ヒョンデ", "Hyundai"),
+    ("ｽｽﾞｷ", "SUZUKI"),                                   # half-width katakana: NFKC first
+    ("ビー・エム・ダブリュー株式会社", "BMW AG"), ("フィアット", "ＦＩＡＴ"),
+])
+def test_japanese_maker_names_share_the_latin_key(japanese, latin):
+    assert manufacturer_key(japanese) == manufacturer_key(latin)
+    assert manufacturer_key(japanese).isascii()            # the facet shows the Latin key
+
+
+def test_kanji_rules_do_not_swallow_other_companies():
+    assert manufacturer_key("三菱電機株式会社") != "MITSUBISHI"   # an electronics supplier, not the carmaker
+    assert manufacturer_key("三菱ふそうトラック・バス株式会社") == "MITSUBISHI FUSO"
+    assert manufacturer_key("CHEVROLET, GMC") == "CHEVROLET GMC"  # a joined list is not one maker
+
+
 def test_store_writes_the_key_and_keeps_the_published_name(store):
     store.upsert_recalls([Recall(country="US", recall_number="24V-101", recall_date="2024-02-20",
                                  source_lang="en", manufacturer_original="Ford Motor Company")], source="t")

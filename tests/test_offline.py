@@ -1,7 +1,10 @@
 """Offline and unreachable hosts (issue 14.4): name-resolution and connection-refused failures
 end a source after one quick retry, not the back-off ladder; when every source was unreachable
 the last line suggests the offline replay."""
+import os
+import shlex
 import socket
+import sys
 import time
 
 import httpx
@@ -12,6 +15,7 @@ from basecrawler.cli import main
 from basecrawler.commands import run as run_command
 from basecrawler.errors import Transient
 from basecrawler.http import HttpClient
+from basecrawler.replay import DEFAULT_REPLAY_DIR, offline_hint
 from basecrawler.testing import fast_settings
 
 
@@ -85,13 +89,29 @@ def offline(monkeypatch):
     monkeypatch.setattr(run_command, "discover", lambda: {"un": Unreachable, "un2": AlsoUnreachable})
 
 
+HINT = "every source was unreachable (offline?); to fill the store from the recorded replay set instead, type: "
+
+
 def test_every_source_unreachable_ends_quickly_and_suggests_the_replay(db_path, offline, capsys):
     started = time.monotonic()
     assert main(["--db", db_path, "run", "--all"]) == 1
     assert time.monotonic() - started < 10            # the default ladder would take ~60 s per source
     last = capsys.readouterr().err.splitlines()[-1]
-    assert last.endswith(" ERROR   every source was unreachable (offline?); to try the crawler offline: "
-                         "basecrawler run --all --replay fixtures/replay")
+    command = shlex.split(last.split(HINT, 1)[1])
+    # This very Python (the venv's: works without activating it), the same database, full mode;
+    # paths relative to the working directory when under it.
+    absolute = [os.path.abspath(part) if "/" in part or part.endswith(".db") else part for part in command]
+    assert absolute == [os.path.abspath(sys.executable), "-m", "basecrawler", "--db", db_path, "run", "--all",
+                        "--mode", "full", "--replay", str(DEFAULT_REPLAY_DIR)]
+
+
+def test_the_hint_is_relative_under_the_working_directory_and_never_shows_a_database_password(tmp_path):
+    hint = offline_hint("basecrawler.db", replay_dir=DEFAULT_REPLAY_DIR, cwd=DEFAULT_REPLAY_DIR.parents[1])
+    assert hint.endswith(" run --all --mode full --replay fixtures/replay")
+    hint = offline_hint("postgresql://crawler:s3cret@db/recalls", environ={})
+    assert "s3cret" not in hint and "--db" not in hint
+    assert offline_hint("x.db", environ={"BASECRAWLER_LAUNCHER": "scripts/run"}) == HINT + "scripts/run --replay"
+    assert "no replay set here" in offline_hint("x.db", replay_dir=tmp_path / "absent")
 
 
 def test_no_replay_hint_when_a_source_was_reached(db_path, monkeypatch, capsys):

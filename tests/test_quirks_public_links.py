@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from contextlib import ExitStack
 
+from urllib.parse import urlsplit
+
+from basecrawler.registry import discover
 from quirks_support import cli, rows, replay_server
 
-# (source, endpoint, public host whose replay folder the loopback server serves)
-ENDPOINTS = [("us", "bulk", "data.transportation.gov"), ("us", "detail", "api.nhtsa.gov"),
-             ("ca", "data", "opendatatc.tc.canada.ca"), ("eu", "site", "ec.europa.eu"),
-             ("jp", "site", "www.mlit.go.jp"), ("au", "site", "www.vehiclerecalls.gov.au")]
+# (source, endpoint, public host whose replay folder the loopback server serves): every endpoint
+# of every discovered source.
+ENDPOINTS = [(source_id, name, urlsplit(base).hostname)
+             for source_id, cls in sorted(discover().items()) for name, base in sorted(cls.endpoints.items())]
 
 
 def links(value):
@@ -37,12 +40,14 @@ def test_every_source_stores_public_links_behind_an_endpoint_override(tmp_path):
     assert all(server.requests for server in servers)   # every endpoint really went to its loopback server
 
     stored = rows(db, "SELECT source, recall_number, source_url, extra FROM recalls")
-    assert {r["source"] for r in stored} == {"us", "ca", "eu", "jp", "au"}
+    assert {r["source"] for r in stored} == {source_id for source_id, _, _ in ENDPOINTS}
     for row in stored:
         every = links(json.loads(row["extra"] or "{}")) + [row["source_url"] or ""]
         assert not any("127.0.0.1" in link or "localhost" in link for link in every), (row["source"], every)
 
-    by_source = {}
+    # What each source's links look like, written for the sources below (a new one is covered
+    # by the loopback check above).
+    by_source = {source_id: [] for source_id in ("us", "ca", "eu", "jp", "au")}
     for row in stored:
         by_source.setdefault(row["source"], []).append(row)
     # jp: the press pages and list PDFs named in the replayed feed, on the MLIT site.

@@ -45,6 +45,13 @@ def test_record_then_replay_offline_gives_the_same_records(tmp_path, settings, m
                             replay_dir=str(record_dir)), mode="full").run()
     assert recorded.counts.new == replayed.counts.new == 2
     assert replayed.status == "succeeded"
+    # Recorded behind the override, saved under the declared host (issue 21.2) ...
+    assert [p.name for p in record_dir.iterdir()] == ["api.example"]
+    # ... so the recording replays against the real URLs, no override set.
+    monkeypatch.delenv("BASECRAWLER_PG_API_URL")
+    real = PagedCrawler(str(tmp_path / "c.db"), settings=settings.with_(db_path=str(tmp_path / "c.db"),
+                        replay_dir=str(record_dir)), mode="full").run()
+    assert real.status == "succeeded" and real.counts.new == 2
 
 
 def test_replay_of_a_request_not_recorded_fails_clearly(tmp_path, settings):

@@ -61,7 +61,7 @@ def test_english_term_matches_substrings_case_insensitively(filled):
 
 def test_three_character_terms_use_the_fts_index(filled):
     sql, _ = build_query(RecallFilter(text="ブレーキ"))
-    assert "recalls_fts MATCH" in sql
+    assert "FROM [recalls_fts] WHERE [recalls_fts] MATCH" in sql
 
 
 def test_two_character_japanese_term_falls_back_to_like(filled):
@@ -142,29 +142,29 @@ def test_search_command_prints_json(filled, db_path, capsys):
 def test_search_command_table_aligns_wide_characters(filled, db_path, capsys):
     assert main(["--db", db_path, "search", "--country", "JP", "--limit", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("date") and "JP-5001" in lines[1]
-    assert "1 of 2 matching recalls" in lines[-1]
-    from basecrawler.commands.search import display_width
-    # the summary column starts at the same terminal column in the heading and the CJK row
-    heading_col = display_width(lines[0][:lines[0].index("summary")])
-    row = lines[1]
-    summary_start = row.index("燃料")
-    assert display_width(row[:summary_start]) == heading_col
+    assert lines[0].startswith("recall date") and "JP-5001" in lines[2]
+    assert "1 of 2 matching vehicle recalls" in lines[-1]
+    from basecrawler.tables import display_width
+    # the text column starts at the same terminal column in the heading and the CJK row
+    heading_col = display_width(lines[0][:lines[0].index("text")])
+    row = lines[2]
+    text_start = row.index("燃料")
+    assert display_width(row[:text_start]) == heading_col
 
 
 def test_empty_korean_search_says_how_much_is_translated(filled, db_path, capsys):
     # 1 of the 5 recalls has Korean text; 연료 ("fuel") is in no Korean column yet.
     assert main(["--db", db_path, "search", "연료"]) == 0
     out = capsys.readouterr().out
-    assert "0 of 0 matching recalls" in out
-    assert "1 of 5 recalls translated" in out
+    assert "0 of 0 matching vehicle recalls" in out
+    assert "1 of 5 vehicle recalls translated" in out
 
 
 def test_untranslated_hint_counts_only_the_filtered_recalls(filled, db_path, capsys):
     assert main(["--db", db_path, "search", "연료", "--country", "JP", "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out) == []
-    assert "1 of 2 recalls translated" in captured.err
+    assert "1 of 2 vehicle recalls translated" in captured.err
 
 
 def test_no_translation_hint_for_non_korean_or_when_all_translated(filled, db_path, capsys):

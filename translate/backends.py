@@ -70,6 +70,36 @@ class Backend:
     def close(self) -> None:
         pass
 
+    # ---- `doctor`: checked the way `translate` uses it ------------------------------------
+    PROBE_TEXT = "Brake hose"
+
+    def probe(self) -> str:
+        """Translate one short text through `translate()` (the worker's own request path), so
+        a backend that translates is never reported broken. Returns a line saying so; raises
+        what `translate()` raises."""
+        started = time.monotonic()
+        answer = self.translate([self.PROBE_TEXT], "en", "ko")[0]
+        return f"{self.where()} translated a test text in {(time.monotonic() - started) * 1000:.0f} ms ({answer[:30]!r})"
+
+    def where(self) -> str:
+        return self.name
+
+    def fix_for(self, error: Exception) -> str:
+        """What to do about `error` from `probe()`, naming this backend and its settings."""
+        reason = getattr(error, "reason", None)
+        if reason == "credentials":
+            return f"check the API key of {self.name} (BASECRAWLER_{self.name.upper()}_API_KEY)"
+        if reason == "quota":
+            return f"{self.name}'s quota is used up: wait for it to renew or configure another backend"
+        if reason == "rate_limited":
+            return f"{self.name} is rate-limiting: run `basecrawler translate` later or lower BASECRAWLER_TRANSLATE_CONCURRENCY"
+        if reason is None:   # BackendItemError: it answered, but not with a translation
+            return f"{self.name} answered without a usable translation: check its logs and model"
+        return self.start_hint()
+
+    def start_hint(self) -> str:
+        return f"start {self.name} or configure another backend (README, Translate)"
+
 
 class HttpBackend(Backend):
     """Shared HTTP plumbing: one httpx client, timeouts, a short retry on blips, and the
@@ -87,6 +117,9 @@ class HttpBackend(Backend):
 
     def close(self) -> None:
         self.client.close()
+
+    def where(self) -> str:
+        return f"{self.name} at {self.base_url}"
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -156,6 +189,10 @@ class LibreTranslateBackend(HttpBackend):
             translated = [translated]
         return _checked(self.name, texts, translated)
 
+    def start_hint(self) -> str:
+        return (f"start LibreTranslate at {self.base_url} (README, Translate: docker run -d -p 5000:5000 "
+                f"libretranslate/libretranslate --load-only en,ja,fr,de,ko) or correct BASECRAWLER_LIBRETRANSLATE_URL")
+
 
 class DeepLBackend(HttpBackend):
     """DeepL API v2. Free keys (ending ':fx') must use the free host."""
@@ -178,6 +215,9 @@ class DeepLBackend(HttpBackend):
         items = answer.get("translations") if isinstance(answer, dict) else None
         translated = [item.get("text") if isinstance(item, dict) else None for item in items] if isinstance(items, list) else None
         return _checked(self.name, texts, translated)
+
+    def start_hint(self) -> str:
+        return f"{self.base_url} did not answer: check the network or proxy, or set BASECRAWLER_DEEPL_URL"
 
 
 LANGUAGE_NAMES = {"en": "English", "ja": "Japanese", "fr": "French", "de": "German", "ko": "Korean",
@@ -223,6 +263,20 @@ class OpenAIChatBackend(HttpBackend):
                 raise BackendItemError(f"{self.name} answered without choices[0].message.content") from None
             results.append(_unquoted(content.strip()) if isinstance(content, str) else None)
         return _checked(self.name, texts, results)
+
+    def where(self) -> str:
+        return f"{self.name} at {self.base_url} (model {self.model})"
+
+    def fix_for(self, error: Exception) -> str:
+        # Ollama and llama.cpp answer 404 naming the model when it has not been pulled.
+        if "HTTP 404" in str(error) and "model" in str(error).lower():
+            return (f"the server at {self.base_url} has no model {self.model}: ollama pull {self.model} "
+                    "(or set BASECRAWLER_OPENAI_MODEL to a model it serves)")
+        return super().fix_for(error)
+
+    def start_hint(self) -> str:
+        return (f"start the OpenAI-compatible server at {self.base_url} (README, Translate: ollama serve, then "
+                f"ollama pull {self.model}) or correct BASECRAWLER_OPENAI_BASE_URL")
 
 
 _QUOTE_PAIRS = {'"': '"', "“": "”", "「": "」", "'": "'"}

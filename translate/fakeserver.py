@@ -1,4 +1,4 @@
-"""A LibreTranslate-compatible fake server on 127.0.0.1, for tests and the benchmark.
+"""LibreTranslate- and OpenAI-compatible fake servers on 127.0.0.1, for tests and the benchmark.
 
 It answers `POST /translate` like LibreTranslate (`q` a string or a list; `translatedText`
 the same shape) with a deterministic pseudo-Korean: every word becomes Hangul syllables,
@@ -7,6 +7,12 @@ numbers, punctuation and ⟦n⟧ markers stay. `overrides` maps an input text to
 `stop()` kills it mid-run. Every request payload is kept in `requests`.
 
     python -m translate.fakeserver --port 5000 --delay 0.02     # try the worker by hand
+
+`FakeOpenAIChat` answers `POST /v1/chat/completions` the way a local Ollama or llama.cpp server
+does (the same pseudo-Korean, one text per request), and like Ollama answers 404 "model … not
+found, try pulling it first" for a model it does not have.
+
+    python -m translate.fakeserver --openai --port 11434         # stands in for `ollama serve`
 """
 from __future__ import annotations
 
@@ -114,13 +120,67 @@ class FakeLibreTranslate(ThreadedServer):
         super().stop()
 
 
+class FakeOpenAIChat(ThreadedServer):
+    def __init__(self, *, models=("qwen2.5:7b-instruct",), translator=pseudo_korean, port: int = 0):
+        self.models = set(models)
+        self.translator = translator
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, answer = outer._answer(self.path, body)
+                data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._listen(_Handler, port)
+
+    @property
+    def base_url(self) -> str:
+        """What BASECRAWLER_OPENAI_BASE_URL is set to (Ollama: http://127.0.0.1:11434/v1)."""
+        return self.url + "/v1"
+
+    def _answer(self, path: str, body: bytes) -> tuple[int, dict]:
+        if path.split("?")[0] != "/v1/chat/completions":
+            return 404, {"error": "404 page not found"}
+        try:
+            payload = json.loads(body)
+            text = next(m["content"] for m in payload["messages"] if m.get("role") == "user")
+        except (ValueError, KeyError, TypeError, StopIteration):
+            return 400, {"error": "invalid request"}
+        if payload.get("model") not in self.models:
+            return 404, {"error": f"model \"{payload.get('model')}\" not found, try pulling it first"}
+        with self._lock:
+            self.requests.append(payload)
+        return 200, {"object": "chat.completion", "model": payload["model"],
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": self.translator(text)}}]}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m translate.fakeserver", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds of latency per request")
+    parser.add_argument("--openai", action="store_true", help="an OpenAI-compatible server (like Ollama) instead")
     args = parser.parse_args(argv)
-    server = FakeLibreTranslate(delay_s=args.delay, port=args.port)
-    print(f"fake LibreTranslate on {server.url} (Ctrl-C stops)", flush=True)
+    if args.openai:
+        server = FakeOpenAIChat(port=args.port)
+        print(f"fake OpenAI-compatible server on {server.base_url}, model qwen2.5:7b-instruct (Ctrl-C stops)", flush=True)
+    else:
+        server = FakeLibreTranslate(delay_s=args.delay, port=args.port)
+        print(f"fake LibreTranslate on {server.url} (Ctrl-C stops)", flush=True)
     try:
         server._server.serve_forever()
     except KeyboardInterrupt:

@@ -14,11 +14,42 @@ def iso_date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
-def require_database(settings) -> str:
-    """Read commands (status, search, export, dead-letters list) look at an existing database;
-    opening a missing one would create it and its folders and report "0 recalls"."""
+# Commands that read a store someone else made: the CLI checks the file before any of them
+# runs (basecrawler/dbfile.py), so none can create, migrate or damage it. Only `run` and
+# `migrate` initialise a new or empty file.
+READ_COMMANDS = frozenset({"status", "search", "export", "dead-letters", "browse", "types"})
+
+
+def positive_int(text: str) -> int:
+    """argparse type for a count that must be 1 or more (`--limit 0` / `-1` is a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def check_existing_database(settings) -> None:
+    """A database file that exists must be basecrawler's (checked without opening a Store,
+    which would migrate it); a missing one is each command's own answer."""
     from pathlib import Path
 
+    from ..dbfile import check_basecrawler_database
+
+    path = settings.db_path
+    if not is_postgres_url(path) and Path(path).exists():
+        check_basecrawler_database(path)
+
+
+def require_database(settings) -> str:
+    """Read commands (status, search, export, dead-letters, browse) look at an existing
+    basecrawler database; opening a missing one would create it and its folders and report
+    "0 recalls", opening an empty or foreign file would write a schema into it."""
+    from pathlib import Path
+
+    from ..dbfile import check_basecrawler_database
     from ..errors import ConfigError
 
     path = settings.db_path
@@ -26,6 +57,7 @@ def require_database(settings) -> str:
         return path
     if not Path(path).is_file():
         raise ConfigError(f"no database at {path} (crawl first with `basecrawler run`, or pass --db)")
+    check_basecrawler_database(path)
     return path
 
 

@@ -6,7 +6,12 @@ import json
 
 from ..registry import discover, get_source
 from ..store import Store
+from ..tables import render_table
 from . import check_source, require_database
+
+
+# A cell wider than this is cut with "…": the full error is in `--json`.
+ERROR_COLUMNS = 80
 
 
 def register(sub) -> None:
@@ -15,7 +20,7 @@ def register(sub) -> None:
                         help="list (default) or retry: re-parse open parse/store letters from the kept raw input")
     parser.add_argument("--source", metavar="ID", help="only this source")
     parser.add_argument("--all", action="store_true", help="list resolved ones too")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--json", action="store_true", help="print JSON (every field, errors uncut)")
     parser.add_argument("--limit", type=int, default=100, help="rows to list (default 100)")
     parser.set_defaults(func=cmd_dead_letters)
 
@@ -40,11 +45,10 @@ def _list(args, store: Store) -> int:
     if not rows:
         print("no dead letters")
         return 0
-    for row in rows:
-        state = "resolved" if row["resolved_at"] else "open"
-        where = row["recall_number"] or row["url"] or ""
-        print(f"#{row['id']:<5} {row['source']:<4} {row['stage']:<6} {row['kind']:<12} {state:<8} {where}")
-        print(f"       {row['error'][:200]}")
+    table = [[row["id"], row["source"], row["stage"], row["kind"], "resolved" if row["resolved_at"] else "open",
+              row["recall_number"] or row["url"] or "", row["error"]] for row in rows]
+    print(render_table(["id", "source", "stage", "kind", "state", "recall or URL", "error"], table,
+                       align=[">"], max_width=ERROR_COLUMNS))
     return 0
 
 

@@ -1,11 +1,13 @@
-"""`doctor`: is this machine ready to crawl? One line per check, ✓ or ✗ with the fix; `--json`.
+"""`doctor`: is this machine ready to crawl? One line per check: ✓ holds, ✗ broken (with the
+fix for that component), – not set up (a note, not a failure); `--json`.
 
 Checks what a run needs and cannot fix itself: tesseract and its Japanese data (scanned MLIT
 PDFs), the Japanese font, a writable database location with free disk, the archive's size,
-the translation backend (when one is configured), every source endpoint after its
-`BASECRAWLER_<SOURCE>_<ENDPOINT>_URL` override (one short GET each, timed) and a running
-scheduler. Read-only: it creates no database, folder or lock file. Exit 0 when every check
-holds, 1 otherwise.
+the translation backend (when one is configured: one short text translated through the same
+call `translate` makes), every source endpoint after its `BASECRAWLER_<SOURCE>_<ENDPOINT>_URL`
+override (one short GET each, timed) and the scheduler. Read-only: it creates no database,
+folder or lock file. Exit 0 when nothing is broken, 1 otherwise; a scheduler that is not
+running is a note, unless `--expect-scheduler` says this machine should have one.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ from pathlib import Path
 import httpx
 
 from ..config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
-from ..errors import ConfigError
+from ..errors import ConfigError, CrawlerError
 from ..runner import translation_backend_factory
+from ..tables import render_table
 from ..engines import is_postgres_url
 
 OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/setup does)"
@@ -33,7 +36,7 @@ OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/se
 FONT_GLOBS = ("/usr/share/fonts/opentype/ipafont-gothic/ipag*.ttf", "/usr/share/fonts/truetype/fonts-japanese-gothic.ttf")
 MIN_FREE_BYTES = 1 << 30
 DEFAULT_TIMEOUT_S = 5.0
-OFFLINE_HINT = "check the network or proxy; offline, crawl with --replay fixtures/replay"
+OFFLINE_HINT = "check the network or proxy; without network, fill the store from the replay set: scripts/run --replay"
 
 
 @dataclass
@@ -43,10 +46,22 @@ class Check:
     detail: str
     fix: str | None = None
     seconds: float | None = None
+    # Not set up, and nothing needs it to be (no scheduler on a machine run by hand): `ok` stays
+    # True so the exit code is 0; the line starts with – and `fix` says how to set it up.
+    note: bool = False
+
+    @property
+    def mark(self) -> str:
+        return "–" if self.note else "✓" if self.ok else "✗"
+
+    def result(self) -> str:
+        """The detail, with the fix (or, for a note, how to set it up) after it."""
+        if self.note and self.fix:
+            return f"{self.detail} — to set up: {self.fix}"
+        return self.detail if self.ok or not self.fix else f"{self.detail} — fix: {self.fix}"
 
     def line(self) -> str:
-        text = f"{'✓' if self.ok else '✗'} {self.name}: {self.detail}"
-        return text if self.ok or not self.fix else f"{text} — fix: {self.fix}"
+        return f"{self.mark} {self.name}: {self.result()}"
 
 
 def register(sub) -> None:
@@ -55,38 +70,36 @@ def register(sub) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
                         help=f"seconds per network check (default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument("--expect-scheduler", action="store_true",
+                        help="a scheduler should run on this machine: fail (exit 1) when none is running")
     parser.set_defaults(func=cmd_doctor)
 
 
 def cmd_doctor(args) -> int:
-    checks = run_checks(args.settings, timeout_s=args.timeout)
+    checks = run_checks(args.settings, timeout_s=args.timeout, expect_scheduler=args.expect_scheduler)
     ok = all(c.ok for c in checks)
     if args.json:
         print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks]}, ensure_ascii=False, indent=2))
-    else:
-        for check in checks:
-            print(check.line())
+    else:   # one row per check; results line up whatever the script of the names and paths
+        print(render_table(["", "check", "result"], [[c.mark, c.name, c.result()] for c in checks]))
     sys.stdout.flush()
     return 0 if ok else 1
 
 
 def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sources: dict | None = None,
-               environ=os.environ) -> list[Check]:
+               environ=os.environ, expect_scheduler: bool = False) -> list[Check]:
     if sources is None:
         from ..registry import discover
         sources = discover()
     checks = [*check_ocr(), check_font(), *check_database(settings.db_path), check_archive(settings.db_path)]
     probes = [(f"source {sid} {name}", base) for sid, cls in sorted(sources.items())
               for name, base in _endpoints(sid, cls)]
-    backend = _backend_probe(environ)
-    if isinstance(backend, Check):
-        checks.append(backend)
-    else:
-        probes.insert(0, backend)
     with ThreadPoolExecutor(max_workers=8) as pool:   # all hosts at once: the slowest sets the wait
-        checks += pool.map(lambda probe: check_reachable(*probe, timeout_s=timeout_s, user_agent=settings.user_agent),
-                           probes)
-    checks.append(check_scheduler(settings.db_path))
+        backend = pool.submit(check_translation_backend, environ)
+        reached = list(pool.map(
+            lambda probe: check_reachable(*probe, timeout_s=timeout_s, user_agent=settings.user_agent), probes))
+        checks += [backend.result(), *reached]
+    checks.append(scheduler_check(settings.db_path, expected=expect_scheduler))
     return checks
 
 
@@ -196,7 +209,18 @@ def check_reachable(name: str, url: str, *, timeout_s: float, user_agent: str = 
                  None if ok else "the host has a problem; try again later", seconds)
 
 
+def scheduler_check(db_path: str, *, expected: bool = False) -> Check:
+    """Running: ✓. Not running: a note (crawls run by hand or by cron/systemd need none), or
+    ✗ when `expected` (`--expect-scheduler`)."""
+    check = check_scheduler(db_path)
+    if check.ok or expected:
+        return check
+    return Check(check.name, True, check.detail, "basecrawler schedule (README, Daily use), "
+                 "or run crawls from cron/systemd; doctor --expect-scheduler makes this a failure", note=True)
+
+
 def check_scheduler(db_path: str) -> Check:
+    """Whether a scheduler holds this database's daemon lock: ✓ running, ✗ not."""
     from ..scheduler import daemon_lock
     lock = daemon_lock(db_path)
     lock_path = lock.path
@@ -231,21 +255,31 @@ def _endpoints(source_id: str, cls) -> list[tuple[str, str]]:
             for name, base in sorted(getattr(cls, "endpoints", {}).items())]
 
 
-def _backend_probe(environ) -> Check | tuple[str, str]:
-    """A Check when there is nothing to reach, else (name, URL) to probe."""
+def check_translation_backend(environ) -> Check:
+    """The configured backend translates one short text through the call `translate` makes
+    (`Backend.probe()`), with the timeout `translate` uses (a local model may take seconds to
+    load) and no retries. A failure's fix names the backend (`Backend.fix_for()`)."""
+    name = "translation backend"
     if not (environ.get("BASECRAWLER_TRANSLATE_BACKEND") or "").strip():
-        return Check("translation backend", True, "none configured (rows stay pending; see `translate --help`)")
+        return Check(name, True, "none configured: rows stay pending", "README, Translate (a local backend needs "
+                     "no account: LibreTranslate or Ollama)", note=True)
     backend_from_env = translation_backend_factory()   # the optional translation package, via its entry point
     if backend_from_env is None:
-        return Check("translation backend", False, "the translation package is not installed", "run scripts/setup")
+        return Check(name, False, "the translation package is not installed", "run scripts/setup")
     try:
-        backend = backend_from_env(environ)
+        backend = backend_from_env(environ, retry_waits_s=())
     except ConfigError as exc:
-        return Check("translation backend", False, str(exc), "see `basecrawler translate --help`")
+        return Check(name, False, str(exc), "see `basecrawler translate --help`")
+    name = f"translation backend {backend.name}"
+    started = time.monotonic()
     try:
-        return f"translation backend {backend.name}", backend.base_url + "/"
+        detail = backend.probe()
+    except CrawlerError as exc:   # the backend's classified failures (translate.errors)
+        seconds = round(time.monotonic() - started, 3)
+        return Check(name, False, str(exc), backend.fix_for(exc), seconds)
     finally:
         backend.close()
+    return Check(name, True, detail, seconds=round(time.monotonic() - started, 3))
 
 
 def _size(n: int) -> str:

@@ -1,4 +1,5 @@
-"""`export`: write matching recalls (all fields) to CSV, JSON Lines or XLSX, streamed."""
+"""`export`: write matching records of a type (`--type`, default vehicle_recall; all fields and
+the text they are shown by) to CSV, JSON Lines or XLSX, streamed."""
 from __future__ import annotations
 
 import errno
@@ -11,20 +12,20 @@ from ..errors import ConfigError
 from ..export import FORMATS, export_recalls
 from ..registry import discover
 from ..store import Store
-from . import check_folder_of, check_source, require_database
+from . import check_folder_of, check_source, positive_int, require_database
 from .search import add_filter_arguments, filter_from_args
 
 log = logging.getLogger("basecrawler")
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("export", help="export recalls to csv, jsonl or xlsx")
+    parser = sub.add_parser("export", help="export records to csv, jsonl or xlsx")
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="file format (default: from the -o file extension, else csv)")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="output file ('-' = stdout for csv/jsonl)")
-    parser.add_argument("--text", metavar="WORDS", help="only recalls containing these words (as search)")
+    parser.add_argument("--text", metavar="WORDS", help="only records containing these words (as search)")
     add_filter_arguments(parser)
-    parser.add_argument("--limit", type=int, metavar="N", help="only the newest N matching recalls")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="only the newest N matching records")
     parser.set_defaults(func=cmd_export)
 
 
@@ -39,13 +40,13 @@ def cmd_export(args) -> int:
     fmt = _format(args)
     if fmt == "xlsx" and args.output == "-":
         raise ConfigError("xlsx cannot be written to stdout; give a file name with -o")
+    filters = filter_from_args(args, args.text)   # usage errors before the database is touched
     require_database(args.settings)
     check_source(args.source, discover())
     if args.output != "-" and Path(args.output).is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a folder; give a file name with -o", args.output)
     if args.output != "-":
         check_folder_of(args.output)
-    filters = filter_from_args(args, args.text)
     store = Store(args.settings.db_path)
     started = time.monotonic()
     try:

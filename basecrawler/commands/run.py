@@ -3,16 +3,20 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 from pathlib import Path
 
+from ..diskfull import disk_full_line
 from ..errors import ConfigError, UnknownSource
 from ..progress import ProgressBar
 from ..registry import discover
 from ..runner import run_sources, stop_on_signals
+from ..tables import render_table
 from . import iso_date
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
+EXIT_DISK_FULL = 3      # a path that cannot be used, like the CLI's other OSErrors
 
 log = logging.getLogger("basecrawler")
 
@@ -51,6 +55,9 @@ def cmd_run(args) -> int:
         summary = run_sources({i: registry[i] for i in ids}, settings=settings, mode=args.mode, since=args.since,
                               until=args.until, stop=stop,
                               progress_factory=lambda i: ProgressBar.for_terminal(f"{i} fetched", unit="items"))
+    if summary.disk_full:
+        print(f"basecrawler: {disk_full_line(settings.db_path)}", file=sys.stderr)
+        return EXIT_DISK_FULL
     if summary.stopped:
         return EXIT_INTERRUPTED
     return 0 if summary.ok else 1
@@ -65,7 +72,8 @@ def cmd_list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
-    for row in rows:
-        endpoints = " ".join(f"{k}={v}" for k, v in row["endpoints"].items())
-        print(f"{row['id']:<6} {row['country']:<4} {row['language']:<4} {endpoints}  {row['doc']}")
+    print(render_table(["id", "country", "language", "endpoints", "description"],
+                       [[row["id"], row["country"], row["language"],
+                         " ".join(f"{k}={v}" for k, v in row["endpoints"].items()) or "(none: local file)", row["doc"]]
+                        for row in rows]))
     return 0

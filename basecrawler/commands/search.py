@@ -1,17 +1,21 @@
-"""`search`: find recalls by text (Japanese, Korean, English …) and filters; a table for people,
-`--json` for machines. Also holds the filter options that `export` shares."""
+"""`search`: find records of any type (`--type`, default vehicle_recall) by text (Japanese,
+Korean, English …) and filters; a table for people, `--json` for machines. Also holds the
+filter options that `export` shares."""
 from __future__ import annotations
 
 import argparse
 import json
 import shutil
 import sys
-import unicodedata
 
+from ..countries import country_codes
+from ..recordtypes import RecordType, get_record_type
 from ..registry import discover
-from ..search import RecallFilter, count, search, untranslated_hint
+from ..search import (BEST_TEXT, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_facets,
+                      check_query_size, count, search, untranslated_hint)
 from ..store import Store
-from . import check_source, iso_date, require_database
+from ..tables import clip, display_width, render_table
+from . import check_source, iso_date, positive_int, require_database
 
 
 def _year(text: str) -> int:
@@ -20,40 +24,60 @@ def _year(text: str) -> int:
     return int(text)
 
 
+def facet_pair(text: str) -> tuple[str, str]:
+    """argparse type for FIELD=VALUE."""
+    field, sep, value = text.partition("=")
+    if not sep or not field.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"not FIELD=VALUE: {text!r}")
+    return field.strip(), value.strip()
+
+
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The filters search and export share; all combine with AND."""
+    parser.add_argument("--type", default=DEFAULT_TYPE, metavar="NAME",
+                        help=f"record type (default {DEFAULT_TYPE}; `basecrawler types` lists them)")
+    parser.add_argument("--filter", action="append", type=facet_pair, default=[], metavar="FIELD=VALUE",
+                        help="a facet of the type equals VALUE (any value of a multi-valued one; repeatable)")
     parser.add_argument("--country", action="append", metavar="CC",
-                        help="country code, e.g. JP (repeatable or comma-separated)")
+                        help="country code or name, e.g. JP or Japan (repeatable or comma-separated)")
     parser.add_argument("--manufacturer", metavar="TEXT", help="manufacturer: the same normalised maker (Ford = FORD MOTOR CO.) or a name containing TEXT (original or Korean)")
     parser.add_argument("--model", metavar="TEXT", help="model contains TEXT (original or Korean)")
     parser.add_argument("--year", type=_year, metavar="YYYY", help="model year (inside a range like 2019-2021 too)")
-    parser.add_argument("--since", type=iso_date, metavar="DATE", help="recall date on or after (YYYY-MM-DD)")
-    parser.add_argument("--until", type=iso_date, metavar="DATE", help="recall date on or before (YYYY-MM-DD)")
+    parser.add_argument("--since", type=iso_date, metavar="DATE", help="record date on or after (YYYY-MM-DD)")
+    parser.add_argument("--until", type=iso_date, metavar="DATE", help="record date on or before (YYYY-MM-DD)")
     parser.add_argument("--source", metavar="ID", help="only records of this source")
 
 
 def filter_from_args(args, text: str | None = None) -> RecallFilter:
-    countries = tuple(c.strip().upper() for value in (args.country or []) for c in value.split(",") if c.strip())
+    """The filter the options describe; an unknown type or an undeclared facet is a usage
+    error (exit 2) before any database is opened."""
+    check_query_size(text)
+    record_type = get_record_type(args.type)
+    facets = tuple(args.filter or ())
+    check_facets(record_type, facets)
+    countries = country_codes(args.country)   # names or codes; one no source publishes is a usage error
     return RecallFilter(text=text, countries=countries, manufacturer=args.manufacturer, model=args.model,
-                        year=args.year, since=args.since, until=args.until, source=args.source)
+                        year=args.year, since=args.since, until=args.until, source=args.source,
+                        record_type=record_type.name, facets=facets)
 
 
 def register(sub) -> None:
-    parser = sub.add_parser("search", help="find recalls by text and filters")
-    parser.add_argument("text", nargs="*", help="words that must all appear (any language; 1+ characters)")
+    parser = sub.add_parser("search", help="find records by text and filters")
+    parser.add_argument("text", nargs="*", help="words that must all appear (any language; 1+ characters; "
+                        f"at most {MAX_QUERY_TERMS} words, {MAX_QUERY_CHARS:,} characters)")
     add_filter_arguments(parser)
-    parser.add_argument("--limit", type=int, default=50, help="at most this many results (default 50)")
+    parser.add_argument("--limit", type=positive_int, default=50, help="at most this many results (default 50)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=cmd_search)
 
 
 def cmd_search(args) -> int:
+    filters = filter_from_args(args, " ".join(args.text) or None)   # usage errors before the database
     require_database(args.settings)
     check_source(args.source, discover())
-    filters = filter_from_args(args, " ".join(args.text) or None)
     store = Store(args.settings.db_path)
     try:
-        rows = search(store.db.conn, filters, limit=max(args.limit, 0))
+        rows = search(store.db.conn, filters, limit=args.limit)
         total = count(store.db.conn, filters) if not args.json else None
         hint = untranslated_hint(store.db.conn, filters) if not rows else None
     finally:
@@ -63,52 +87,51 @@ def cmd_search(args) -> int:
         if hint:  # stdout stays pure JSON for machines
             print(f"basecrawler: {hint}", file=sys.stderr)
         return 0
-    print_table(rows, sys.stdout)
-    print(f"{len(rows)} of {total} matching recalls" + (" (newest first; --limit for more)" if total > len(rows) else ""))
+    record_type = filters.declaration()
+    print_table(record_type, rows, sys.stdout)
+    noun = record_type.title.lower()
+    print(f"{len(rows)} of {total} matching {noun}" + (" (newest first; --limit for more)" if total > len(rows) else ""))
     if hint:
         print(hint)
     return 0
 
 
 # ---- the table -------------------------------------------------------------------------------
-TABLE_COLUMNS = (  # (heading, how to get the value, max width or None for "the rest")
-    ("date", lambda r: r["recall_date"] if not r.get("date_unknown") else "unknown", 10),
-    ("cc", lambda r: r["country"], 2),
-    ("number", lambda r: r["recall_number"], 16),
-    ("manufacturer", lambda r: r.get("manufacturer_ko") or r.get("manufacturer_original"), 18),
-    ("model", lambda r: r.get("model_ko") or r.get("model_original"), 18),
-    ("year", lambda r: r.get("model_year"), 9),
-    ("summary", lambda r: r.get("summary_ko") or r.get("summary_original"), None),
-)
+COLUMN_MAX = 18      # every listed column is cut to this many terminal columns …
+TEXT_MIN = 20        # … and the record's best text takes the rest of the line (at least this)
+TEXT_HEADING = "text"
 
 
-def display_width(text: str) -> int:
-    """Terminal columns `text` takes: CJK and Hangul are two columns wide."""
-    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 0 if unicodedata.combining(ch) else 1
-               for ch in text)
+def _heading(record_type: RecordType, column: str) -> str:
+    return record_type.label(column).lower()
 
 
-def fit(text: str, width: int) -> str:
-    """`text` cut (with …) or padded to exactly `width` terminal columns."""
-    text = " ".join(str(text or "").split())
-    if display_width(text) > width:
-        out, used = [], 0
-        for ch in text:
-            w = display_width(ch)
-            if used + w > width - 1:
-                break
-            out.append(ch)
-            used += w
-        text = "".join(out) + "…"
-    return text + " " * (width - display_width(text))
+def _cell(record_type: RecordType, column: str, row: dict):
+    """A listed column's value as shown: Korean beside an original when translated; an
+    unknown date says so."""
+    if column == record_type.date_field and row.get("date_unknown"):
+        return "unknown"
+    if column.endswith("_original"):
+        return row.get(column[: -len("_original")] + "_ko") or row.get(column)
+    value = row.get(column)
+    return ", ".join(map(str, value)) if isinstance(value, list) else value
 
 
-def print_table(rows: list[dict], out) -> None:
+def table_rows(record_type: RecordType, rows: list[dict], total_width: int) -> tuple[list[str], list[list[str]]]:
+    """Headings and cells: the type's `listing` columns, each cut to COLUMN_MAX, then the best
+    text cut to what is left of `total_width`."""
+    columns = list(record_type.listing)
+    headings = [_heading(record_type, c) for c in columns] + [TEXT_HEADING]
+    cells = [[clip(" ".join(str(_cell(record_type, c, row) or "").split()), COLUMN_MAX) for c in columns]
+             for row in rows]
+    widths = [max([display_width(h), *(display_width(r[i]) for r in cells)]) for i, h in enumerate(headings[:-1])]
+    rest = max(total_width - sum(widths) - 2 * len(widths) - 1, TEXT_MIN)
+    for row, cut in zip(rows, cells):
+        cut.append(clip(" ".join(str(row.get(BEST_TEXT) or "").split()), rest))
+    return headings, cells
+
+
+def print_table(record_type: RecordType, rows: list[dict], out) -> None:
     total_width = max(shutil.get_terminal_size((160, 24)).columns, 80)
-    fixed = sum(w for _, _, w in TABLE_COLUMNS if w) + 2 * (len(TABLE_COLUMNS) - 1)
-    rest = max(total_width - fixed - 1, 20)
-    widths = [w or rest for _, _, w in TABLE_COLUMNS]
-    out.write("  ".join(fit(h, w) for (h, _, _), w in zip(TABLE_COLUMNS, widths)).rstrip() + "\n")
-    for row in rows:
-        cells = [fit(get(row), w) for (_, get, _), w in zip(TABLE_COLUMNS, widths)]
-        out.write("  ".join(cells).rstrip() + "\n")
+    headings, cells = table_rows(record_type, rows, total_width)
+    out.write(render_table(headings, cells) + "\n")

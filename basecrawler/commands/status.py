@@ -1,7 +1,7 @@
-"""`status`: per source the last run, its counts and status, record count, enrichment states,
-dead letters and translation backlog, and freshness: the newest recall date, the last
-*successful* run (still shown after a failure), a stale flag and how many runs crashed or were
-interrupted; `--json` for machines."""
+"""`status`: records per record type and source, and per source the last run, its counts and
+status, enrichment states, dead letters and translation backlog, and freshness: the newest
+recall date, the last *successful* run (still shown after a failure), a stale flag and how many
+runs crashed or were interrupted; `--json` for machines."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,7 +9,10 @@ import json
 
 from ..registry import discover
 from ..engines import redact
+from ..recordtypes import record_types
+from ..search import counts_by_type
 from ..store import Store
+from ..tables import render_table
 from . import require_database
 
 # The scheduler runs every source daily; a source with no success within two of those intervals
@@ -42,12 +45,15 @@ def freshness(store: Store, source_id: str, now: dt.datetime) -> dict:
 def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) -> dict:
     """`now` (aware) is injectable so the stale flag can be tested at a fixed time."""
     now = now or dt.datetime.now(dt.timezone.utc)
+    by_type = counts_by_type(store.db.conn)
     sources = {}
-    known = set(source_ids) | store.sources_with_runs()
+    known = set(source_ids) | store.sources_with_runs() | {s for counts in by_type.values() for s in counts}
     for source_id in sorted(known):
         last = store.last_run(source_id)
+        per_type = {name: counts[source_id] for name, counts in by_type.items() if counts.get(source_id)}
         entry = {
-            "records": store.count_recalls(source_id),
+            "records": sum(per_type.values()),
+            "records_by_type": per_type,
             "last_run": None,
             "dead_letters_open": store.count_open_dead_letters(source_id),
             **freshness(store, source_id, now),
@@ -69,7 +75,9 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     errors = store.get_meta("scheduler.errors")
     return {
         "db": redact(store.path),   # a postgresql:// URL may carry a password
-        "records": store.count_recalls(),
+        "records": sum(n for counts in by_type.values() for n in counts.values()),
+        "types": {name: {"title": record_types()[name].title, "records": sum(counts.values()), "sources": counts}
+                  for name, counts in by_type.items()},
         "next_scheduled_run": store.get_meta("scheduler.next_run"),
         "last_scheduled_job": json.loads(last_job) if last_job else None,
         "scheduler_errors": json.loads(errors)[-5:] if errors else [],
@@ -103,9 +111,10 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0
-    print(f"database {report['db']}: {report['records']} recalls, translation backlog "
+    print(f"database {report['db']}: {report['records']} records, translation backlog "
           f"{report['translation_backlog']}, open dead letters {report['dead_letters_open']}"
           + (f"; next scheduled run {report['next_scheduled_run']}" if report["next_scheduled_run"] else ""))
+    print(type_table(report))
     for error in report["scheduler_errors"]:
         print(f"scheduler error: {json.dumps(error, ensure_ascii=False)[:200]}")
     for source_id, entry in report["sources"].items():
@@ -131,6 +140,14 @@ def cmd_status(args) -> int:
             print("       " + "; ".join(extras))
         print("       " + _freshness_line(entry))
     return 0
+
+
+def type_table(report: dict) -> str:
+    """Records per type (rows) and source (columns), padded by display width."""
+    sources = sorted({s for entry in report["types"].values() for s in entry["sources"]})
+    rows = [[name, *(entry["sources"].get(s, 0) for s in sources), entry["records"]]
+            for name, entry in report["types"].items()]
+    return render_table(["type", *sources, "total"], rows, align=["<"] + [">"] * (len(sources) + 1))
 
 
 def _freshness_line(entry: dict) -> str:

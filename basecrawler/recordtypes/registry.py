@@ -8,6 +8,7 @@ import importlib.metadata
 import pkgutil
 import threading
 
+from ..errors import ConfigError
 from .declaration import RecordType
 
 ENTRY_POINT_GROUP = "basecrawler.record_types"
@@ -22,15 +23,14 @@ _cache: dict[str, RecordType] | None = None
 _lock = threading.Lock()
 
 
-class UnknownRecordType(KeyError):
-    """A type name nobody declared (the message lists the known ones)."""
+class UnknownRecordType(ConfigError):
+    """A type name nobody declared (the message lists the known ones): a usage error."""
+
+    kind = "unknown_record_type"
 
     def __init__(self, name: str, known: list[str]):
-        super().__init__(name)
         self.name, self.known = name, known
-
-    def __str__(self) -> str:
-        return f"unknown record type {self.name!r}; known: {', '.join(self.known) or 'none'}"
+        super().__init__(f"unknown record type {name!r}; known: {', '.join(known) or 'none'}")
 
 
 def _types_in(module) -> list[RecordType]:

@@ -112,6 +112,9 @@ JP = {
     "5415": ("2024-08-28", "いすゞ", "エルフ", 8, None),
 }
 
+# The sources these expectations were written for. A source added later is not listed: its
+# clean replay run is still the reference every faulty run must match (test_faults), and
+# tests/test_every_source.py checks its run; add its table here to pin its values too.
 EXPECTED = {"us": ("US", US), "ca": ("CA", CA), "au": ("AU", AU), "eu": ("EU", EU), "jp": ("JP", JP)}
 
 
@@ -123,7 +126,10 @@ def expected_records(source_id: str) -> dict:
 
 def differences(source_id: str, stored: dict) -> list[str]:
     """Where `stored` ({(country, number): row}, e.g. universe.records()) departs from the
-    payloads: missing or extra recall numbers, and every field that differs."""
+    payloads: missing or extra recall numbers, and every field that differs. Nothing for a
+    source without a hand-written table (see EXPECTED)."""
+    if source_id not in EXPECTED:
+        return []
     expected = expected_records(source_id)
     problems = [f"{source_id}: missing {key}" for key in sorted(set(expected) - set(stored))]
     problems += [f"{source_id}: not in the payload {key}" for key in sorted(set(stored) - set(expected))]

@@ -1,0 +1,31 @@
+"""Spreadsheet cells that never execute: OWASP's CSV-injection rule in one function.
+
+Excel, LibreOffice and Google Sheets read a cell whose text starts with `=`, `+`, `-` or `@`
+as a formula, and a leading TAB or CR lets such a character through the trim some of them
+apply first. Publisher text is untrusted (a recall summary reading `=cmd|' /C calc'!A0`), so
+every text cell of every spreadsheet-bound output (CSV, XLSX, the web view's CSV) goes through
+`neutralise_cell()`, which prefixes `'`: the cell then shows the text and never evaluates it.
+Only text is touched; a number stored as a number (a negative count) stays a number.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# https://owasp.org/www-community/attacks/CSV_Injection
+FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
+NEUTRALISING_PREFIX = "'"
+
+
+def neutralise_cell(value: Any) -> Any:
+    """`value` with `'` in front when it is text a spreadsheet would treat as a formula;
+    anything else (numbers, None, safe text) unchanged."""
+    if isinstance(value, str) and value.startswith(FORMULA_TRIGGERS):
+        return NEUTRALISING_PREFIX + value
+    return value
+
+
+def neutralise_row(values) -> list:
+    return [neutralise_cell(value) for value in values]
+
+
+__all__ = ["neutralise_cell", "neutralise_row", "FORMULA_TRIGGERS"]

@@ -1,0 +1,74 @@
+"""`types`: the record types this installation knows — each with its table, key, date field,
+fields (labels, translated or not), facets and how many records it holds per source;
+`--json` for machines. Without a database it still lists the types (no counts), and it
+never creates one."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..engines import is_postgres_url
+from ..recordtypes import RecordType, record_types
+from ..search import counts_by_type
+from ..store import Store
+from ..tables import render_table
+from . import check_existing_database
+
+
+def register(sub) -> None:
+    parser = sub.add_parser("types", help="record types with their fields, facets and counts")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=cmd_types)
+
+
+def describe(record_type: RecordType, counts: dict[str, int] | None) -> dict:
+    translated = set(record_type.translated)
+    fields = []
+    for column in record_type.data_columns:
+        base = column[: -len("_original")] if column.endswith("_original") else None
+        fields.append({"field": base or column, "label": record_type.label(column),
+                       "translated": base in translated})
+    return {
+        "name": record_type.name,
+        "title": record_type.title,
+        "table": record_type.table,
+        "key": list(record_type.key_columns),
+        "date_field": record_type.date_field,
+        "fields": fields,
+        "facets": [{"field": f.field, "label": f.label, "multi": f.multi} for f in record_type.facets],
+        "display": list(record_type.display),
+        "records": None if counts is None else sum(counts.values()),
+        "sources": counts,
+    }
+
+
+def _counts(settings) -> dict[str, dict[str, int]] | None:
+    path = settings.db_path
+    if not is_postgres_url(path) and not Path(path).is_file():
+        return None   # no database: the types, without counts
+    check_existing_database(settings)   # an empty or foreign file stays untouched
+    store = Store(path)
+    try:
+        return counts_by_type(store.db.conn)
+    finally:
+        store.close()
+
+
+def cmd_types(args) -> int:
+    counts = _counts(args.settings)
+    types = [describe(t, None if counts is None else counts.get(name, {})) for name, t in record_types().items()]
+    if args.json:
+        print(json.dumps(types, indent=2, ensure_ascii=False))
+        return 0
+    print(render_table(["type", "title", "records", "sources", "facets"],
+                       [[t["name"], t["title"], "-" if t["records"] is None else t["records"],
+                         ", ".join(f"{s} {n}" for s, n in (t["sources"] or {}).items()),
+                         ", ".join(f["field"] + (" (multi)" if f["multi"] else "") for f in t["facets"])]
+                        for t in types], align=["<", "<", ">"]))
+    for t in types:
+        print(f"\n{t['name']}: table {t['table']}, key {', '.join(t['key'])}, date {t['date_field'] or 'none'}")
+        print("  fields: " + ", ".join(f["field"] + (" (translated)" if f["translated"] else "") for f in t["fields"]))
+        print("  shown by: " + (", else ".join(t["display"]) or "-"))
+    if counts is None:
+        print(f"\n(no database at {args.settings.db_path}: no counts)")
+    return 0
