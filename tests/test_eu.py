@@ -296,7 +296,9 @@ def test_full_run_over_replay_set_via_cli(tmp_path):
          "--replay", str(REPO / "fixtures" / "replay")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "eu: fetched 8 → parsed 8 → out of range 0 → saved 7 (new 7" in done.stderr + done.stdout
+    # 13 notifications: 13 product alerts and 8 vehicle recalls; the addendum repeats one of each.
+    assert ("eu: fetched 13 → parsed 21 → out of range 0 → saved 19 (new 19, updated 0, unchanged 0) → merged 2"
+            in done.stderr + done.stdout)
     from basecrawler import Store
     cli_store = Store(str(db))
     try:

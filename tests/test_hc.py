@@ -246,7 +246,8 @@ def test_export_food_alerts_to_csv(hc_site, db_path, tmp_path, capsys):
     assert code == 0, out
     with open(target, encoding="utf-8-sig", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert sorted(r["Alert id"] for r in rows) == ["90001", "90002"]
+    assert sorted(r["alert_id"] for r in rows) == ["90001", "90002"]
+    assert json.loads(rows[0]["category"]) == ["Food"]
 
 
 def test_a_transport_canada_alert_and_the_ca_vehicle_recall_are_two_records_with_one_number(hc_site, db_path,
