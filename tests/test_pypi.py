@@ -1,12 +1,12 @@
-"""sources/pypi.py: the PyPI update feed → package releases, each release's metadata as the
-second phase (fixtures in fixtures/pypi/, written by make_fixtures.py)."""
+"""sources/pypi.py: the PyPI update feed → package releases, each with its metadata; a release
+whose metadata is not served yet is stored from the feed and asked again on later runs
+(fixtures in fixtures/pypi/, written by make_fixtures.py)."""
 import json
 from pathlib import Path
 
 import httpx
 import pytest
 
-from basecrawler.errors import NotFound
 from record_types.package_release import PackageRelease
 from sources.pypi import PypiCrawler, rfc822_date
 
@@ -36,10 +36,12 @@ class Registry:
 
 
 def crawler(store, settings, registry=None, **kw):
+    kw.setdefault("mode", "full")
     return PypiCrawler(store, settings=settings, transport=httpx.MockTransport(registry or Registry()), **kw)
 
 
 def parsed(store, settings, registry=None) -> dict[str, PackageRelease]:
+    """fetch → parse → the type's model, as the pipeline does (parse level)."""
     source = crawler(store, settings, registry)
     releases = {}
     for raw in source.fetch():
@@ -48,6 +50,17 @@ def parsed(store, settings, registry=None) -> dict[str, PackageRelease]:
     return releases
 
 
+def stored(store) -> dict[str, dict]:
+    rows = store.query("SELECT * FROM package_releases WHERE source = 'pypi'")
+    return {f"{r['name']} {r['version']}": r for r in rows}
+
+
+def ledger(store) -> dict[str, tuple[str, int]]:
+    return {r["key"]: (r["state"], r["attempts"])
+            for r in store.query("SELECT key, state, attempts FROM list_ledger WHERE source = 'pypi'")}
+
+
+# ---- parse level ---------------------------------------------------------------------------------
 def test_every_feed_item_is_a_release_with_name_version_summary_and_date(store, settings):
     releases = parsed(store, settings)
     assert list(releases) == ["quillmark 0.9.0b1", "tidewater 2.4.1", "lanternfish 1.0.0", "sqlite-ferret 0.3.2",
@@ -56,11 +69,27 @@ def test_every_feed_item_is_a_release_with_name_version_summary_and_date(store, 
     assert tide.registry == "pypi" and tide.summary_original == "Tide tables & harbour clocks for Python"
     assert tide.published_date.isoformat() == "2026-12-01"
     assert tide.source_url == "https://pypi.org/project/tidewater/2.4.1/"
-    assert releases["lanternfish 1.0.0"].summary_original is None
 
 
-def test_an_unreadable_pubdate_is_date_unknown_and_kept(store, settings):
+def test_metadata_adds_license_requires_python_and_files(store, settings):
+    tide = parsed(store, settings)["tidewater 2.4.1"]
+    assert tide.license == "MIT" and tide.requires_python == ">=3.9"
+    assert tide.extra["files"] == 2 and tide.extra["packagetypes"] == ["bdist_wheel", "sdist"]
+
+
+def test_metadata_fills_a_missing_summary_and_prefers_the_license_expression(store, settings):
+    lantern = parsed(store, settings)["lanternfish 1.0.0"]
+    assert lantern.summary_original == "A tiny async job queue" and lantern.license == "Apache-2.0"
+
+
+def test_an_unreadable_pubdate_takes_the_first_upload_date_from_the_metadata(store, settings):
     moss = parsed(store, settings)["mossgarden 5.0"]
+    assert moss.published_date.isoformat() == "2026-12-01" and not moss.date_unknown
+
+
+def test_an_unreadable_pubdate_without_metadata_is_date_unknown_and_kept(store, settings):
+    registry = Registry(metadata={})
+    moss = parsed(store, settings, registry)["mossgarden 5.0"]
     assert moss.date_unknown and moss.published_date is None
     assert moss.extra["unparsed_published_date"] == "sometime on Tuesday"
 
@@ -75,106 +104,67 @@ def test_rfc822_dates_become_utc_dates(text, date):
     assert (parsed_date.isoformat() if parsed_date else None) == date
 
 
-def test_metadata_adds_license_requires_python_and_files(store, settings):
-    source = crawler(store, settings)
-    fields = source.fetch_detail({"name": "tidewater", "version": "2.4.1", "summary_original": "x"})
-    assert fields["license"] == "MIT" and fields["requires_python"] == ">=3.9"
-    assert fields["extra"]["files"] == 2 and fields["extra"]["packagetypes"] == ["bdist_wheel", "sdist"]
-    assert "summary_original" not in fields          # the feed's summary stays
+def test_a_title_without_a_version_is_a_parse_failure(store, settings):
+    with pytest.raises(ValueError, match="not 'name version'"):
+        crawler(store, settings).parse({"title": "justaname", "link": None, "description": None, "pubDate": None})
 
 
-def test_metadata_fills_a_missing_summary_and_date_and_prefers_the_license_expression(store, settings):
-    source = crawler(store, settings)
-    lantern = source.fetch_detail({"name": "lanternfish", "version": "1.0.0", "summary_original": None})
-    assert lantern["summary_original"] == "A tiny async job queue" and lantern["license"] == "Apache-2.0"
-    moss = source.fetch_detail({"name": "mossgarden", "version": "5.0", "summary_original": "x", "date_unknown": True})
-    assert moss["published_date"] == "2026-12-01" and moss["date_unknown"] is False
+# ---- runs: "not yet" is retried, never a dead letter, never gone at once ----------------------------
+def test_a_release_whose_metadata_is_not_served_yet_is_stored_from_the_feed_and_waits(store, settings):
+    result = crawler(store, settings).run()
+    assert result.status == "succeeded", result.error
+    releases = stored(store)
+    assert len(releases) == 6 and result.counts.dead_lettered == 0
+    quill = releases["quillmark 0.9.0b1"]
+    assert quill["summary_original"] == "Markdown to print-ready PDF" and quill["license"] is None
+    states = ledger(store)
+    assert states["quillmark 0.9.0b1"] == ("failing", 1)
+    assert {key: state for key, (state, _) in states.items() if key != "quillmark 0.9.0b1"} == \
+        {key: "done" for key in releases if key != "quillmark 0.9.0b1"}
 
 
-def test_metadata_not_there_yet_is_not_found_for_the_ladder(store, settings):
-    with pytest.raises(NotFound):
-        crawler(store, settings).fetch_detail({"name": "quillmark", "version": "0.9.0b1"})
+def test_metadata_served_later_completes_the_release_even_after_it_left_the_feed(store, settings):
+    registry = Registry()
+    crawler(store, settings, registry).run()
+    # The feed moved on (only tidewater is left); quillmark's metadata is now served.
+    feed = (FIXTURES / "updates.xml").read_text(encoding="utf-8")
+    head, _, rest = feed.partition("<item>")
+    tidewater = "<item>" + rest.split("<item>")[1]
+    registry.feed = (head + tidewater.split("</channel>")[0] + "</channel></rss>\n").encode()
+    quill = json.loads((FIXTURES / "metadata" / "tidewater-2.4.1.json").read_text())
+    quill["info"].update(name="quillmark", version="0.9.0b1", license="MPL-2.0")
+    registry.metadata["quillmark-0.9.0b1"] = json.dumps(quill).encode()
+    result = crawler(store, settings, registry, mode="incremental").run()
+    assert result.status == "succeeded", result.error
+    assert stored(store)["quillmark 0.9.0b1"]["license"] == "MPL-2.0"
+    assert result.counts.updated == 1 and ledger(store)["quillmark 0.9.0b1"][0] == "done"
+
+
+def test_metadata_that_never_comes_is_given_up_only_after_the_last_attempt(store, settings):
+    for attempt in range(1, 6):
+        crawler(store, settings).run()
+        assert ledger(store)["quillmark 0.9.0b1"] == ("failing" if attempt < 5 else "given_up", attempt)
+    assert store.query("SELECT COUNT(*) AS n FROM package_releases WHERE name = 'quillmark'")[0]["n"] == 1
 
 
 def test_metadata_answering_an_older_version_is_not_yet(store, settings):
     older = json.loads((FIXTURES / "metadata" / "tidewater-2.4.1.json").read_text())
     older["info"]["version"] = "2.4.0"
     registry = Registry(metadata={"tidewater-2.4.1": json.dumps(older).encode()})
-    with pytest.raises(NotFound, match="not '2.4.1' yet"):
-        crawler(store, settings, registry).fetch_detail({"name": "tidewater", "version": "2.4.1"})
-
-
-def test_a_title_without_a_version_is_a_parse_failure(store, settings):
-    with pytest.raises(ValueError, match="not 'name version'"):
-        crawler(store, settings).parse({"title": "justaname", "link": None, "description": None, "pubDate": None})
-
-
-def test_needs_detail_until_the_metadata_was_read():
-    source = PypiCrawler.__new__(PypiCrawler)
-    assert source.needs_detail(PackageRelease(registry="pypi", name="a", version="1"))
-    assert not source.needs_detail(PackageRelease(registry="pypi", name="a", version="1", extra={"files": 0}))
-
-
-# ---- end to end: the feed stored, the metadata on the ladder (the generic store) --------------------
-class Clock:
-    def __init__(self, start=1_796_164_800.0):   # 2026-12-01 22:40 UTC
-        self.now = start
-
-    def __call__(self):
-        return self.now
-
-
-def stored(store) -> dict[str, dict]:
-    rows = store.query("SELECT * FROM package_releases WHERE source = 'pypi'")
-    return {f"{r['name']} {r['version']}": r for r in rows}
-
-
-# The enrichment ladder (basecrawler/enrichment.py) still keys its rows by (country,
-# recall_number), which a package release does not have: the second phase cannot run until it
-# keys by the type's declared key. Strict, so the day it works these markers must go.
-LADDER_NOT_GENERIC = pytest.mark.xfail(strict=True, reason="enrichment ladder keys by (country, recall_number)")
-
-
-@LADDER_NOT_GENERIC
-def test_run_stores_every_release_and_the_ladder_adds_the_metadata(store, settings):
-    clock = Clock()
-    result = crawler(store, settings, clock=clock, mode="full").run()
-    assert result.status == "succeeded", result.error
-    releases = stored(store)
-    assert len(releases) == 6
-    assert releases["tidewater 2.4.1"]["license"] == "MIT"
-    assert releases["lanternfish 1.0.0"]["summary_original"] == "A tiny async job queue"
-    moss = releases["mossgarden 5.0"]
-    assert moss["published_date"] == "2026-12-01" and not moss["date_unknown"]
-    # Announced, metadata not served yet: waiting on the ladder, not gone.
-    assert releases["quillmark 0.9.0b1"]["license"] is None
-    states = {r["state"] for r in store.query("SELECT state FROM enrichment WHERE source = 'pypi'")}
-    assert "gone" not in states and "retry" in states
-
-
-@LADDER_NOT_GENERIC
-def test_metadata_that_appears_later_is_added_by_a_later_run(store, settings):
-    clock = Clock()
-    registry = Registry()
-    crawler(store, settings, registry, clock=clock, mode="full").run()
-    quill = json.loads((FIXTURES / "metadata" / "tidewater-2.4.1.json").read_text())
-    quill["info"].update(name="quillmark", version="0.9.0b1", license="MPL-2.0")
-    registry.metadata["quillmark-0.9.0b1"] = json.dumps(quill).encode()
-    clock.now += 16 * 60                              # past the first backoff (15 min)
-    crawler(store, settings, registry, clock=clock).run()
-    assert stored(store)["quillmark 0.9.0b1"]["license"] == "MPL-2.0"
+    crawler(store, settings, registry).run()
+    assert ledger(store)["tidewater 2.4.1"] == ("failing", 1)
+    assert stored(store)["tidewater 2.4.1"]["license"] is None
 
 
 def test_a_rerun_of_the_same_feed_writes_nothing(store, settings):
-    clock = Clock()
-    crawler(store, settings, clock=clock, mode="full").run()
-    again = crawler(store, settings, clock=clock, mode="full").run()
+    crawler(store, settings).run()
+    again = crawler(store, settings).run()
     assert again.counts.new == 0 and again.counts.updated == 0 and again.counts.unchanged == 6
 
 
-@LADDER_NOT_GENERIC
 def test_offline_replay_set_serves_pypi(db_path, capsys):
     from basecrawler.cli import main
 
     assert main(["--db", db_path, "run", "--source", "pypi", "--mode", "full",
                  "--replay", str(REPO / "fixtures" / "replay")]) == 0
+    assert "pypi: fetched 6 → parsed 6" in capsys.readouterr().err
