@@ -94,6 +94,8 @@ def split_categories(value) -> list[str]:
     text = clean(value)
     if not text:
         return []
+    if CATEGORY_SEPARATOR not in text:
+        return [text]                     # most records: one category
     protected = text
     for index, known in enumerate(KNOWN_COMPOUND_CATEGORIES):
         protected = protected.replace(known, f"\x00{index}\x00")
