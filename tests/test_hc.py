@@ -268,6 +268,16 @@ def test_a_transport_canada_alert_and_the_ca_vehicle_recall_are_two_records_with
                                "WHERE country = 'CA' AND recall_number = '2024301'").fetchall()
     connection.close()
     assert vehicle == [("ca", "FORD")] and alert == [("hc", "90011")]
+    from basecrawler import Store
+
+    store = Store(db_path)
+    try:
+        [row] = store.query("SELECT * FROM product_alerts WHERE alert_id = '90011'")
+        linked = store.same_as("product_alert", row)
+    finally:
+        store.close()
+    assert [(r["record_type"], r["source"], r["recall_number"]) for r in linked] == \
+        [("vehicle_recall", "ca", "2024301")]
 
 
 def test_offline_replay_set_serves_hc(db_path, capsys):
