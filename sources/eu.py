@@ -1,9 +1,13 @@
-"""EU Safety Gate (ex-RAPEX): vehicle alerts from the weekly XML reports.
+"""EU Safety Gate (ex-RAPEX): every notification of the weekly XML reports as a product alert;
+the vehicle ones also as vehicle recalls.
 
 The index `/safety-gate-alerts/api/download/weeklyReport/list/xml/en` lists every weekly
 report; each report is one XML document with all alerts of that week, of every product
-category. Only vehicle alerts are kept (see `VEHICLE_CATEGORY_EXAMPLES`). Reports are
-streamed to a temp file and read with `iterparse`, so memory stays flat whatever the size.
+category. Every notification becomes a `product_alert` record (toys, cosmetics, electrical
+appliances …); those in a vehicle category (see `VEHICLE_CATEGORY_EXAMPLES`) also become a
+`vehicle_recall` record, exactly as before: one download of each report serves both types.
+Both records carry the case number, so they are shown as the same alert. Reports are streamed
+to a temp file and read with `iterparse`, so memory stays flat whatever the size.
 
 Quirks of the source handled here (see also docs/SOURCES.md):
 - every notification says `xsi:type=...MotorVehicleContentDto`, toys included, so the
@@ -34,6 +38,7 @@ from basecrawler import BaseCrawler, Raw
 from basecrawler import text as text_rules
 from basecrawler.dates import parse_date
 from basecrawler.errors import UnexpectedContent
+from basecrawler.recordtypes import Record
 from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
 from basecrawler.xmlsafe import ListRead, UnsafeXml, iter_xml, read_list, release
 
@@ -316,7 +321,8 @@ def _int(value: str | None) -> int | None:
 
 # ---- the crawler ----------------------------------------------------------------------------
 class EuSafetyGateCrawler(BaseCrawler):
-    """EU Safety Gate weekly XML reports (vehicle alerts only)."""
+    """EU Safety Gate weekly XML reports: every notification a product alert, the vehicle ones
+    also vehicle recalls (the source's default type)."""
 
     source = "eu"
     country = "EU"
@@ -392,10 +398,11 @@ class EuSafetyGateCrawler(BaseCrawler):
                         continue
                     case = item["caseNumber"]
                     if case not in first_seen:
-                        stored = self.known_date(case)
+                        # Only a vehicle alert can have been stored as a vehicle recall before.
+                        stored = self.known_date(case) if item["vehicle"] else None
                         first_seen[case] = (stored or item["report_date"], stored is not None)
                     item["first_report_date"], item["date_stored"] = first_seen[case]
-                    kept += 1
+                    kept += item["vehicle"]
                     yield item  # the pipeline notes the report it came from
             except UnsafeXml as exc:
                 self.dead_letter(Raw(whole_report, url=url, response_sha256=download.sha256), exc)
@@ -441,13 +448,13 @@ class EuSafetyGateCrawler(BaseCrawler):
                 header[name] = clean_text("".join(element.itertext()))
                 continue
             self._notifications_read[report.report_id] = self._notifications_read.get(report.report_id, 0) + 1
-            category = clean_text(element.findtext("category"))
-            if is_vehicle_category(category):
-                try:
-                    yield self._notification(element, header, report)
-                except Exception as exc:  # one odd notification must not cost the report
-                    snippet = etree.tostring(element, encoding="unicode")[:20000]
-                    yield {"_broken": snippet, "error": f"{type(exc).__name__}: {exc}"}
+            try:
+                item = self._notification(element, header, report)
+                item["vehicle"] = is_vehicle_category(item.get("category"))
+                yield item
+            except Exception as exc:  # one odd notification must not cost the report
+                snippet = etree.tostring(element, encoding="unicode")[:20000]
+                yield {"_broken": snippet, "error": f"{type(exc).__name__}: {exc}"}
             release(element)
 
     def _notification(self, element: etree._Element, header: dict, report: WeeklyReport) -> dict:
@@ -466,7 +473,13 @@ class EuSafetyGateCrawler(BaseCrawler):
         })
         return item
 
-    def parse(self, raw: dict) -> dict:
+    def parse(self, raw: dict) -> list:
+        """Every notification → a product alert; a vehicle one also → a vehicle recall (first,
+        as before: its record is exactly what it was when the source kept vehicles only)."""
+        alert = Record("product_alert", product_alert_fields(raw))
+        return [self._vehicle_recall(raw), alert] if raw.get("vehicle", True) else [alert]
+
+    def _vehicle_recall(self, raw: dict) -> dict:
         danger = split_danger(raw.get("danger"))
         measures = split_measures(raw.get("measures"))
         brand, name, model_type = raw.get("brand"), raw.get("name"), raw.get("type_numberOfModel")
@@ -507,3 +520,42 @@ class EuSafetyGateCrawler(BaseCrawler):
             "source_url": raw.get("reference"),
             "extra": {k: v for k, v in extra.items() if v not in (None, "", [])},
         }
+
+
+def product_alert_fields(raw: dict) -> dict:
+    """One notification, of any category → the fields of a `product_alert`."""
+    danger, measures = raw.get("danger"), split_measures(raw.get("measures"))
+    brand, name, model_type = raw.get("brand"), raw.get("name"), raw.get("type_numberOfModel")
+    if not brand and not name and not model_type:
+        brand, name = names_from_description(raw.get("description"))
+    named = " ".join(part for part in (brand, name) if part) or None
+    extra = {
+        "name": name, "type_numberOfModel": model_type, "riskType": raw.get("riskType"),
+        "barcode": raw.get("barcode"), "batchNumber": raw.get("batchNumber"), "type": raw.get("type"),
+        "notifyingCountry": raw.get("notifyingCountry"), "countryOfOrigin": raw.get("countryOfOrigin"),
+        "pictures": raw.get("pictures"), "companyRecallCode": raw.get("companyRecallCode"),
+        "productionDates": raw.get("productionDates"), "URLrecall": raw.get("URLrecall"),
+        "onlineTrader": raw.get("onlineTrader"), "measures": measures or None,
+        "report_id": raw.get("report_id"), "report_reference": raw.get("report_reference"),
+        "report_date": raw.get("report_date"), "report_week": raw.get("report_week"),
+        "report_addendum": raw.get("report_addendum"),
+    }
+    return {
+        "alert_id": raw["caseNumber"],
+        # An alert repeated in an addendum keeps the date of the first report that listed it.
+        "alert_date": raw.get("first_report_date") or raw.get("report_date"),
+        "title_original": " – ".join(part for part in (raw.get("product"), named) if part) or None,
+        "product_original": raw.get("product"),
+        "hazard_original": danger,
+        "what_to_do_original": measures_as_sentences(measures) or raw.get("measures"),
+        "description_original": raw.get("description"),
+        "category": [raw["category"]] if raw.get("category") else [],
+        # The member state whose authority notified the alert.
+        "authority": raw.get("notifyingCountry"),
+        "risk_class": raw.get("level"),
+        "brand": brand,
+        # The case number links this alert to the vehicle recall made from the same notification.
+        "recall_number": raw["caseNumber"],
+        "source_url": raw.get("reference"),
+        "extra": {key: value for key, value in extra.items() if value not in (None, "", [])},
+    }

@@ -16,7 +16,8 @@ from sources.eu import (VEHICLE_CATEGORY_EXAMPLES, EuSafetyGateCrawler, WeeklyRe
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "eu"
-REAL_SAMPLES = REPO.parent / "shared" / "real-samples"
+REAL_SAMPLES = next((p / "real-samples" for p in (REPO.parent / "shared", REPO.parents[1] / "shared")
+                     if (p / "real-samples").is_dir()), REPO.parent / "shared" / "real-samples")
 INDEX_PATH = "/safety-gate-alerts/api/download/weeklyReport/list/xml/en"
 REPORT_PATH = "/safety-gate-alerts/api/download/weeklyReport/detail/xml/"
 
@@ -295,7 +296,9 @@ def test_full_run_over_replay_set_via_cli(tmp_path):
          "--replay", str(REPO / "fixtures" / "replay")],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "eu: fetched 8 → parsed 8 → out of range 0 → saved 7 (new 7" in done.stderr + done.stdout
+    # 13 notifications: 13 product alerts and 8 vehicle recalls; the addendum repeats one of each.
+    assert ("eu: fetched 13 → parsed 21 → out of range 0 → saved 19 (new 19, updated 0, unchanged 0) → merged 2"
+            in done.stderr + done.stdout)
     from basecrawler import Store
     cli_store = Store(str(db))
     try:
@@ -379,3 +382,68 @@ def test_index_declaring_a_dtd_fails_the_source_and_no_report_is_fetched(store, 
     result = crawl(store, settings, site)
     assert result.status == "failed" and "UnsafeXml" in result.error
     assert site.report_ids_requested() == []
+
+
+# ---- every notification a product alert (issue 24) --------------------------------------------
+def parsed_records(store, settings, site):
+    """fetch → parse at parse level: (vehicle recall dicts, product alert field dicts by case)."""
+    from basecrawler.recordtypes import Record
+
+    source = EuSafetyGateCrawler(store, settings=settings, transport=httpx.MockTransport(site), mode="full")
+    vehicles, alerts = [], {}
+    for item in source.fetch():
+        raw = item.data if hasattr(item, "data") else item
+        for record in source.parse(raw):
+            if isinstance(record, Record):
+                assert record.type == "product_alert"
+                alerts.setdefault(record.fields["alert_id"], []).append(record.fields)
+            else:
+                vehicles.append(record)
+    return vehicles, alerts
+
+
+def test_every_notification_is_a_product_alert_and_vehicle_ones_are_also_vehicle_recalls(store, settings):
+    from record_types.product_alert import ProductAlert
+
+    vehicles, alerts = parsed_records(store, settings, fixture_site())
+    assert set(alerts) == {"0060/05", "0061/05", "0062/05", "0063/05", "SR/01901/26", "SR/01902/26",
+                           "SR/01907/26", "SR/01908/26", "SR/02101/26", "SR/02109/26", "SR/02110/26",
+                           "SR/02140/26"}
+    assert {v["recall_number"] for v in vehicles} == {"0061/05", "0063/05", "SR/01901/26", "SR/01907/26",
+                                                      "SR/02101/26", "SR/02109/26", "SR/02140/26"}
+    for fields in (f for many in alerts.values() for f in many):
+        alert = ProductAlert.model_validate({"country": "EU", **fields})
+        assert alert.recall_number == alert.alert_id          # the link to the vehicle recall
+        assert not alert.date_unknown
+
+
+def test_a_product_alert_carries_category_authority_risk_and_the_cleaned_texts(store, settings):
+    _, alerts = parsed_records(store, settings, fixture_site())
+    toy = alerts["SR/01902/26"][0]
+    assert toy["category"] == ["Toys"] and toy["authority"] == "Poland" and toy["risk_class"] == "Serious risk"
+    assert toy["title_original"] == "Toy car – Zoomi Racer" and toy["alert_date"] == "2026-07-24"
+    golf = alerts["SR/01901/26"][0]
+    assert golf["brand"] == "Volkswagen" and "<" not in golf["title_original"]
+    legacy = alerts["0061/05"][0]                 # names from the description, legacy report
+    assert legacy["title_original"] == "Meridian Tourer 2.0 (M 75)" and legacy["hazard_original"]
+
+
+def test_an_alert_repeated_in_an_addendum_keeps_its_first_report_date(store, settings):
+    _, alerts = parsed_records(store, settings, fixture_site())
+    assert [a["alert_date"] for a in alerts["SR/02101/26"]] == ["2026-08-14", "2026-08-14"]
+
+
+@pytest.mark.skipif(not REAL_REPORTS, reason="real samples folder absent")
+@pytest.mark.parametrize("path", REAL_REPORTS, ids=lambda p: p.name)
+def test_real_report_every_case_number_is_one_product_alert(store, settings, path):
+    from record_types.product_alert import ProductAlert
+
+    body = gzip.decompress(path.read_bytes())
+    root = etree.fromstring(body)
+    cases = {n.findtext("caseNumber") for n in root.iter("notifications")}
+    site = Site(index_xml(("777", root.findtext("report_date"), "")), {"777": body})
+    _, alerts = parsed_records(store, settings, site)
+    assert set(alerts) == cases and all(len(a) == 1 for a in alerts.values())
+    for (fields,) in alerts.values():
+        alert = ProductAlert.model_validate({"country": "EU", **fields})
+        assert alert.category and alert.authority and alert.risk_class and not alert.date_unknown

@@ -13,7 +13,10 @@ from .faults import FaultInjector, FaultPlan
 from .expected_universe import differences
 from .universe import without_hosts, ReplayHandler, clean_reference, point_source_at, records
 
-SOURCES = sorted(discover())
+# The fault universe (universe.records, expected_universe) is keyed by a vehicle recall's
+# (country, recall_number): sources whose records are of another type (hc, pypi) join it when it
+# reads their declarations; until then their own tests cover truncated and failing downloads.
+SOURCES = sorted(source for source, cls in discover().items() if cls.record_type == "vehicle_recall")
 MAX_RUNS = 10
 
 

@@ -100,8 +100,10 @@ def assert_invariants(store: Store, result, source_id: str) -> None:
     assert c.saved == c.new + c.updated + c.unchanged, c
     assert c.skipped + c.unparseable <= c.fetched, c
     assert sum(c.skip_reasons.values()) == c.skipped, c
-    # A fresh store: every stored record of the source was counted new in this one run.
-    assert store.count_recalls(source_id) == c.new
+    # A fresh store: every stored record of the source, of every type, was counted new in this one run.
+    from basecrawler.recordtypes import record_types
+
+    assert sum(store.count(name, source_id) for name in record_types()) == c.new
     letters = store.open_dead_letters(source_id)
     assert len(letters) >= c.unparseable + c.store_failed, (len(letters), c)
 

@@ -1,0 +1,192 @@
+"""Benchmark of the `hc` source on a full-size file: how to read it, and a full run.
+
+    python bench/bench_hc.py [--records 34000] [--keep DIR] [--parse-only]
+
+Generates a ~16 MB `HCRSAMOpenData.json` in the real layout (a JSON array of flat objects,
+every value a string or null; zero-width spaces, entities, multi-categories, empty dates),
+then, each in a fresh child process that reports its own time and peak RSS (VmHWM):
+
+1. reading the file with `json.load` vs streaming it with `ijson.items` (the choice the source
+   makes), each followed by `HealthCanadaAlertsCrawler.parse` of every record;
+2. a full `basecrawler run --source hc --mode full` against a loopback server serving the file
+   (BASECRAWLER_HC_DATA_URL), then the same run again (nothing to write).
+
+Targets: full run ≤ 5 s, peak RSS < 200 MB.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+ORGANIZATIONS = {
+    "CFIA": (["Food", "Dairy", "Meat and poultry", "Candy, confectionary, snacks and sweeteners - Nuts, grains, and seeds",
+              "Fish and seafood - Food"], ["Class 1", "Class 2", "Class 3", "--"]),
+    "TC": (["Car", "SUV", "SUV - Car", "Truck - Med. & H.D.", "Bus", "RV Trailer", "Equipment"], [""]),
+    "Medical devices": (["Cardiovascular", "General and plastic surgery",
+                         "General hospital and personal use - Chemistry - Microbiology"], ["Type I", "Type II", "Type III"]),
+    "Consumer product safety": (["Household items", "Toys and games", "Household items - Tools and accessories",
+                                 "Appliances - Household items", "Chemicals"], [""]),
+    "Drugs and health products": (["Drugs", "Drugs - Natural health products"], ["Type I", "Type II", "Type I - Type II"]),
+    "Controlled substances and cannabis": (["Cannabis"], [""]),
+}
+WORDS = ("recalled due to possible contamination listeria salmonella undeclared milk labelling hazard brand certain "
+         "products lot strangulation fire burn injury consumers should stop using return").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize()
+
+
+def generate(path: Path, records: int, seed: int = 24) -> None:
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("[")
+        for n in range(records):
+            organization = rng.choice(list(ORGANIZATIONS))
+            categories, classes = ORGANIZATIONS[organization]
+            nid = str(20000 + n)
+            if organization == "TC":
+                title = f"Transport Canada Recall - {rng.randint(2010, 2026)}{rng.randint(1, 999):03d} - {rng.choice(['FORD', 'GM', ''])}"
+            else:
+                title = ("\u200b" if rng.random() < 0.05 else "") + sentence(rng, rng.randint(6, 14))
+            record = {
+                "NID": nid, "Title": title,
+                "URL": f"https://recalls-rappels.canada.ca/en/alert-recall/alert-{nid}",
+                "Organization": organization,
+                "Product": None if rng.random() < 0.3 else sentence(rng, 3),
+                "Issue": rng.choice(["", "Listeria", "Milk - Sulphites", "Performance", "Fire hazard"]),
+                "What you should do": "" if rng.random() < 0.5 else
+                sentence(rng, 20) + ".Consumers&nbsp;should " + sentence(rng, 15) + ".",
+                "Category": rng.choice(categories), "Recall class": rng.choice(classes),
+                "Last updated": None if rng.random() < 0.08 else
+                f"{rng.randint(1991, 2025)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                "Archived": rng.choice("01"),
+            }
+            out.write(("," if n else "") + json.dumps(record, ensure_ascii=False))
+        out.write("]")
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process (user + system): what the run costs, whatever the load."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mb() -> float:
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024
+
+
+def read_child(how: str, path: str) -> None:
+    """Child: read and parse the file one way; prints seconds, records, peak RSS."""
+    import ijson
+
+    from sources.hc import HealthCanadaAlertsCrawler
+
+    parse = HealthCanadaAlertsCrawler.parse.__get__(HealthCanadaAlertsCrawler.__new__(HealthCanadaAlertsCrawler))
+    started = time.monotonic()
+    count = 0
+    with open(path, "rb") as handle:
+        items = json.load(handle) if how == "json.load" else ijson.items(handle, "item", use_float=True)
+        for item in items:
+            parse(item)
+            count += 1
+    print(json.dumps({"seconds": time.monotonic() - started, "records": count, "peak_rss_mb": peak_rss_mb(),
+                      "cpu_s": cpu_s()}))
+
+
+def run_child(db: str) -> None:
+    """Child: `basecrawler run --source hc --mode full` through the CLI; prints time and peak RSS."""
+    from basecrawler.cli import main
+
+    started = time.monotonic()
+    code = main(["--db", db, "-q", "run", "--source", "hc", "--mode", "full"])
+    print(json.dumps({"seconds": time.monotonic() - started, "exit": code, "peak_rss_mb": peak_rss_mb(),
+                      "cpu_s": cpu_s()}))
+
+
+class FileHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    file_path: Path
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        size = self.file_path.stat().st_size
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        with open(self.file_path, "rb") as src:
+            shutil.copyfileobj(src, self.wfile, 1 << 16)
+
+
+def child(*args: str, env: dict | None = None) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        sys.exit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=34_000)
+    parser.add_argument("--keep", help="work in this directory and keep it")
+    parser.add_argument("--parse-only", action="store_true", help="only compare json.load and ijson")
+    parser.add_argument("--read", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--run", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.read:
+        return read_child(*args.read)
+    if args.run:
+        return run_child(args.run)
+    work = Path(args.keep or tempfile.mkdtemp(prefix="bench_hc_"))
+    work.mkdir(parents=True, exist_ok=True)
+    path = work / "HCRSAMOpenData.json"
+    generate(path, args.records)
+    load = os.getloadavg()[0]
+    table = [("file", f"{path.stat().st_size / 1e6:.1f} MB, {args.records:,} records; load average {load:.1f} "
+                      f"on {os.cpu_count()} cores")]
+    for how in ("json.load", "ijson"):
+        r = child("--read", how, str(path))
+        table.append((f"read + parse, {how}", f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process), "
+                                               f"peak RSS {r['peak_rss_mb']:.0f} MB"))
+    if not args.parse_only:
+        FileHandler.file_path = path
+        server = ThreadingHTTPServer(("127.0.0.1", 0), FileHandler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        env = {"BASECRAWLER_HC_DATA_URL": f"http://127.0.0.1:{server.server_address[1]}"}
+        db = str(work / "bench.db")
+        try:
+            for label in ("full run (first)", "full run (again, nothing to write)"):
+                r = child("--run", db, env=env)
+                table.append((label, f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process, imports included), "
+                                     f"peak RSS {r['peak_rss_mb']:.0f} MB, exit {r['exit']} (targets ≤ 5 s, < 200 MB)"))
+        finally:
+            server.shutdown()
+    width = max(len(k) for k, _ in table)
+    print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
+    for key, value in table:
+        print(f"{key:<{width}} | {value}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Government of Canada Recalls & Safety Alerts (Health Canada, CFIA, Transport Canada): every
+alert of the open-data file, as `product_alert` records.
+
+Where the data comes from: one JSON file, `HCRSAMOpenData.json` on recalls-rappels.canada.ca, a
+complete snapshot (~34,000 records, ~16 MB) refreshed daily, so incremental and full runs read
+the same download. It is streamed to a temp file by the HTTP client and read item by item with
+ijson (as fast as `json.load` here, with flat memory: bench/bench_hc.py).
+
+Rules decided from the published data (see also fixtures/hc/README.md):
+
+- Every record is stored, none filtered: a record whose `Last updated` is old but which is new
+  to the store (an archived alert published late) must not fall out of the incremental window,
+  so the window reaches back over the whole file (`min_overlap_days`); unchanged records cost
+  no write (the store's upsert compares before writing).
+- Text: HTML entities (`&nbsp;`, `&amp;`) decoded, tags dropped, zero-width spaces and BOMs
+  removed, runs of white space one space. `What you should do` comes from HTML paragraphs
+  joined without a space ("…purchased.Health Canada…"): a space is put back after a sentence
+  end followed by a capital.
+- Category: one or several joined with " - ". A comma never separates (a single category such
+  as "Nuts, grains, and seeds" holds commas); and " - " inside a single category occurs only
+  in a vehicle class written with abbreviations ("Truck - Med. & H.D."): a piece made only of
+  abbreviations ("Med. & H.D.") qualifies the piece before it and is joined back onto it, and
+  the known compound categories are protected before splitting.
+- Recall class as published ("Class 1".."Class 3", "Type I".."Type III", ranges such as
+  "Type I - Type II" kept whole); "--" and empty mean none.
+- Date: `Last updated` (ISO). Empty or null (~8 % of records) → date unknown, never invented.
+- Archived: "1"/"0" → the `archived` field.
+- Transport Canada alerts are the `ca` source's vehicle recalls under another id: the recall
+  number found in the Title or the Issue goes into `recall_number`, which links the two.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from typing import Iterator
+
+import ijson
+
+from basecrawler import BaseCrawler, UnexpectedContent
+from basecrawler import text as text_rules
+from basecrawler.dates import parse_date
+
+log = logging.getLogger(__name__)
+
+FILE_PATH = "/sites/default/files/opendata-donneesouvertes/HCRSAMOpenData.json"
+
+# Fields of a record as published, and what becomes of them; anything else is kept in extra.
+KNOWN_FIELDS = ("NID", "Title", "URL", "Organization", "Product", "Issue", "What you should do", "Category",
+                "Recall class", "Last updated", "Archived")
+
+# Zero-width space / non-joiner / joiner, word joiner, BOM: invisible, pasted from the CMS.
+_INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+_NEEDS_CLEANING_RE = re.compile(r"[&<\t\n\r\f\v]|  ")
+# A sentence end glued to the next sentence by the HTML-to-text export ("purchased.Health").
+_GLUED_SENTENCE_RE = re.compile(r"(?<=[a-z0-9)][.!?])(?=[A-Z][a-z])")
+
+CATEGORY_SEPARATOR = " - "
+# Single categories that contain the separator themselves (from the published vehicle classes).
+KNOWN_COMPOUND_CATEGORIES = ("Truck - Med. & H.D.",)
+_ABBREVIATIONS_ONLY_RE = re.compile(r"^(?:[A-Z][A-Za-z]{0,3}\.(?:[A-Z]\.)*|&)(?:\s+(?:[A-Z][A-Za-z]{0,3}\.(?:[A-Z]\.)*|&))*$")
+NO_RECALL_CLASS = {"--", "-", "n/a"}
+
+_TC_RECALL_RE = re.compile(r"Transport\s+Canada\s+recall\s*(?:number|no\.?|#)?\s*[-–:]?\s*(\d{6,8})\b", re.IGNORECASE)
+_TC_NUMBER_RE = re.compile(r"\b((?:19|20)\d{5})\b")   # TC recall numbers: year + 3 digits, e.g. 2024301
+
+
+def clean(value) -> str | None:
+    """Published text → stored text: entities decoded, tags and invisible characters dropped."""
+    if value is None:
+        return None
+    text = str(value)
+    if text.isascii() and not _NEEDS_CLEANING_RE.search(text):
+        return text.strip() or None     # most values: nothing to decode or squash (34,000 records a run)
+    # `&nbsp;` is the file's usual entity; as a plain space the text often stays ASCII, which
+    # spares it the mojibake check (the costliest step, for text that cannot be mojibake).
+    text = _INVISIBLE_RE.sub("", text).replace("&nbsp;", " ")
+    return text_rules.clean_text(text, markup=True, squash_space=True)
+
+
+def clean_title(value) -> str | None:
+    """A title with the maker left blank ends in its separator ("Transport Canada Recall - 2018339 - ")."""
+    text = clean(value)
+    return re.sub(r"\s+[-–]$", "", text) if text else None
+
+
+def clean_paragraphs(value) -> str | None:
+    text = clean(value)
+    return _GLUED_SENTENCE_RE.sub(" ", text) if text else None
+
+
+def split_categories(value) -> list[str]:
+    """'Candy, confectionary, snacks and sweeteners - Nuts, grains, and seeds' → two categories;
+    'Truck - Med. & H.D.' → one; 'SUV - Car' → two (see the module docstring)."""
+    text = clean(value)
+    if not text:
+        return []
+    if CATEGORY_SEPARATOR not in text:
+        return [text]                     # most records: one category
+    protected = text
+    for index, known in enumerate(KNOWN_COMPOUND_CATEGORIES):
+        protected = protected.replace(known, f"\x00{index}\x00")
+    categories: list[str] = []
+    for piece in protected.split(CATEGORY_SEPARATOR):
+        piece = re.sub(r"\x00(\d+)\x00", lambda m: KNOWN_COMPOUND_CATEGORIES[int(m.group(1))], piece).strip()
+        if not piece:
+            continue
+        if categories and _ABBREVIATIONS_ONLY_RE.match(piece):
+            categories[-1] += CATEGORY_SEPARATOR + piece
+        else:
+            categories.append(piece)
+    return list(dict.fromkeys(categories))
+
+
+def recall_class(value) -> str | None:
+    text = clean(value)
+    return None if not text or text.lower() in NO_RECALL_CLASS else text
+
+
+def tc_recall_number(title: str | None, issue: str | None, organization: str | None) -> str | None:
+    """The Transport Canada recall number a record carries, if any ("Transport Canada Recall -
+    2017213 - EMERGENCY ONE")."""
+    texts = [t for t in (title, issue) if t]
+    for text in texts:
+        if m := _TC_RECALL_RE.search(text):
+            return m.group(1)
+    if (organization or "").upper() == "TC":
+        for text in texts:
+            if m := _TC_NUMBER_RE.search(text):
+                return m.group(1)
+    return None
+
+
+def archived(value) -> bool | None:
+    text = clean(value)
+    return {"1": True, "0": False, "true": True, "false": False}.get((text or "").lower())
+
+
+class HealthCanadaAlertsCrawler(BaseCrawler):
+    """Government of Canada Recalls & Safety Alerts: the open-data JSON file, every alert."""
+
+    source = "hc"
+    country = "CA"
+    source_lang = "en"
+    record_type = "product_alert"
+    endpoints = {"data": "https://recalls-rappels.canada.ca"}
+    # The file is a complete snapshot: look back over all of it on incremental runs too (see
+    # the module docstring); 200 years reaches before the oldest alert (1991).
+    min_overlap_days = 200 * 366
+
+    def fetch(self) -> Iterator[dict]:
+        url = self.url("data", FILE_PATH)
+        with self.http.download_to_file(url) as download:
+            with open(download.path, "rb") as handle:
+                head = handle.read(512).lstrip(b"\xef\xbb\xbf \t\r\n")
+                if not head.startswith(b"["):
+                    raise UnexpectedContent(f"the alerts file is not a JSON array (starts {head[:40]!r})", url=url,
+                                            body=head, response_sha256=download.sha256)
+                handle.seek(0)
+                count = 0
+                try:
+                    for item in ijson.items(handle, "item", use_float=True):
+                        count += 1
+                        yield item
+                except ijson.JSONError as exc:
+                    # The records read so far are kept; the whole body is in the archive by sha256.
+                    raise UnexpectedContent(f"the alerts file breaks after {count} records: {exc}", url=url,
+                                            response_sha256=download.sha256) from None
+        log.info("hc: %d alerts in the file", count)
+
+    def parse(self, raw: dict) -> dict:
+        if not isinstance(raw, dict):
+            raise ValueError(f"an alert is not a JSON object: {str(raw)[:100]}")
+        nid = clean(raw.get("NID"))
+        if not nid:
+            raise ValueError("alert without an NID")
+        title, issue, organization = clean_title(raw.get("Title")), clean(raw.get("Issue")), clean(raw.get("Organization"))
+        updated = clean(raw.get("Last updated"))
+        parsed_date = parse_date(updated) if updated else None
+        extra = {key: value for key, value in raw.items() if key not in KNOWN_FIELDS and value not in (None, "")}
+        raw_class = clean(raw.get("Recall class"))
+        risk_class = recall_class(raw_class)
+        if raw_class and risk_class is None:
+            extra["recall_class_published"] = raw_class
+        is_archived = archived(raw.get("Archived"))
+        if is_archived is None and raw.get("Archived") not in (None, ""):
+            extra["archived_published"] = str(raw.get("Archived"))
+        return {
+            "alert_id": nid,
+            "alert_date": parsed_date or updated,   # unreadable text: the model keeps it, date unknown
+            "title_original": title,
+            "product_original": clean(raw.get("Product")),
+            "hazard_original": issue,
+            "what_to_do_original": clean_paragraphs(raw.get("What you should do")),
+            "category": split_categories(raw.get("Category")),
+            "authority": organization,
+            "risk_class": risk_class,
+            "recall_number": tc_recall_number(title, issue, organization),
+            "archived": is_archived,
+            "source_url": clean(raw.get("URL")),
+            "extra": extra,
+        }
