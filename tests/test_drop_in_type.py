@@ -200,9 +200,6 @@ def test_a_type_and_a_source_dropped_in_go_through_every_command(dropped_in, bri
     assert sorted(r["closure_id"] for r in _rows(target, "bridge_closures")) == ["N-1", "N-2", "S-1", "S-2", "W-1"]
 
 
-# Translation of types other than vehicle_recall is the translation worker's part of issue 24
-# (translate/ still selects from `recalls` only); strict, so the day it works this must go.
-@pytest.mark.xfail(strict=True, reason="translate/ reads the recalls table only (issue 24: every type)")
 def test_the_translated_field_of_a_dropped_in_type_gets_its_korean(dropped_in, bridges_api, db_path, capsys,
                                                                    monkeypatch):
     db = ["--db", db_path]
