@@ -148,3 +148,28 @@ def test_parse_returning_a_model_of_no_declared_type_is_one_dead_letter(store, s
     result = StrayCrawler(store, items=["a"], settings=settings, mode="full").run()
     assert (result.counts.unparseable, result.counts.dead_lettered) == (1, 1)
     assert "model of no record type" in store.open_dead_letters("stray")[0]["error"]
+
+
+def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stored(gadget_type, store, settings,
+                                                                                     monkeypatch):
+    class Listed(MixedCrawler):
+        source = "listed"
+
+        def fetch(self):
+            for raw in self.items:
+                self.ledger.list(raw["id"])
+                with self.ledger.attempt(raw["id"]):
+                    yield raw
+
+    marked = []
+    real_done = store.ledger_done
+
+    def ledger_done(source, keys):
+        for key in keys:   # when an item is marked done, its gadget alert is in the store already
+            marked.append((key, store.get("gadget_alert", {"source": "listed", "alert_id": key}) is not None))
+        return real_done(source, keys)
+    monkeypatch.setattr(store, "ledger_done", ledger_done)
+    result = Listed(store, items=[mixed(1), mixed(2), mixed(3)], settings=settings.with_(batch_size=2),
+                    mode="full").run()
+    assert result.counts.new == 6
+    assert marked == [("M1", True), ("M2", True), ("M3", True)]
