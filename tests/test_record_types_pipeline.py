@@ -173,3 +173,10 @@ def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stor
                     mode="full").run()
     assert result.counts.new == 6
     assert marked == [("M1", True), ("M2", True), ("M3", True)]
+
+
+def test_a_parse_failure_letter_is_meant_for_the_sources_own_type(gadget_type, store, settings):
+    result = GadgetCrawler(store, items=[{"id": "", "text": "no id"}], settings=settings, mode="full").run()
+    assert result.counts.unparseable == 1
+    letter, = store.open_dead_letters("gadgets")
+    assert (letter["stage"], letter["record_type"]) == ("parse", "gadget_alert")
