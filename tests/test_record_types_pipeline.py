@@ -180,3 +180,23 @@ def test_a_parse_failure_letter_is_meant_for_the_sources_own_type(gadget_type, s
     assert result.counts.unparseable == 1
     letter, = store.open_dead_letters("gadgets")
     assert (letter["stage"], letter["record_type"]) == ("parse", "gadget_alert")
+
+
+def test_a_source_of_another_type_has_a_detail_phase_too(gadget_type, store, settings):
+    class DetailedGadgets(GadgetCrawler):
+        source = "detailed"
+        asked: list = []
+
+        def fetch_detail(self, record):
+            self.asked.append(record["alert_id"])
+            return {"hazard_original": f"Hazard of {record['alert_id']}", "category": ["Toys"]}
+
+    result = DetailedGadgets(store, items=[{"id": "G1", "published": "2024-05-01", "text": "a"},
+                                           {"id": "G2", "published": "2024-05-02", "text": "b"}],
+                             settings=settings, mode="full").run()
+    assert result.enrichment_stats["done"] == 2 and sorted(DetailedGadgets.asked) == ["G1", "G2"]
+    one = store.get("gadget_alert", {"source": "detailed", "alert_id": "G1"})
+    assert (one["hazard_original"], one["category"], one["title_original"]) == ("Hazard of G1", ["Toys"], "a")
+    queued = store.query("SELECT country, recall_number, recall_date, state FROM enrichment ORDER BY recall_number")
+    assert queued == [{"country": "", "recall_number": "G1", "recall_date": "2024-05-01", "state": "done"},
+                      {"country": "", "recall_number": "G2", "recall_date": "2024-05-02", "state": "done"}]
