@@ -21,8 +21,8 @@ from . import deadletters, records, upkeep
 from .errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
 from .records import Raw, Window
 from .recordtypes import Record, RecordType
-from .results import RunCounts, RunResult, describe, judge, not_started, record_run
 from .recordtypes.registry import DEFAULT_RECORD_TYPE
+from .results import RunCounts, RunResult, describe, judge, not_started, record_run
 from .runlock import RunLock
 from .source_api import MODES, SourceAPI
 
@@ -149,17 +149,15 @@ class BaseCrawler(SourceAPI, abc.ABC):
                     batch = batches.setdefault(record_type, [])
                     batch.append((record, raw))
                     if len(batch) >= self.settings.batch_size:
-                        self._flush(record_type, batch)
-                        batches[record_type] = []
+                        # Every type's batch goes: the ledger then marks done only items whose
+                        # records of every type are stored.
+                        self._flush_all(batches)
                 self._check_stop()  # item boundary: everything parsed so far is kept
         except Interrupted:
             interrupted = True
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
-        for record_type, batch in batches.items():
-            self._flush(record_type, batch)
-        if self._ledger is not None:
-            self._ledger.commit()  # items whose records are all stored now (or that had none)
+        self._flush_all(batches)   # and the ledger's items whose records are all stored now (or had none)
         if interrupted:
             raise Interrupted()
         if fetch_error is not None:
@@ -201,6 +199,13 @@ class BaseCrawler(SourceAPI, abc.ABC):
             self.counts.parsed += 1
             yield record_type, record, raw
 
+    def _flush_all(self, batches: dict[RecordType, list[tuple[BaseModel, Any]]]) -> None:
+        for record_type, batch in batches.items():
+            self._flush(record_type, batch)
+        batches.clear()
+        if self._ledger is not None:
+            self._ledger.commit()  # the list items these records came from are collected
+
     def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any]]) -> None:
         if not batch:
             return
@@ -214,8 +219,6 @@ class BaseCrawler(SourceAPI, abc.ABC):
             self._stored_keys.add((record_type.name, key))
             setattr(self.counts, what, getattr(self.counts, what) + 1)
             self.counts.saved += 1
-        if self._ledger is not None:
-            self._ledger.commit()  # the list items these records came from are collected
         for row, error in outcome.failed:
             self.counts.store_failed += 1
             # The letter's key column holds the last key field (the publisher's number).

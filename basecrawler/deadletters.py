@@ -42,6 +42,8 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
         # The body the item came from, so the letter can be traced back to the archive.
         response_sha256 = crawler._http.last_sha256
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    # A letter of a fetch or parse failure is meant to be a record of the source's own type.
+    record_type = record_type or crawler.record_type
     letter_id = crawler.store.add_dead_letter(
         source=crawler.source, run_id=crawler.run_id, stage=stage, kind=kind, error=message, raw=raw,
         recall_number=recall_number, url=url, response_sha256=response_sha256, record_type=record_type,

@@ -58,8 +58,28 @@ def record_from_row(crawler, row: dict):
     return rt.model.model_validate(values)
 
 
-def _key(crawler, item: dict) -> tuple:
-    return (crawler.source, item["country"], item["recall_number"])
+# The queue's table keeps the key columns it was made with: `recall_number` holds the last
+# field of the type's key, `country` the others (one field as it is, several as a JSON list,
+# none as ""), `recall_date` the record's date (the claim order). For vehicle recalls these are
+# exactly their country, number and date.
+def _queue_key(crawler, values) -> tuple[str, str]:
+    """(country column, recall_number column) of a record's key fields (`values(name)`)."""
+    key = crawler.default_type().key
+    prefix = [values(name) for name in key[:-1]]
+    return ("" if not prefix else prefix[0] if len(prefix) == 1 else json.dumps(prefix)), values(key[-1])
+
+
+def _stored_key(crawler, item: dict) -> tuple:
+    """The store's key (source first) of a queue item."""
+    key = crawler.default_type().key
+    prefix = item["country"]
+    values = [] if len(key) == 1 else [prefix] if len(key) == 2 else json.loads(prefix)
+    return (crawler.source, *values, item["recall_number"])
+
+
+def _row_date(crawler, row: dict):
+    field = crawler.default_type().date_field
+    return row.get(field) if field else None
 
 
 # ---- enqueue ---------------------------------------------------------------------------
@@ -68,36 +88,37 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
     `failed`: rows the store refused); returns how many were new to the queue. Items already
     queued keep their state (a `done` item is not asked again, a `gone` one waits for a full
     run); only their recall_date follows the list, for claim order."""
-    refused = {_key(crawler, row) for row in failed}
-    keys = {_key(crawler, {"country": r.country, "recall_number": r.recall_number}) for r in records} - refused
+    rt = crawler.default_type()
+    refused = {tuple(row.get(name) for name in rt.key_columns) for row in failed}
+    keys = {(crawler.source, *(getattr(r, name) for name in rt.key)) for r in records} - refused
     if not keys:
         return 0
-    stored = crawler.store.rows_by_key(crawler.default_type(), keys)
+    stored = crawler.store.rows_by_key(rt, keys)
     wanted = []
     for row in stored.values():
         try:
             if crawler.needs_detail(record_from_row(crawler, row)):
-                wanted.append(row)
+                wanted.append((*_queue_key(crawler, row.get), _row_date(crawler, row)))
         except ValidationError as exc:  # a stored row the model rejects cannot be enriched either
-            log.warning("%s: %s not queued for detail: %s", crawler.source, row["recall_number"], exc)
+            log.warning("%s: %s not queued for detail: %s", crawler.source, row.get(rt.key[-1]), exc)
     if not wanted:
         return 0
     now = timestamp(crawler._clock())
 
     def op(db):
         inserted = 0
-        for row in wanted:
+        for prefix, number, date in wanted:
             cursor = db.conn.execute(
                 "INSERT INTO enrichment (source, country, recall_number, recall_date, state, level, attempts, "
                 "transient_failures, next_attempt_at, created_at, updated_at) VALUES (?,?,?,?,?,0,0,0,?,?,?) "
                 "ON CONFLICT(source, country, recall_number) DO NOTHING",
-                [crawler.source, row["country"], row["recall_number"], row["recall_date"], PENDING, now, now, now],
+                [crawler.source, prefix, number, date, PENDING, now, now, now],
             )
             inserted += cursor.rowcount
             db.conn.execute(
                 "UPDATE enrichment SET recall_date = ? WHERE source = ? AND country = ? AND recall_number = ? "
                 "AND recall_date IS NOT ?",
-                [row["recall_date"], crawler.source, row["country"], row["recall_number"], row["recall_date"]],
+                [date, crawler.source, prefix, number, date],
             )
         return inserted
     return crawler.store.write(op)
@@ -197,10 +218,10 @@ def run_ladder(crawler) -> dict:
         _log_summary(crawler, stats)
         return stats
 
-    stored = crawler.store.rows_by_key(crawler.default_type(), [_key(crawler, i) for i in items])
+    stored = crawler.store.rows_by_key(crawler.default_type(), [_stored_key(crawler, i) for i in items])
     work: list[tuple[dict, dict]] = []
     for item in items:
-        row = stored.get(_key(crawler, item))
+        row = stored.get(_stored_key(crawler, item))
         if row is None:
             _settle(crawler, item, EMPTY, error="the recall row no longer exists")
             stats["empty"] += 1
@@ -210,7 +231,7 @@ def run_ladder(crawler) -> dict:
             stats["done"] += 1
             continue
         row = dict(row)
-        row["extra"] = json.loads(row["extra"]) if row.get("extra") else {}
+        row = decode_row(crawler.default_type(), row)   # `extra` a dict, multi-valued fields lists
         work.append((item, row))
 
     crawler.http  # create the shared client before threads race to create it
@@ -278,7 +299,7 @@ def _merged_record(crawler, row: dict, fields: dict):
         if key in rt.key or value is None:
             continue
         if key == "extra":
-            base["extra"] = {**base["extra"], **value}
+            base["extra"] = {**(base.get("extra") or {}), **value}
         else:
             base[key] = value
     return rt.model.model_validate(base)

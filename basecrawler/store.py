@@ -741,13 +741,17 @@ def pid_alive(pid: int | None) -> bool:
 
 
 def decode_row(record_type: RecordType, row: dict) -> dict:
-    """A stored row with its JSON columns decoded (`extra` a dict, multi-valued fields lists)."""
+    """A stored row with its JSON columns decoded: `extra` a dict, multi-valued fields lists
+    (empty when the column is NULL: an empty list is stored as NULL, so a blank never erases)."""
     for column in record_type.json_columns:
-        value = row.get(column)
+        if column not in row:
+            continue
+        value = row[column]
         if isinstance(value, str):
-            row[column] = json.loads(value) if value else None
-    if "extra" in record_type.json_columns and row.get("extra") is None:
-        row["extra"] = {}
+            value = json.loads(value) if value else None
+        if value is None:
+            value = {} if column == "extra" else []
+        row[column] = value
     return row
 
 

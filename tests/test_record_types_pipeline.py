@@ -148,3 +148,55 @@ def test_parse_returning_a_model_of_no_declared_type_is_one_dead_letter(store, s
     result = StrayCrawler(store, items=["a"], settings=settings, mode="full").run()
     assert (result.counts.unparseable, result.counts.dead_lettered) == (1, 1)
     assert "model of no record type" in store.open_dead_letters("stray")[0]["error"]
+
+
+def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stored(gadget_type, store, settings,
+                                                                                     monkeypatch):
+    class Listed(MixedCrawler):
+        source = "listed"
+
+        def fetch(self):
+            for raw in self.items:
+                self.ledger.list(raw["id"])
+                with self.ledger.attempt(raw["id"]):
+                    yield raw
+
+    marked = []
+    real_done = store.ledger_done
+
+    def ledger_done(source, keys):
+        for key in keys:   # when an item is marked done, its gadget alert is in the store already
+            marked.append((key, store.get("gadget_alert", {"source": "listed", "alert_id": key}) is not None))
+        return real_done(source, keys)
+    monkeypatch.setattr(store, "ledger_done", ledger_done)
+    result = Listed(store, items=[mixed(1), mixed(2), mixed(3)], settings=settings.with_(batch_size=2),
+                    mode="full").run()
+    assert result.counts.new == 6
+    assert marked == [("M1", True), ("M2", True), ("M3", True)]
+
+
+def test_a_parse_failure_letter_is_meant_for_the_sources_own_type(gadget_type, store, settings):
+    result = GadgetCrawler(store, items=[{"id": "", "text": "no id"}], settings=settings, mode="full").run()
+    assert result.counts.unparseable == 1
+    letter, = store.open_dead_letters("gadgets")
+    assert (letter["stage"], letter["record_type"]) == ("parse", "gadget_alert")
+
+
+def test_a_source_of_another_type_has_a_detail_phase_too(gadget_type, store, settings):
+    class DetailedGadgets(GadgetCrawler):
+        source = "detailed"
+        asked: list = []
+
+        def fetch_detail(self, record):
+            self.asked.append(record["alert_id"])
+            return {"hazard_original": f"Hazard of {record['alert_id']}", "category": ["Toys"]}
+
+    result = DetailedGadgets(store, items=[{"id": "G1", "published": "2024-05-01", "text": "a"},
+                                           {"id": "G2", "published": "2024-05-02", "text": "b"}],
+                             settings=settings, mode="full").run()
+    assert result.enrichment_stats["done"] == 2 and sorted(DetailedGadgets.asked) == ["G1", "G2"]
+    one = store.get("gadget_alert", {"source": "detailed", "alert_id": "G1"})
+    assert (one["hazard_original"], one["category"], one["title_original"]) == ("Hazard of G1", ["Toys"], "a")
+    queued = store.query("SELECT country, recall_number, recall_date, state FROM enrichment ORDER BY recall_number")
+    assert queued == [{"country": "", "recall_number": "G1", "recall_date": "2024-05-01", "state": "done"},
+                      {"country": "", "recall_number": "G2", "recall_date": "2024-05-02", "state": "done"}]

@@ -213,3 +213,27 @@ def test_search_indexes_of_every_type_can_be_rebuilt_after_rows_were_copied_in(g
     store.rebuild_search_indexes()
     assert found() == 1
     store.close()
+
+
+def test_a_declaration_that_cannot_work_is_refused_in_one_line_and_left_out(db_path, tmp_path, monkeypatch,
+                                                                            forget_types, caplog):
+    import record_types
+
+    with pytest.raises(ValueError, match=r"^record type 'bad': key field 'nope' is not in the model; "
+                                         r"translated 'colour' needs the field 'colour_original'"):
+        RecordType(name="bad", title="Bad", model=GadgetAlert, table="bad", key=("nope",), translated=("colour",))
+    folder = tmp_path / "dropped"
+    folder.mkdir()
+    (folder / "broken_type.py").write_text(
+        "from basecrawler.recordtypes import RecordType\n"
+        "from record_types.vehicle_recall import Recall\n"
+        "BROKEN = RecordType(name='broken', title='B', model=Recall, table='broken', key=('serial',))\n",
+        encoding="utf-8")
+    monkeypatch.setattr(record_types, "__path__", [*record_types.__path__, str(folder)])
+    forget_registered_types()
+    store = Store(db_path)   # the other types still get their tables
+    assert store.count("vehicle_recall") == 0
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == ["record types: module record_types.broken_type left out: ValueError: record type 'broken': "
+                      "key field 'serial' is not in the model"]
+    store.close()

@@ -126,3 +126,46 @@ def test_a_type_module_imports_nothing_but_the_declaration_api():
                 if not allowed:
                     offending.append(f"{name}: {module}")
     assert offending == []
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """basecrawler module → the basecrawler modules it imports at module level (imports inside
+    functions and under `if TYPE_CHECKING:` are not edges: they run later or never)."""
+    import ast
+
+    paths = {}
+    for path in (ROOT / "basecrawler").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges = set()
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom):
+                base = (package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else [])
+                module = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    edges.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in paths else module)
+            elif isinstance(node, ast.Import):
+                edges.update(alias.name for alias in node.names)
+        # A package's __init__ re-exporting its modules is not a circle of theirs.
+        graph[name] = {e for e in edges if e in paths and e != name and not name.startswith(e + ".")
+                       and e != "basecrawler"}
+    return graph
+
+
+def test_no_import_circle_between_framework_modules():
+    graph, circles, done = _module_imports(), [], set()
+
+    def visit(module, path):
+        for imported in sorted(graph[module]):
+            if imported in path:
+                circles.append(" → ".join(path[path.index(imported):] + [imported]))
+            elif imported not in done:
+                visit(imported, path + [imported])
+        done.add(module)
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert circles == []

@@ -10,7 +10,11 @@ The public declaration API:
 - `RecordType`, `Facet` (declaration.py) — the declaration itself;
 - `Record` (declaration.py) — what a source's `parse()` returns for a record of a type other
   than the source's default `record_type`;
-- `record_types()`, `get_record_type()`, `register_record_type()` (registry.py) — discovery.
+- `record_types()`, `get_record_type()`, `register_record_type()` (registry.py) — discovery;
+- field helpers for every type's model (fields.py): blank → None, `Text`, the unknown-date rule.
+
+What the framework derives from a declaration, with no per-type code: the table, its key,
+indexes and full-text index (tables.py), the COALESCE upsert (upsert.py).
 """
 from .declaration import Facet, Record, RecordType
 from .registry import get_record_type, record_types, register_record_type

@@ -8,6 +8,7 @@ any of them through one adapter). The spine (`BaseCrawler.run()`) stays one fixe
 from __future__ import annotations
 
 import datetime as dt
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ BOOKKEEPING_COLUMNS: dict[str, type] = {
     "translation_claimed_at": str,
     "translation_claimed_by": str,
 }
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 # A record may lack its date (`date_optional`): this column then says so (1), so a record is
 # counted, searchable and never dropped by the window, and a later real date replaces it.
 DATE_UNKNOWN = "date_unknown"
@@ -84,6 +87,33 @@ class RecordType:
     # Which stored records of this type a source's detail phase (fetch_detail) completes by
     # default (a source may override `needs_detail`); None: every record.
     needs_detail: Callable[[Any], bool] | None = None
+
+    def __post_init__(self) -> None:
+        """A declaration that cannot work is refused when it is made, in one line that names
+        the type and the field, not when a store first writes a record of it."""
+        fields = set(self.model.model_fields)
+        problems = []
+        if not _IDENTIFIER.match(self.table or ""):
+            problems.append(f"table {self.table!r} is not a plain SQL name")
+        if not self.key:
+            problems.append("key is empty")
+        problems += [f"key field {name!r} is not in the model" for name in self.key if name not in fields]
+        if self.date_field is not None and self.date_field not in fields:
+            problems.append(f"date_field {self.date_field!r} is not in the model")
+        for base in self.translated:
+            problems += [f"translated {base!r} needs the field {name!r}" for name in (f"{base}_original", f"{base}_ko")
+                         if name not in fields]
+        known = fields | set(self.derived_columns) | {"source"}
+        problems += [f"searchable {name!r} is not in the model" for name in self.searchable if name not in fields]
+        problems += [f"facet {f.field!r} is not a field" for f in self.facets if f.field not in known]
+        if self.same_as_field is not None and self.same_as_field not in known:
+            problems.append(f"same_as_field {self.same_as_field!r} is not a field")
+        reserved = {"id", "source", *BOOKKEEPING_COLUMNS} & (fields | set(self.derived_columns))
+        problems += [f"{name!r} is a column the store keeps itself" for name in sorted(reserved)]
+        problems += [f"{name!r} is not a plain SQL name" for name in sorted(fields | set(self.derived_columns))
+                     if not _IDENTIFIER.match(name)]
+        if problems:
+            raise ValueError(f"record type {self.name!r}: " + "; ".join(problems))
 
     # ---- derived, no I/O ------------------------------------------------------------------
     @cached_property

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import logging
 import pkgutil
 import threading
 
 from ..errors import ConfigError
 from .declaration import RecordType
+
+log = logging.getLogger("basecrawler")
 
 ENTRY_POINT_GROUP = "basecrawler.record_types"
 BUILTIN_PACKAGE = "record_types"
@@ -38,6 +41,17 @@ def _types_in(module) -> list[RecordType]:
     return [value for value in vars(module).values() if isinstance(value, RecordType)]
 
 
+def _load(origin: str, load):
+    """A type module, or None when it cannot be loaded: its records cannot be stored (an
+    ERROR), but the other types and every source of theirs go on (like a broken schema
+    extension)."""
+    try:
+        return load()
+    except Exception as exc:
+        log.error("record types: %s left out: %s: %s", origin, type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return None
+
+
 def _discover() -> dict[str, RecordType]:
     found: dict[str, RecordType] = {}
 
@@ -50,11 +64,14 @@ def _discover() -> dict[str, RecordType]:
     package = importlib.import_module(BUILTIN_PACKAGE)
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
-            module = importlib.import_module(f"{BUILTIN_PACKAGE}.{info.name}")
-            for record_type in _types_in(module):
+            module = _load(f"module {BUILTIN_PACKAGE}.{info.name}",
+                           lambda name=info.name: importlib.import_module(f"{BUILTIN_PACKAGE}.{name}"))
+            for record_type in _types_in(module) if module is not None else ():
                 add(record_type, f"module {module.__name__}")
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        loaded = entry_point.load()
+        loaded = _load(f"entry point {entry_point.name}", entry_point.load)
+        if loaded is None:
+            continue
         for record_type in [loaded] if isinstance(loaded, RecordType) else _types_in(loaded):
             add(record_type, f"entry point {entry_point.name}")
     for record_type in _registered.values():
