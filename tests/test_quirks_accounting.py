@@ -17,6 +17,7 @@ import sqlite3
 from urllib.parse import unquote
 
 from basecrawler import Skip
+from basecrawler.recordtypes import record_types
 from basecrawler.replay import save_exchange
 from basecrawler.testing import LoopbackServer, Reply
 from sources.ca import COLUMNS
@@ -147,17 +148,22 @@ def test_every_source_replay_run_adds_up(tmp_path):
     assert set(runs) == set(discover())     # every source has a replay set (tests/test_every_source.py)
     for run in runs.values():
         assert_adds_up(run)
-    # Hand-counted from fixtures/replay: eu's 4 reports hold 2 vehicle alerts each, and one
-    # alert is repeated by a later report (an addendum) → 8 items, 7 recalls, 1 merged.
+    # Hand-counted from fixtures/replay: eu's 4 reports hold 4 + 3 + 2 + 4 = 13 notifications,
+    # each one product alert; 8 of them are vehicle alerts (motor vehicles, tyres, automotive
+    # accessories, car floor mats), each also a vehicle recall; SR/02101/26 is repeated by a later
+    # report (an addendum). → 13 items, 13 + 8 = 21 records, 12 + 7 = 19 new, 1 + 1 merged.
     eu = runs["eu"]
-    assert (eu["fetched"], eu["parsed"], eu["new"], eu["merged"]) == (8, 8, 7, 1)
-    assert "merged 1" in eu["summary"] and rows(db, "SELECT COUNT(*) AS n FROM recalls WHERE source='eu'")[0]["n"] == 7
+    assert (eu["fetched"], eu["parsed"], eu["new"], eu["merged"]) == (13, 21, 19, 2)
+    assert "merged 2" in eu["summary"]
+    assert rows(db, "SELECT COUNT(*) AS n FROM recalls WHERE source='eu'")[0]["n"] == 7
+    assert rows(db, "SELECT COUNT(*) AS n FROM product_alerts WHERE source='eu'")[0]["n"] == 12
     # us: one list page of 12 rows; au: 23 detail pages; jp: 4 list PDFs holding several recalls each.
     assert (runs["us"]["fetched"], runs["us"]["new"]) == (12, 12)
     assert (runs["au"]["fetched"], runs["au"]["new"]) == (23, 23)
     assert runs["jp"]["fetched"] == 4 and runs["jp"]["parsed"] > 4
+    tables = [record_type.table for record_type in record_types().values()]
     for source, run in runs.items():
-        stored = rows(db, "SELECT COUNT(*) AS n FROM recalls WHERE source = ?", (source,))[0]["n"]
+        stored = sum(rows(db, f"SELECT COUNT(*) AS n FROM {table} WHERE source = ?", (source,))[0]["n"] for table in tables)
         assert stored == run["new"], source
 
 

@@ -37,6 +37,11 @@ def notices(any_db):  # noqa: F811
     forget_registered_types()
 
 
+
+def backlog(store) -> dict[str, int]:
+    """Pending rows per type, the types with none left out (the built-in types are there too)."""
+    return {name: n for name, n in pending_by_type(store).items() if n}
+
 def add_notices(store, count, *, undated=0):
     store.upsert(NOTICE, [Notice(notice_id=f"N{n}", notice_date=None if n < undated else f"2023-05-{n % 28 + 1:02d}",
                                  title_original=f"Notice title number {n}",
@@ -60,7 +65,7 @@ class Echo(Backend):
 def test_every_translated_type_gets_its_korean_fields_filled(notices):
     seed(notices, 5)
     add_notices(notices, 4, undated=2)   # an undated record is translated too
-    assert pending_by_type(notices) == {"demo_notice": 4, "vehicle_recall": 5} and count_pending(notices) == 9
+    assert backlog(notices) == {"demo_notice": 4, "vehicle_recall": 5} and count_pending(notices) == 9
     report = translate_pending(notices, Echo())
     assert report.translated == 9 and report.pending == 0
     rows = notices.query("SELECT title_original, title_ko, body_ko, translation_status FROM demo_notices")
@@ -75,7 +80,7 @@ def test_one_types_backlog_does_not_starve_another(notices):
     report = translate_pending(notices, Echo(), limit=12, batch_rows=3)
     assert report.processed == 12
     # Batches alternate between the types: 2 of the 4 batches were notices.
-    assert pending_by_type(notices) == {"demo_notice": 0, "vehicle_recall": 54}
+    assert backlog(notices) == {"vehicle_recall": 54}
 
 
 def test_a_type_without_a_language_column_is_sent_as_auto(notices):
@@ -92,4 +97,4 @@ def test_retry_requeues_failed_rows_of_every_type(notices):
     notices.write(lambda db: [db.conn.execute(f"UPDATE {t} SET translation_status = 'failed'")
                               for t in ("recalls", "demo_notices")])
     assert requeue(notices, "failed") == 4
-    assert pending_by_type(notices) == {"demo_notice": 2, "vehicle_recall": 2}
+    assert backlog(notices) == {"demo_notice": 2, "vehicle_recall": 2}

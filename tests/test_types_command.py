@@ -31,7 +31,8 @@ def test_types_text_is_a_table(filled, db_path, capsys):
     assert main(["--db", db_path, "types"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["type", "title", "records", "sources", "facets"]
-    assert lines[2].startswith("vehicle_recall  Vehicle recalls") and "jp 2, us 1" in lines[2]
+    vehicle = next(line for line in lines[2:] if line.startswith("vehicle_recall "))
+    assert "Vehicle recalls" in vehicle and "jp 2, us 1" in vehicle
 
 
 def test_types_without_a_database_lists_types_and_creates_nothing(tmp_path, capsys):
@@ -53,4 +54,4 @@ def test_status_counts_per_type_and_source(filled, db_path, capsys, monkeypatch)
     assert main(["--db", db_path, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split() == ["type", "jp", "us", "total"]
-    assert lines[3].split() == ["vehicle_recall", "2", "1", "3"]
+    assert ["vehicle_recall", "2", "1", "3"] in [line.split() for line in lines[3:]]
