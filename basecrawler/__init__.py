@@ -3,14 +3,14 @@ one clean store; each kind of record declared once (record types, basecrawler/re
 
 Public API for source authors and tools.
 """
-from .config import Settings
-from .crawler import BaseCrawler
-from .records import Raw
-from .results import RunCounts, RunResult
-from .errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
+from basecrawler.config import Settings
+from basecrawler.pipeline.crawler import BaseCrawler
+from basecrawler.pipeline.records import Raw
+from basecrawler.pipeline.results import RunCounts, RunResult
+from basecrawler.errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
                      NotFound, RateLimited, ReplayMiss, Skip, SourceFailed, Transient, UnexpectedContent, UnknownSource)
-from .recordtypes import Facet, Record, RecordType
-from .store import Store
+from basecrawler.recordtypes import Facet, Record, RecordType
+from basecrawler.store.core import Store
 
 __all__ = [
     "BaseCrawler", "Raw", "RunCounts", "RunResult", "Skip", "Recall", "Store", "Settings",
@@ -25,6 +25,6 @@ def __getattr__(name: str):
     """`Recall` (the vehicle recall model) is looked up when first used, through the registry,
     so importing basecrawler loads no record type by itself."""
     if name == "Recall":
-        from .model import Recall
+        from basecrawler.model import Recall
         return Recall
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

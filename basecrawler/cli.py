@@ -24,12 +24,12 @@ import pkgutil
 import sqlite3
 import sys
 
-from . import commands
-from .config import Settings
-from .diskfull import NoTracebackForDiskFull
-from .commands import READ_COMMANDS, check_existing_database, check_folder_of
-from .engines import redact, scrub
-from .errors import ConfigError
+from basecrawler import commands
+from basecrawler.config import Settings
+from basecrawler.operations.diskfull import NoTracebackForDiskFull
+from basecrawler.commands import READ_COMMANDS, check_existing_database, check_folder_of
+from basecrawler.store.engines import redact, scrub
+from basecrawler.errors import ConfigError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 COMMAND_ENTRY_POINTS = "basecrawler.commands"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from .engines import is_postgres_url
-from .errors import ConfigError
+from basecrawler.store.engines import is_postgres_url
+from basecrawler.errors import ConfigError
 
 DEFAULT_USER_AGENT = (
     "basecrawler/0.1 (+https://github.com/basecrawler/basecrawler; public recall data collector)"

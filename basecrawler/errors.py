@@ -17,8 +17,8 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     ├── RunLockTimeout (run_lock_timeout)                 another crawl kept the run lock; also a TimeoutError
     ├── SchedulerAlreadyRunning (scheduler_running)       another `schedule` holds the daemon lock; also a RuntimeError
     ├── UnsafeXml (unsafe_xml)                            a document declaring a DTD, refused; also a ValueError
-    ├── ArtifactError (artifact)                          basecrawler.artifacts: a document never became complete
-    ├── PdfError (pdf_unreadable)                         basecrawler.pdf: not a readable PDF
+    ├── ArtifactError (artifact)                          basecrawler.fetch.artifacts: a document never became complete
+    ├── PdfError (pdf_unreadable)                         basecrawler.formats.pdf: not a readable PDF
     │   ├── OcrUnavailable (ocr_unavailable)              a scanned page but no tesseract / Japanese data
     │   ├── PdfEncrypted (encrypted)                      the document needs a password
     │   └── PdfTooBig (too_big)                           over BASECRAWLER_PDF_MAX_PAGES or _OCR_MAX_SECONDS
@@ -108,7 +108,7 @@ class UnsafeXml(CrawlerError, ValueError):
 class FetchError(CrawlerError):
     """An HTTP exchange that did not give the caller what it asked for.
 
-    Subclasses declare the HTTP `statuses` they stand for; `basecrawler.http` builds its
+    Subclasses declare the HTTP `statuses` they stand for; `basecrawler.fetch.http` builds its
     classification table from them. `with_credentials` marks a class that claims its statuses
     only when the request carried credentials (and then wins over the class without)."""
 
@@ -211,7 +211,7 @@ class Skip(CrawlerError):
 
 
 class Undecodable(CrawlerError, ValueError):
-    """No declared or fallback charset decodes a text body without loss (basecrawler.textcodec)."""
+    """No declared or fallback charset decodes a text body without loss (basecrawler.formats.textcodec)."""
 
     kind = "undecodable"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from .recordtypes.fields import MAX_TEXT_CHARS, blank_to_none
+from basecrawler.recordtypes.fields import MAX_TEXT_CHARS, blank_to_none
 
 _FROM_DECLARATION = {
     "TEXT_FIELDS": lambda rt: rt.translated,
@@ -23,8 +23,8 @@ _FROM_TYPE_MODULE = ("Recall", "SENTINEL_DATE", "MODEL_YEAR_SENTINELS", "MAX_AFF
 def __getattr__(name: str):
     if name not in _FROM_DECLARATION and name not in _FROM_TYPE_MODULE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from .recordtypes import get_record_type
-    from .recordtypes.registry import DEFAULT_RECORD_TYPE
+    from basecrawler.recordtypes import get_record_type
+    from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 
     record_type = get_record_type(DEFAULT_RECORD_TYPE)
     if name in _FROM_DECLARATION:

@@ -76,8 +76,8 @@ def generate(db_path: str, rows: int) -> float:
 def child(fmt: str, db_path: str, output: str, limit: int | None) -> None:
     """Export in this (fresh) process and print its figures as JSON."""
     from basecrawler import Store
-    from basecrawler.export import export_recalls
-    from basecrawler.search import RecallFilter
+    from basecrawler.reading.export import export_recalls
+    from basecrawler.reading.search import RecallFilter
 
     store = Store(db_path)
     start = time.monotonic()
@@ -133,7 +133,7 @@ def main() -> int:
 def search_timings(db_path: str) -> str:
     """One page of search results over the whole store: FTS (3+ chars) and LIKE (shorter)."""
     from basecrawler import Store
-    from basecrawler.search import RecallFilter, search
+    from basecrawler.reading.search import RecallFilter, search
 
     store = Store(db_path)
     parts = []

@@ -25,7 +25,7 @@ from hostile_support import RawServer, endless_body, fetch_in_child, gzip_bomb, 
 LAUNCHER = textwrap.dedent('''
     import sys
     from basecrawler import BaseCrawler
-    import basecrawler.registry
+    import basecrawler.pipeline.registry
     URL, HOW = sys.argv.pop(1), sys.argv.pop(1)
     class Slow(BaseCrawler):
         source, country, endpoints = "slow", "SL", {"site": URL}
@@ -37,7 +37,7 @@ LAUNCHER = textwrap.dedent('''
                 yield self.http.get_json(self.url("site", "/list.json"))
         def parse(self, raw):
             return {"recall_number": "S-1", "recall_date": "2024-05-01"}
-    basecrawler.registry.discover = lambda *a, **k: {"slow": Slow}
+    basecrawler.pipeline.registry.discover = lambda *a, **k: {"slow": Slow}
     from basecrawler.cli import main
     raise SystemExit(main(sys.argv[1:]))
 ''')

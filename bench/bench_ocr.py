@@ -1,4 +1,4 @@
-"""OCR benchmark: seconds per page and table-cell accuracy of basecrawler.pdf on the generated
+"""OCR benchmark: seconds per page and table-cell accuracy of basecrawler.formats.pdf on the generated
 image-only MLIT fixtures, against the tables of their text-layer originals.
 
     python bench/bench_ocr.py [--dpi 300 [400 ...]] [--repeat N]
@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from basecrawler.pdf import read_pdf  # noqa: E402
+from basecrawler.formats.pdf import read_pdf  # noqa: E402
 
 FIXTURES = REPO / "fixtures" / "jp"
 PAIRS = [("list_ducati_single.pdf", "list_ducati_single_scanned.pdf"),

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from basecrawler import Recall, Store  # noqa: E402
-from basecrawler.store import DATA_COLUMNS  # noqa: E402
+from basecrawler.store.core import DATA_COLUMNS  # noqa: E402
 from translate.backends import LibreTranslateBackend  # noqa: E402
 from translate.fakeserver import FakeLibreTranslate  # noqa: E402
 from translate.worker import translate_pending  # noqa: E402

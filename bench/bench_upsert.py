@@ -37,8 +37,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from basecrawler import Recall, Store  # noqa: E402
-from basecrawler.schema import FTS_COLUMNS, FTS_INSERT_TRIGGER  # noqa: E402
-from basecrawler.store import _FEED_FTS_SQL, DATA_COLUMNS  # noqa: E402
+from basecrawler.store.schema import FTS_COLUMNS, FTS_INSERT_TRIGGER  # noqa: E402
+from basecrawler.store.core import _FEED_FTS_SQL, DATA_COLUMNS  # noqa: E402
 
 BATCH = 500
 

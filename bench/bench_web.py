@@ -77,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench_export import generate
-    from basecrawler.browse import BrowseServer
+    from basecrawler.reading.browse import BrowseServer
 
     folder = tempfile.mkdtemp(prefix="bench-web-")
     db_path = args.db or os.path.join(folder, "bench.db")

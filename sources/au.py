@@ -28,7 +28,7 @@ from typing import Iterator
 import lxml.html
 
 from basecrawler import BaseCrawler, NotFound, Raw
-from basecrawler.dates import parse_date
+from basecrawler.formats.dates import parse_date
 from basecrawler.model import year_range
 
 log = logging.getLogger(__name__)

@@ -47,9 +47,9 @@ from typing import Iterator
 import ftfy.badness
 
 from basecrawler import BaseCrawler
-from basecrawler.dates import parse_date
-from basecrawler import text as text_rules
-from basecrawler.text import distinct_joined
+from basecrawler.formats.dates import parse_date
+from basecrawler.formats import text as text_rules
+from basecrawler.formats.text import distinct_joined
 from basecrawler.model import parse_units, year_range
 
 log = logging.getLogger(__name__)

@@ -35,12 +35,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
-from basecrawler import text as text_rules
-from basecrawler.dates import parse_date
+from basecrawler.formats import text as text_rules
+from basecrawler.formats.dates import parse_date
 from basecrawler.errors import UnexpectedContent
 from basecrawler.recordtypes import Record
-from basecrawler.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
-from basecrawler.xmlsafe import ListRead, UnsafeXml, iter_xml, read_list, release
+from basecrawler.formats.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
+from basecrawler.formats.xmlsafe import ListRead, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ from typing import Iterator
 import ijson
 
 from basecrawler import BaseCrawler, UnexpectedContent
-from basecrawler import text as text_rules
-from basecrawler.dates import parse_date
+from basecrawler.formats import text as text_rules
+from basecrawler.formats.dates import parse_date
 
 log = logging.getLogger(__name__)
 

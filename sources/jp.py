@@ -5,7 +5,7 @@ The feed (`/pressrelease.rdf`, RSS 1.0, Shift_JIS) announces every MLIT press re
 recall ones are titled `リコールの届出について（…）` (one recall of 100+ vehicles) or
 `少数台数のリコール届出の公表について` (a monthly table of small recalls). Their press page links
 the PDF `リコール届出一覧表`, downloaded through the artifact manifest and read by
-`basecrawler.pdf` (text layer, pypdfium2 fallback, or OCR for scans). `parse()` turns the
+`basecrawler.formats.pdf` (text layer, pypdfium2 fallback, or OCR for scans). `parse()` turns the
 extracted tables into records; it works on JSON only, so a dead letter can be re-parsed later.
 """
 from __future__ import annotations
@@ -21,11 +21,11 @@ from urllib.parse import urljoin, urlsplit
 from lxml import html
 
 from basecrawler import BaseCrawler, FetchError, Raw
-from basecrawler.artifacts import ArtifactError
-from basecrawler.xmlsafe import ListRead, read_list
-from basecrawler.dates import parse_date
-from basecrawler.text import distinct_joined
-from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf
+from basecrawler.fetch.artifacts import ArtifactError
+from basecrawler.formats.xmlsafe import ListRead, read_list
+from basecrawler.formats.dates import parse_date
+from basecrawler.formats.text import distinct_joined
+from basecrawler.formats.pdf import OcrUnavailable, PdfError, read_pdf
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ import logging
 from urllib.parse import quote
 
 from basecrawler import BaseCrawler, NotFound, UnexpectedContent
-from basecrawler import text as text_rules
-from basecrawler.xmlsafe import read_list
+from basecrawler.formats import text as text_rules
+from basecrawler.formats.xmlsafe import read_list
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import logging
 from urllib.parse import quote, urlencode
 
 from basecrawler import BaseCrawler, NotFound, UnexpectedContent
-from basecrawler.dates import parse_date
+from basecrawler.formats.dates import parse_date
 from basecrawler.model import normalize_model_year, year_range
 
 log = logging.getLogger(__name__)

@@ -104,7 +104,7 @@ import json, resource, sys, time
 from pathlib import Path
 from basecrawler.config import Settings
 from basecrawler.errors import FetchError
-from basecrawler.http import HttpClient
+from basecrawler.fetch.http import HttpClient
 
 url, how, directory, overrides = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 client = HttpClient(settings=Settings(max_retries=0, **overrides))

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from basecrawler.registry import discover
-from basecrawler.replay import exchange_key
+from basecrawler.pipeline.registry import discover
+from basecrawler.fetch.replay import exchange_key
 from basecrawler.testing import LoopbackServer, Reply
 
 REPO = Path(__file__).resolve().parents[1]

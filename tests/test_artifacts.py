@@ -1,12 +1,12 @@
-"""basecrawler.artifacts: verified, resumable, manifest-driven PDF downloads."""
+"""basecrawler.fetch.artifacts: verified, resumable, manifest-driven PDF downloads."""
 import hashlib
 import io
 
 import pytest
 
-from basecrawler.artifacts import ArtifactError, Artifacts
+from basecrawler.fetch.artifacts import ArtifactError, Artifacts
 from basecrawler.errors import Transient
-from basecrawler.http import HttpClient
+from basecrawler.fetch.http import HttpClient
 from basecrawler.testing import LoopbackServer, Reply
 
 

@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.browse import WEB_DIR, BrowseServer, build_metadata, database_name, default_columns
+from basecrawler.reading.browse import WEB_DIR, BrowseServer, build_metadata, database_name, default_columns
 from record_types.vehicle_recall import VEHICLE_RECALL
 
 DEFAULT_COLUMNS = default_columns(VEHICLE_RECALL)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import basecrawler.registry as registry
+import basecrawler.pipeline.registry as registry
 from basecrawler import BaseCrawler, DuplicateSource
 from basecrawler.cli import main
 from basecrawler.commands import run as run_command

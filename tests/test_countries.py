@@ -2,9 +2,9 @@
 source publishes is refused with the known list, never a filter that silently finds nothing."""
 import pytest
 
-from basecrawler.countries import country_code, country_codes, known_countries
+from basecrawler.formats.countries import country_code, country_codes, known_countries
 from basecrawler.errors import ConfigError
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 
 KNOWN = ["AU", "CA", "EU", "JP", "US"]
 

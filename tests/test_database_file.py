@@ -9,7 +9,7 @@ import pytest
 from basecrawler import BaseCrawler
 from basecrawler.cli import main
 from basecrawler.commands import run as run_command
-from basecrawler.dbfile import NotABasecrawlerDatabase, check_basecrawler_database
+from basecrawler.store.dbfile import NotABasecrawlerDatabase, check_basecrawler_database
 
 READ_COMMANDS = [["status"], ["search", "brake"], ["export", "-o", "OUT"], ["dead-letters", "list"],
                  ["dead-letters", "retry"], ["browse", "--port", "1"], ["types"]]

@@ -1,10 +1,10 @@
-"""basecrawler.dates: the date formats the sources publish, and never a guessed date."""
+"""basecrawler.formats.dates: the date formats the sources publish, and never a guessed date."""
 import datetime as dt
 
 import pytest
 
 from basecrawler import Recall
-from basecrawler.dates import parse_date, parse_japanese_date
+from basecrawler.formats.dates import parse_date, parse_japanese_date
 
 D = dt.date
 

@@ -70,7 +70,7 @@ def test_dead_letters_cli_list_is_a_table_with_a_header_aligned_by_display_width
     assert lines[0].split() == ["id", "source", "stage", "kind", "state", "recall", "or", "URL", "error"]
     assert set(lines[1].replace(" ", "")) == {"-"}
     # The error column starts at the same terminal column on every line, CJK cells included.
-    from basecrawler.tables import display_width
+    from basecrawler.reading.tables import display_width
     header, cjk, latin = lines[0], next(l for l in lines if "外装-1" in l), next(l for l in lines if "R-22" in l)
     assert display_width(header[:header.index("error")]) == display_width(cjk[:cjk.index("ValueError")]) \
         == display_width(latin[:latin.index("ValueError")])

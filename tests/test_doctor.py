@@ -10,8 +10,8 @@ import pytest
 
 from basecrawler.cli import main
 from basecrawler.commands import doctor
-from basecrawler.registry import discover
-from basecrawler.scheduler import daemon_lock
+from basecrawler.pipeline.registry import discover
+from basecrawler.operations.scheduler import daemon_lock
 from basecrawler.testing import LoopbackServer, Reply
 from translate.fakeserver import FakeLibreTranslate, FakeOpenAIChat
 

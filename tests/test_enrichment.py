@@ -1,4 +1,4 @@
-"""The enrichment ladder (basecrawler/enrichment.py) with a two-phase demo source defined here:
+"""The enrichment ladder (basecrawler/pipeline/enrichment.py) with a two-phase demo source defined here:
 a detail 404 is "not yet" and climbs the ladder, a transient failure keeps its level, a
 dead worker's claim is reclaimed, results are applied with COALESCE."""
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from basecrawler import enrichment
+from basecrawler.pipeline import enrichment
 from basecrawler.commands.status import collect_status
 from basecrawler.testing import LoopbackServer, Reply
 

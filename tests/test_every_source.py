@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from basecrawler.recordtypes import record_types
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from support import assert_adds_up
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,8 +10,8 @@ from openpyxl.utils import get_column_letter
 
 from basecrawler import Recall
 from basecrawler.cli import main
-from basecrawler.export import export_recalls
-from basecrawler.search import RecallFilter
+from basecrawler.reading.export import export_recalls
+from basecrawler.reading.search import RecallFilter
 
 RECALLS = [
     Recall(country="JP", recall_number="JP-4980", recall_date="2024-03-14", source_lang="ja",
@@ -155,7 +155,7 @@ def test_export_applies_search_filters(filled, tmp_path):
 
 def test_export_streams_rows_from_the_cursor(filled, tmp_path, monkeypatch):
     # The writer must see a lazy iterator, never a list of every row.
-    import basecrawler.export as export
+    import basecrawler.reading.export as export
 
     seen = {}
     real = export.write_csv
@@ -171,7 +171,7 @@ def test_export_streams_rows_from_the_cursor(filled, tmp_path, monkeypatch):
 
 
 def test_failed_export_leaves_no_file(filled, tmp_path, monkeypatch):
-    import basecrawler.export as export
+    import basecrawler.reading.export as export
 
     def broken(columns, rows, binary):
         binary.write(b"half")

@@ -9,10 +9,10 @@ import time
 import httpx
 import pytest
 
-from basecrawler.bounded import DECODED_STEP, Limits, decoder_for, iter_decoded
+from basecrawler.fetch.bounded import DECODED_STEP, Limits, decoder_for, iter_decoded
 from basecrawler.config import Settings
 from basecrawler.errors import TooLarge, TooSlow, UnexpectedContent
-from basecrawler.http import HttpClient
+from basecrawler.fetch.http import HttpClient
 from conftest import subprocess_env
 from hostile_support import RawServer, endless_body, fetch_in_child, gzip_bomb, slow_headers, slowloris
 

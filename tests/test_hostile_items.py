@@ -11,8 +11,8 @@ import pytest
 from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
-from basecrawler.archive import Archive
-from basecrawler.runner import run_sources
+from basecrawler.fetch.archive import Archive
+from basecrawler.pipeline.runner import run_sources
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 from hostile_support import RawServer, endless_body, gzip_bomb, slowloris
 from sources.eu import EuSafetyGateCrawler, is_vehicle_category

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from basecrawler import Store
-from basecrawler.archive import Archive, sweep_temp_files
+from basecrawler.fetch.archive import Archive, sweep_temp_files
 from basecrawler.config import Settings
-from basecrawler.pdf import PdfTooBig
-from basecrawler.http import HttpClient
-from basecrawler.partials import partial_prefix, sweep_partial_downloads, url_key
-from basecrawler.upkeep import recover_after_crash
+from basecrawler.formats.pdf import PdfTooBig
+from basecrawler.fetch.http import HttpClient
+from basecrawler.fetch.partials import partial_prefix, sweep_partial_downloads, url_key
+from basecrawler.operations.upkeep import recover_after_crash
 from conftest import subprocess_env
 from hostile_support import RawServer
 
@@ -86,7 +86,7 @@ CHILD = textwrap.dedent('''
     import sys
     from pathlib import Path
     from basecrawler.config import Settings
-    from basecrawler.http import HttpClient
+    from basecrawler.fetch.http import HttpClient
     HttpClient(settings=Settings(max_retries=0)).download_to_file(sys.argv[1], directory=Path(sys.argv[2]))
 ''')
 
@@ -136,7 +136,7 @@ def test_a_download_cut_by_a_stop_is_kept_and_resumed_next_time(tmp_path):
     import threading
 
     from basecrawler.errors import Interrupted
-    from basecrawler.stopping import StopEvent
+    from basecrawler.pipeline.stopping import StopEvent
 
     stop = StopEvent()
     with _range_server(stall_after=300_000) as server:
@@ -181,7 +181,7 @@ def test_partials_without_validators_or_of_live_processes_are_not_parked(tmp_pat
 ARCHIVE_CHILD = textwrap.dedent('''
     import gzip, sys, time
     from basecrawler import Store
-    from basecrawler.archive import Archive
+    from basecrawler.fetch.archive import Archive
     original = gzip.GzipFile.write
     def write(self, data):
         written = original(self, data)
@@ -239,7 +239,7 @@ def test_the_ocr_cap_stops_tesseract_inside_a_single_page(monkeypatch):
     import pytesseract
     from PIL import Image
 
-    from basecrawler.pdf import read_pdf
+    from basecrawler.formats.pdf import read_pdf
 
     real, given = pytesseract.image_to_data, []
 
@@ -269,9 +269,9 @@ PDF = b"%PDF-1.4\n" + bytes(range(256)) * 4096 + b"\n%%EOF\n"
 ARTIFACT_CHILD = textwrap.dedent('''
     import sys
     from basecrawler import Store
-    from basecrawler.artifacts import Artifacts
+    from basecrawler.fetch.artifacts import Artifacts
     from basecrawler.config import Settings
-    from basecrawler.http import HttpClient
+    from basecrawler.fetch.http import HttpClient
     store = Store(sys.argv[2])
     Artifacts(HttpClient(settings=Settings(max_retries=0), store=store), store, source="demo").ensure("doc", sys.argv[1])
 ''')
@@ -305,7 +305,7 @@ def _pdf_server(stall_after: int):
 
 
 def test_a_document_download_killed_mid_body_resumes_in_the_next_run(tmp_path):
-    from basecrawler.artifacts import Artifacts
+    from basecrawler.fetch.artifacts import Artifacts
 
     db = str(tmp_path / "docs.db")
     Store(db).close()

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from basecrawler import Store
-from basecrawler.scheduler import META_LAST_JOB
+from basecrawler.operations.scheduler import META_LAST_JOB
 from conftest import subprocess_env
 from hostile_support import RawServer, slow_headers, slowloris
 
@@ -24,7 +24,7 @@ LAUNCHER = textwrap.dedent('''
     """`python launcher.py URL HOW <basecrawler arguments>`: the real CLI with one slow source."""
     import sys
     from basecrawler import BaseCrawler
-    import basecrawler.registry
+    import basecrawler.pipeline.registry
 
     URL, HOW = sys.argv.pop(1), sys.argv.pop(1)
 
@@ -43,7 +43,7 @@ LAUNCHER = textwrap.dedent('''
         def parse(self, raw):
             return {"recall_number": "S-1", "recall_date": "2024-05-01"}
 
-    basecrawler.registry.discover = lambda *a, **k: {"slow": Slow}
+    basecrawler.pipeline.registry.discover = lambda *a, **k: {"slow": Slow}
     from basecrawler.cli import main
     raise SystemExit(main(sys.argv[1:]))
 ''')
@@ -121,7 +121,7 @@ def test_a_stop_during_detail_lookups_releases_them_and_the_run_is_interrupted(s
     import threading
 
     from basecrawler import BaseCrawler
-    from basecrawler.stopping import StopEvent
+    from basecrawler.pipeline.stopping import StopEvent
     from basecrawler.testing import fast_settings
 
     class TwoPhase(BaseCrawler):

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from basecrawler import NotFound, Transient, UnexpectedContent
-from basecrawler.http import HostThrottle, HttpClient, classify, parse_retry_after
+from basecrawler.fetch.http import HostThrottle, HttpClient, classify, parse_retry_after
 from basecrawler.testing import LoopbackServer, Reply
 
 from support import FakeClock, JsonFeedCrawler
@@ -220,12 +220,12 @@ def test_html_instead_of_json_fails_the_fetch_with_raw_kept(store, settings, mon
     assert letter["kind"] == "unexpected" and letter["raw_bytes"] == page
     sha = store.query("SELECT sha256 FROM responses WHERE status = 200")[0]["sha256"]
     assert letter["response_sha256"] == sha
-    from basecrawler.archive import Archive
+    from basecrawler.fetch.archive import Archive
     assert Archive(store).get_bytes(sha) == page
 
 
 def test_archive_retention_prunes_old_bodies_but_keeps_those_of_open_dead_letters(store):
-    from basecrawler.archive import Archive
+    from basecrawler.fetch.archive import Archive
     archive = Archive(store)
     old_sha, kept_sha, fresh_sha = (archive.put_bytes(b) for b in (b"old body", b"dead letter body", b"fresh body"))
     for sha, when in ((old_sha, "2020-01-01T00:00:00+00:00"), (kept_sha, "2020-01-01T00:00:00+00:00")):

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from basecrawler.pdf import read_pdf
+from basecrawler.formats.pdf import read_pdf
 from sources.jp import JpCrawler, parse_feed, parse_press_page, records_from_list
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def records_of(name: str, press_date: str = "2024-09-06") -> list[dict]:
 
 
 def as_date(japanese: str) -> dt.date:
-    from basecrawler.dates import parse_date
+    from basecrawler.formats.dates import parse_date
     return parse_date(japanese)
 
 
@@ -69,7 +69,7 @@ def test_feed_with_a_dtd_is_refused_before_any_entity_is_resolved():
             '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/">'
             '<item><title>リコールの届出について（&x;）</title><link>http://www.mlit.go.jp/a.html</link></item>'
             '</rdf:RDF>').encode("shift_jis")
-    from basecrawler.xmlsafe import UnsafeXml
+    from basecrawler.formats.xmlsafe import UnsafeXml
     with pytest.raises(UnsafeXml, match="declares a DTD"):
         parse_feed(body)
 
@@ -235,7 +235,7 @@ def test_ocr_numbers_are_exact_or_empty_and_flagged_never_wrong(name, date_key, 
 # ---- whole runs ------------------------------------------------------------------------------------
 
 def _replay_transport(overrides: dict | None = None):
-    from basecrawler.replay import ReplayTransport
+    from basecrawler.fetch.replay import ReplayTransport
 
     replay = ReplayTransport(REPO / "fixtures" / "replay")
     seen = []

@@ -296,7 +296,7 @@ def test_au_detail_page_that_failed_is_fetched_again(tmp_path):
 def test_ledger_attempt_rules(tmp_path):
     import pytest
     from basecrawler.errors import Blocked, Transient
-    from basecrawler.ledger import Ledger
+    from basecrawler.pipeline.ledger import Ledger
 
     store = Store(str(tmp_path / "l.db"))
     ledger = Ledger(store, "xx", max_attempts=3)

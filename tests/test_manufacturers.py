@@ -6,7 +6,7 @@ import pytest
 
 from basecrawler import Recall, Store
 from basecrawler.manufacturers import manufacturer_key, refill_manufacturer_keys
-from basecrawler.schema import MIGRATIONS
+from basecrawler.store.schema import MIGRATIONS
 
 
 @pytest.mark.parametrize("published, key", [

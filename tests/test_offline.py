@@ -14,8 +14,8 @@ from basecrawler import BaseCrawler
 from basecrawler.cli import main
 from basecrawler.commands import run as run_command
 from basecrawler.errors import Transient
-from basecrawler.http import HttpClient
-from basecrawler.replay import DEFAULT_REPLAY_DIR, offline_hint
+from basecrawler.fetch.http import HttpClient
+from basecrawler.fetch.replay import DEFAULT_REPLAY_DIR, offline_hint
 from basecrawler.testing import fast_settings
 
 

@@ -10,9 +10,9 @@ import pytest
 from openpyxl import load_workbook
 
 from basecrawler import Recall
-from basecrawler.cellsafe import neutralise_cell
-from basecrawler.export import export_recalls
-from basecrawler.search import RecallFilter
+from basecrawler.reading.cellsafe import neutralise_cell
+from basecrawler.reading.export import export_recalls
+from basecrawler.reading.search import RecallFilter
 
 HOSTILE = {
     "summary_original": '=HYPERLINK("http://evil/x","click")',

@@ -1,4 +1,4 @@
-"""basecrawler.pdf: tables from the text layer, the pypdfium2 fallback, and OCR for scans."""
+"""basecrawler.formats.pdf: tables from the text layer, the pypdfium2 fallback, and OCR for scans."""
 import os
 import re
 import shutil
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler import pdf
-from basecrawler.pdf import OcrUnavailable, PdfError, read_pdf, tidy_ocr_text
+from basecrawler.formats import pdf
+from basecrawler.formats.pdf import OcrUnavailable, PdfError, read_pdf, tidy_ocr_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "jp"
 

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.engines import pg_migrations
+from basecrawler.store.engines import pg_migrations
 from pgcluster import pg_cluster  # noqa: F401  (fixture)
 
 OLD_SCHEMA = Path(__file__).resolve().parent.parent / "fixtures" / "pg" / "schema_0880bd7.sql"
@@ -113,7 +113,7 @@ def test_a_reference_schema_change_reaches_an_up_to_date_database(old_url, monke
     """A SQLite migration that adds a column needs no PostgreSQL step: the derivation runs
     again when the reference schema's fingerprint changed."""
     Store(old_url).close()
-    from basecrawler import schema
+    from basecrawler.store.core import schema
 
     def _m099_note(db):
         db["recalls"].add_column("reviewer_note", str)

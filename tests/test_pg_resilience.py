@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from basecrawler import Store
-from basecrawler.engines import redact, scrub
-from basecrawler.engines.pg import ConnectionLost, InvalidDatabaseUrl, connection_params
+from basecrawler.store.engines import redact, scrub
+from basecrawler.store.engines.pg import ConnectionLost, InvalidDatabaseUrl, connection_params
 from basecrawler.testing import fast_settings
 from conftest import subprocess_env
 from pgcluster import Cluster, _bin_dir
@@ -79,7 +79,7 @@ def silent_server():
 
 def _offline_endpoints() -> dict:
     """Every source endpoint pointed at a closed loopback port (doctor probes them all)."""
-    from basecrawler.registry import discover
+    from basecrawler.pipeline.registry import discover
 
     return {f"BASECRAWLER_{sid.upper()}_{name.upper()}_URL": "http://127.0.0.1:9"
             for sid, cls in discover().items() for name in cls.endpoints}

@@ -9,7 +9,7 @@ import pytest
 
 from basecrawler.cli import main
 from basecrawler.errors import UnknownSource
-from basecrawler.scheduler import (SchedulePlan, catch_up_run_times, daemon_lock, job_lock, run_scheduled_job,
+from basecrawler.operations.scheduler import (SchedulePlan, catch_up_run_times, daemon_lock, job_lock, run_scheduled_job,
                                    select_sources)
 from basecrawler.testing import fast_settings
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
@@ -89,8 +89,8 @@ def test_catch_up_looks_at_the_last_job_of_its_own_selection(any_db, crawlers): 
 
 
 def test_schedule_once_with_sources_from_the_command_line(tmp_path, crawlers, journal, monkeypatch, capsys):
-    import basecrawler.registry
-    monkeypatch.setattr(basecrawler.registry, "discover", lambda *a, **k: crawlers)
+    import basecrawler.pipeline.registry
+    monkeypatch.setattr(basecrawler.pipeline.registry, "discover", lambda *a, **k: crawlers)
     db = str(tmp_path / "store.db")
     assert main(["--db", db, "schedule", "--once", "--no-translate", "--source", "bb", "--source", "cc"]) == 0
     assert journal == ["bb", "cc"]

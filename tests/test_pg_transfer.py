@@ -10,7 +10,7 @@ import pytest
 
 from basecrawler import Recall, Store
 from basecrawler.cli import main
-from basecrawler.engines.transfer import TransferFailed, copy_store, snapshot_to_sqlite, tables
+from basecrawler.store.engines.transfer import TransferFailed, copy_store, snapshot_to_sqlite, tables
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 
@@ -54,7 +54,7 @@ def test_migrate_copies_every_table_including_ones_added_later(direction, tmp_pa
         assert {t: target.scalar(f"SELECT COUNT(*) FROM {t}") for t in expected} == expected
         assert target.query("SELECT title, risk, photo FROM product_alerts WHERE id = 3") == [
             {"title": "alert 3", "risk": 1.5, "photo": bytes([3, 0, 255])}]
-        from basecrawler.search import RecallFilter, count
+        from basecrawler.reading.search import RecallFilter, count
         assert count(target.db.conn, RecallFilter(text="ブレーキ")) == 25   # the target's search index is complete
     finally:
         target.close()
@@ -126,7 +126,7 @@ def test_a_snapshot_that_cannot_copy_a_table_raises_and_leaves_the_old_file(tmp_
     store.write(lambda db: db.conn.execute("CREATE TABLE odd (k TEXT PRIMARY KEY, v TEXT)"))
     store.write(lambda db: db.conn.execute("INSERT INTO odd VALUES ('a', 'x')"))
     store.close()
-    from basecrawler.engines import transfer
+    from basecrawler.store.engines import transfer
     real = transfer._copy_rows
 
     def refusing(source, target, table, names):   # the target refuses this one table's rows

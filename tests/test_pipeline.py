@@ -219,7 +219,7 @@ def test_progress_is_reported_per_fetched_item(store, settings):
 def test_progress_bar_counts_on_a_terminal_stream():
     import io
 
-    from basecrawler.progress import ProgressBar
+    from basecrawler.operations.progress import ProgressBar
     stream = io.StringIO()
     bar = ProgressBar("us fetched", stream=stream, unit="items")
     bar(5)

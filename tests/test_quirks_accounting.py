@@ -4,7 +4,7 @@ off the payload written in the test, not taken from a run of the code.
 
 3. A date before 1900 or after tomorrow is stored as date-unknown with the raw date in extra;
    the incremental watermark only looks at plausible dates.
-5. The run line adds up (equations in basecrawler/crawler.py's docstring).
+5. The run line adds up (equations in basecrawler/pipeline/crawler.py's docstring).
 6. A count that does not fit (10^23, 1e400, -5) is None with the raw value in extra.
 """
 from __future__ import annotations
@@ -18,12 +18,12 @@ from urllib.parse import unquote
 
 from basecrawler import Skip
 from basecrawler.recordtypes import record_types
-from basecrawler.replay import save_exchange
+from basecrawler.fetch.replay import save_exchange
 from basecrawler.testing import LoopbackServer, Reply
 from sources.ca import COLUMNS
 
 from quirks_support import REPLAY_DIR, cli, recall, rows
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from support import ItemsCrawler, assert_adds_up
 
 EQUATION_COLUMNS = ("fetched", "parsed", "out_of_range", "new", "updated", "unchanged", "merged", "skipped",

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from basecrawler.errors import ForeignHost
-from basecrawler.http import HttpClient, host_allowed
-from basecrawler.pdf import PdfTooBig, read_pdf
+from basecrawler.fetch.http import HttpClient, host_allowed
+from basecrawler.formats.pdf import PdfTooBig, read_pdf
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

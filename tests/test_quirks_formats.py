@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler.textcodec import Undecodable, Utf8XmlReader, decode_text, file_encoding
-from basecrawler.xmlsafe import ListUnreadable, UnsafeXml, iter_xml, read_list
+from basecrawler.formats.textcodec import Undecodable, Utf8XmlReader, decode_text, file_encoding
+from basecrawler.formats.xmlsafe import ListUnreadable, UnsafeXml, iter_xml, read_list
 
 QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks"
 RDF = ('<?xml version="1.0" encoding="Shift_JIS"?>\r\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
@@ -64,7 +64,7 @@ def test_streamed_file_declared_latin1_but_utf8_is_re_encoded(tmp_path):
 
 
 def test_streamed_utf8_file_with_a_latin1_byte_keeps_every_other_character(tmp_path):
-    from basecrawler.textcodec import LEGACY_BYTES
+    from basecrawler.formats.textcodec import LEGACY_BYTES
 
     path = tmp_path / "m.xml"
     path.write_bytes(b'<?xml version="1.0" encoding="UTF-8"?><r><b>Citro\xebn</b><b>\xc3\xa9t\xc3\xa9</b></r>')
@@ -110,7 +110,7 @@ def test_dtd_still_refused_and_nothing_readable_is_unreadable():
 
 # ---- #13 point 10: MLIT list with label + text lines ---------------------------------------------
 def test_label_line_list_pdf_gives_component_cause_and_remedy():
-    from basecrawler.pdf import read_pdf
+    from basecrawler.formats.pdf import read_pdf
     from sources.jp import records_from_list
 
     pages = [page.to_dict() for page in read_pdf(QUIRKS / "jp_list_label_lines.pdf")]
@@ -144,7 +144,7 @@ def test_label_lines_are_found_numbered_or_with_text_on_the_same_line():
 
 
 def test_press_page_sent_in_shift_jis_is_decoded_once():
-    from basecrawler.textcodec import decode_text
+    from basecrawler.formats.textcodec import decode_text
     from sources.jp import parse_press_page
 
     body = ('<html><head><meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS"></head><body>'
@@ -160,7 +160,7 @@ def test_broken_bytes_after_a_byte_order_mark_are_undecodable_not_a_crash():
     # turn Undecodable into a dead letter, a bare UnicodeDecodeError would be a traceback.
     import pytest
     from basecrawler.errors import Undecodable
-    from basecrawler.textcodec import decode_text
+    from basecrawler.formats.textcodec import decode_text
 
     with pytest.raises(Undecodable, match="byte-order mark"):
         decode_text(b"\xef\xbb\xbf<feed>\xff\xfe</feed>")

@@ -8,7 +8,7 @@ from contextlib import ExitStack
 
 from urllib.parse import urlsplit
 
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from quirks_support import cli, rows, replay_server
 
 # (source, endpoint, public host whose replay folder the loopback server serves): every endpoint

@@ -3,7 +3,7 @@ default sort (newest first) and every single-valued facet, on both engines."""
 from basecrawler import Store
 from basecrawler.recordtypes import get_record_type
 from basecrawler.recordtypes.tables import index_name, read_indexes
-from basecrawler.schema import reference_schema
+from basecrawler.store.schema import reference_schema
 
 
 def plan(store, sql):

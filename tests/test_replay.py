@@ -4,7 +4,7 @@ import json
 import pytest
 
 from basecrawler import BaseCrawler, ReplayMiss
-from basecrawler.replay import ReplayTransport, exchange_key, save_exchange
+from basecrawler.fetch.replay import ReplayTransport, exchange_key, save_exchange
 from basecrawler.testing import LoopbackServer, Reply
 
 
@@ -78,7 +78,7 @@ def test_run_all_from_the_committed_replay_set_fills_every_source_offline(db_pat
 
     from basecrawler import Store
     from basecrawler.cli import main
-    from basecrawler.registry import discover
+    from basecrawler.pipeline.registry import discover
 
     replay = Path(__file__).resolve().parent.parent / "fixtures" / "replay"
     assert main(["--db", db_path, "run", "--all", "--replay", str(replay)]) == 0

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from basecrawler import BaseCrawler
-from basecrawler.runner import job_hooks, register_job_hook, run_sources
-from basecrawler.scheduler import run_scheduled_job
+from basecrawler.pipeline.runner import job_hooks, register_job_hook, run_sources
+from basecrawler.operations.scheduler import run_scheduled_job
 
 PACKAGE = Path(__file__).resolve().parents[1] / "basecrawler"
 
@@ -55,7 +55,7 @@ def test_a_stop_keeps_what_was_stored_and_starts_no_later_source(settings, store
 
 def test_the_scheduled_job_uses_the_runner_and_then_the_hooks(settings, monkeypatch):
     calls = []
-    monkeypatch.setattr("basecrawler.scheduler.job_hooks", lambda: {"note": lambda store, **kw: calls.append("hook") or "noted"})
+    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks", lambda: {"note": lambda store, **kw: calls.append("hook") or "noted"})
     report = run_scheduled_job(settings, crawlers={"aa": _source("aa", calls)})
     assert calls == ["aa", "hook"] and report.translation == "noted"
     assert report.summary.statuses() == {"aa": "succeeded"}
@@ -68,7 +68,7 @@ def test_translation_is_a_job_hook_registered_by_its_package():
 
 
 def test_a_registered_hook_is_listed(monkeypatch):
-    monkeypatch.setattr("basecrawler.runner._job_hooks", {})
+    monkeypatch.setattr("basecrawler.pipeline.runner._job_hooks", {})
     register_job_hook("mine", print)
     assert job_hooks()["mine"] is print
 
@@ -93,7 +93,7 @@ def test_no_module_of_basecrawler_imports_translate():
 
 
 def test_the_framework_holds_no_ddl_of_the_translation_memory():
-    """Its schema belongs to translate/ (translate/schema.py, a `basecrawler.schema` extension)."""
+    """Its schema belongs to translate/ (translate/schema.py, a `basecrawler.store.schema` extension)."""
     import re
     ddl = re.compile(r"""CREATE\s+TABLE[^;]*translation_memory|\[["']translation_memory["']\]\.create""", re.I)
     found = [f"{path.relative_to(PACKAGE.parent)}" for path in PACKAGE.rglob("*.py") if ddl.search(path.read_text())]

@@ -20,7 +20,7 @@ from basecrawler import BaseCrawler, Store
 from basecrawler.cli import main
 from basecrawler.errors import ConfigError
 from conftest import subprocess_env
-from basecrawler.scheduler import (DAILY_JOB, META_LAST_JOB, META_NEXT_RUN, WEEKLY_FULL_JOB, SchedulePlan,
+from basecrawler.operations.scheduler import (DAILY_JOB, META_LAST_JOB, META_NEXT_RUN, WEEKLY_FULL_JOB, SchedulePlan,
                                    build_scheduler, catch_up_run_times, run_forever, run_scheduled_job,
                                    stored_errors)
 
@@ -82,7 +82,7 @@ def translation(monkeypatch):
     backends = types.SimpleNamespace(backend_from_env=lambda: "fake-backend")
     monkeypatch.setattr(translate.backends, "backend_from_env", lambda: backends.backend_from_env())
     monkeypatch.setattr(translate.worker, "translate_pending", translate_pending)
-    monkeypatch.setattr("basecrawler.scheduler.job_hooks",
+    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks",
                         lambda: {"translate": translate.jobhook.translate_after_job})
     return types.SimpleNamespace(calls=calls, backends=backends, report=Report)
 
@@ -132,7 +132,7 @@ def test_translation_failure_is_logged_and_does_not_fail_the_sources(settings, t
         raise RuntimeError("worker crashed")
 
     sys.modules["translate.worker"].translate_pending = broken
-    with caplog.at_level(logging.ERROR, logger="basecrawler.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="basecrawler.operations.scheduler"):
         report = run_scheduled_job(settings, crawlers={"aa": make_source("aa", [])})
     assert report.translation_failed and "worker crashed" in report.translation
     assert [r.status for r in report.results] == ["succeeded"]
@@ -242,7 +242,7 @@ def test_overdue_job_within_grace_runs_once(settings):
 def _errors_after_first_fire(scheduler, settings, caplog) -> list[dict]:
     """Start the scheduler, wait until it has stored an error, stop it; the stored errors."""
     store = Store(settings.db_path)
-    with caplog.at_level(logging.ERROR, logger="basecrawler.scheduler"):
+    with caplog.at_level(logging.ERROR, logger="basecrawler.operations.scheduler"):
         scheduler.start()
         try:
             assert _wait_for(lambda: stored_errors(store))
@@ -347,7 +347,7 @@ def test_job_records_when_each_mode_last_ran(settings, translation):
 def registry(monkeypatch, translation):
     journal = translation.calls
     sources = {}
-    monkeypatch.setattr("basecrawler.registry.discover", lambda *a, **k: dict(sources))
+    monkeypatch.setattr("basecrawler.pipeline.registry.discover", lambda *a, **k: dict(sources))
     return types.SimpleNamespace(sources=sources, journal=journal)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from conftest import subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]

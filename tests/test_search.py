@@ -6,7 +6,7 @@ import pytest
 
 from basecrawler import Recall
 from basecrawler.cli import main
-from basecrawler.search import RecallFilter, build_query, count, search
+from basecrawler.reading.search import RecallFilter, build_query, count, search
 
 
 def _recall(country, number, date, **fields):
@@ -144,7 +144,7 @@ def test_search_command_table_aligns_wide_characters(filled, db_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("recall date") and "JP-5001" in lines[2]
     assert "1 of 2 matching vehicle recalls" in lines[-1]
-    from basecrawler.tables import display_width
+    from basecrawler.reading.tables import display_width
     # the text column starts at the same terminal column in the heading and the CJK row
     heading_col = display_width(lines[0][:lines[0].index("text")])
     row = lines[2]

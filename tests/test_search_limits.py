@@ -5,7 +5,7 @@ import pytest
 
 from basecrawler import Recall
 from basecrawler.cli import main
-from basecrawler.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, QueryTooLarge, RecallFilter, count, search
+from basecrawler.reading.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, QueryTooLarge, RecallFilter, count, search
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The narrow source API (basecrawler/source_api.py, artifacts.Documents, text.py, the download
+"""The narrow source API (basecrawler/pipeline/source_api.py, artifacts.Documents, text.py, the download
 context manager) tested directly, one behaviour per test, with demo sources defined here and
 HTTP answered by `httpx.MockTransport`. Expected values are written from the inputs below."""
 import datetime as dt
@@ -10,9 +10,9 @@ import pytest
 
 from basecrawler import BaseCrawler, Recall
 from basecrawler.errors import Blocked, ForeignHost, NotFound, Transient, UnexpectedContent
-from basecrawler.store import decode_raw
-from basecrawler.text import clean_text, distinct_joined
-from basecrawler.xmlsafe import read_list
+from basecrawler.store.core import decode_raw
+from basecrawler.formats.text import clean_text, distinct_joined
+from basecrawler.formats.xmlsafe import read_list
 
 from support import ItemsCrawler
 

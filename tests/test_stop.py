@@ -15,7 +15,7 @@ import time
 import pytest
 
 from basecrawler import Store
-from basecrawler.scheduler import META_LAST_JOB
+from basecrawler.operations.scheduler import META_LAST_JOB
 from basecrawler.testing import LoopbackServer, Reply
 from conftest import subprocess_env
 
@@ -26,7 +26,7 @@ LAUNCHER = textwrap.dedent('''
     """`python launcher.py URL <basecrawler arguments>`: the real CLI with two test sources."""
     import sys
     from basecrawler import BaseCrawler
-    import basecrawler.registry
+    import basecrawler.pipeline.registry
 
     URL = sys.argv.pop(1)
 
@@ -46,7 +46,7 @@ LAUNCHER = textwrap.dedent('''
         source = "blater"
         country = "LA"
 
-    basecrawler.registry.discover = lambda *a, **k: {"aslow": Slow, "blater": Later}
+    basecrawler.pipeline.registry.discover = lambda *a, **k: {"aslow": Slow, "blater": Later}
     from basecrawler.cli import main
     raise SystemExit(main(sys.argv[1:]))
 ''') % {"pages": PAGES}

@@ -48,7 +48,7 @@ def test_old_database_with_duplicates_is_merged_then_indexed(tmp_path):
 
 
 def test_schema_is_versioned(store):
-    from basecrawler.schema import MIGRATIONS
+    from basecrawler.store.schema import MIGRATIONS
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -113,11 +113,11 @@ def test_lock_of_a_killed_process_is_taken_over(tmp_path):
     db = str(tmp_path / "k.db")
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
-        from basecrawler.runlock import RunLock
+        from basecrawler.pipeline.runlock import RunLock
         lock = RunLock({db!r}); lock.acquire(); print("held", flush=True); time.sleep(60)
     """)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
-    from basecrawler.runlock import RunLock
+    from basecrawler.pipeline.runlock import RunLock
     lock = RunLock(db)
     assert not lock.try_acquire()
     holder.kill()
@@ -127,7 +127,7 @@ def test_lock_of_a_killed_process_is_taken_over(tmp_path):
 
 
 def test_run_lock_timeout_is_a_failed_run_not_a_stuck_waiting_row(tmp_path):
-    from basecrawler.runlock import RunLock
+    from basecrawler.pipeline.runlock import RunLock
     from basecrawler.testing import fast_settings
     from tests.test_pipeline import DemoCrawler, item
 
@@ -192,7 +192,7 @@ def test_rows_refused_by_the_database_are_not_indexed(store):
 
 
 def test_a_database_still_fed_by_the_insert_trigger_is_not_indexed_twice(tmp_path):
-    from basecrawler.schema import FTS_COLUMNS
+    from basecrawler.store.schema import FTS_COLUMNS
     Store(tmp_path / "t.db").close()
     conn = sqlite3.connect(tmp_path / "t.db")
     cols = ", ".join(FTS_COLUMNS)
@@ -225,8 +225,8 @@ def test_an_old_database_that_already_has_the_memory_table_migrates_and_keeps_it
 
 
 def test_without_the_translate_package_the_store_works_and_has_no_memory_table(tmp_path, monkeypatch):
-    from basecrawler import schema
-    from basecrawler.engines.transfer import copy_store
+    from basecrawler.store.core import schema
+    from basecrawler.store.engines.transfer import copy_store
     monkeypatch.setattr(schema, "_installed_extensions", lambda: {})   # no entry point installed
     store = Store(tmp_path / "bare.db")
     assert "translation_memory" not in store.db.table_names()
@@ -244,7 +244,7 @@ def test_without_the_translate_package_the_store_works_and_has_no_memory_table(t
 
 def test_a_schema_extension_that_fails_to_load_is_left_out(tmp_path, monkeypatch, caplog):
     import importlib.metadata
-    from basecrawler import schema
+    from basecrawler.store.core import schema
 
     broken = importlib.metadata.EntryPoint("broken", "no_such_module_xyz:MIGRATIONS", schema.SCHEMA_ENTRY_POINTS)
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None, **_: [broken])

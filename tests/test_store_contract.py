@@ -18,9 +18,9 @@ from types import SimpleNamespace
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler import enrichment
+from basecrawler.pipeline import enrichment
 from basecrawler.cli import main
-from basecrawler.runlock import RunLock
+from basecrawler.pipeline.runlock import RunLock
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 # The SQLite-era behaviour tests, now run on both engines through the fixtures below.
@@ -118,7 +118,7 @@ def test_dead_letters_keep_bytes_text_and_json_raws(store):
     ids = [store.add_dead_letter(source="demo", run_id=None, stage="parse", kind="k", error="e", raw=raw)
            for raw in (b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None, "nul\x00 in text", {"k": "nul\x00"})]
     assert ids == sorted(ids) and len(set(ids)) == 6
-    from basecrawler.store import decode_raw
+    from basecrawler.store.core import decode_raw
     kept = [decode_raw(l["raw_kind"], l["raw"], l["raw_bytes"]) for l in store.open_dead_letters("demo")]
     assert kept == [b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None, "nul\x00 in text", {"k": "nul\x00"}]
 
@@ -168,7 +168,7 @@ def test_dead_crawl_runs_are_closed_alive_ones_kept(store):
 def test_run_lock_is_an_advisory_lock_per_source_released_when_its_holder_dies(pg_url):  # noqa: F811
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, %r)\n"
-        "from basecrawler.runlock import RunLock\n"
+        "from basecrawler.pipeline.runlock import RunLock\n"
         "lock = RunLock(%r, scope='jp'); assert lock.try_acquire(); print('held', flush=True); time.sleep(60)"
         % (str(REPO), pg_url))], stdout=subprocess.PIPE, text=True)
     try:
@@ -282,7 +282,7 @@ def test_translation_workers_never_send_the_same_row_twice(pg_url):  # noqa: F81
 
 
 def test_pg_search_uses_the_trigram_index(pg_url):  # noqa: F811
-    from basecrawler.search import RecallFilter, build_query
+    from basecrawler.reading.search import RecallFilter, build_query
     store = Store(pg_url)
     sql, params = build_query(RecallFilter(text="ブレーキ"), dialect="postgresql")
     store.db.execute("SET enable_seqscan = off")
@@ -344,7 +344,7 @@ def test_replay_demo_gives_the_same_records_on_both_engines_and_migrates_both_wa
     back = str(tmp_path / "back.db")
     assert main(["--db", pg, "migrate", "--to", back]) == 0
     assert _records(back) == on_pg
-    from basecrawler.search import RecallFilter, count
+    from basecrawler.reading.search import RecallFilter, count
     local = Store(back)
     assert count(local.db.conn, RecallFilter(text="ブレーキ")) == count(Store(pg).db.conn, RecallFilter(text="ブレーキ")) > 0
     local.close()
@@ -353,7 +353,7 @@ def test_replay_demo_gives_the_same_records_on_both_engines_and_migrates_both_wa
 
 def test_doctor_checks_the_postgresql_connection_and_the_scheduler_lock(pg_url, pg_cluster):  # noqa: F811
     from basecrawler.commands.doctor import check_database, check_scheduler
-    from basecrawler.scheduler import daemon_lock
+    from basecrawler.operations.scheduler import daemon_lock
 
     checks = {c.name: c for c in check_database(pg_url)}
     assert checks["database connection"].ok and "schema version" in checks["database connection"].detail
@@ -405,7 +405,7 @@ def test_the_translation_memory_table_is_the_translate_schema_extension(store):
 
 
 def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path, monkeypatch):
-    from basecrawler import schema
+    from basecrawler.store.core import schema
     calls = []
 
     def m1(db):
@@ -445,7 +445,7 @@ def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path,
 
 
 def test_migrate_copies_the_translation_memory_but_not_the_extension_bookkeeping(store, tmp_path):
-    from basecrawler.engines.transfer import copy_store
+    from basecrawler.store.engines.transfer import copy_store
     from translate.memory import TranslationMemory
     store.write(lambda db: TranslationMemory(store).remember(db, "ja", {"制動": "제동"}, "fake"))
     target = Store(str(tmp_path / "copy.db"))

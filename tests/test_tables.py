@@ -1,5 +1,5 @@
 """CLI tables pad by terminal display width (wcwidth), so Japanese and Korean cells line up."""
-from basecrawler.tables import clip, display_width, render_table
+from basecrawler.reading.tables import clip, display_width, render_table
 
 
 def test_wide_characters_count_two_columns():

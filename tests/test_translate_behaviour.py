@@ -14,7 +14,7 @@ from translate.backends import Backend
 from translate.errors import BackendItemError, BackendUnavailable
 from translate.fakeserver import FakeLibreTranslate, pseudo_korean
 from translate.glossary import Glossary, Term
-from basecrawler.progress import ProgressBar
+from basecrawler.operations.progress import ProgressBar
 from translate.protect import mask
 from translate.testing import libre, seed, statuses
 from translate.worker import translate_pending

@@ -17,7 +17,7 @@ from basecrawler import Store
 from basecrawler.cli import main
 from basecrawler.recordtypes import Facet, RecordType, register_record_type
 from basecrawler.recordtypes.registry import forget_registered_types
-from basecrawler.search import RecallFilter, count, search
+from basecrawler.reading.search import RecallFilter, count, search
 
 
 class Alert(BaseModel):

@@ -17,7 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from basecrawler import Recall, Store
-from basecrawler.browse import (WEB_DIR, BrowseServer, SnapshotServer, build_metadata, chart_sql, default_columns,
+from basecrawler.reading.browse import (WEB_DIR, BrowseServer, SnapshotServer, build_metadata, chart_sql, default_columns,
                                 http_url, snapshot_to_sqlite)
 from basecrawler.recordtypes import Facet, RecordType
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
@@ -200,7 +200,7 @@ GADGET = RecordType(
 def test_metadata_card_and_best_text_follow_any_declaration(plugins, monkeypatch):
     web, facets, _ = plugins
     monkeypatch.setitem(web.TYPES, "gadget_alerts", GADGET)
-    monkeypatch.setattr("basecrawler.browse.types_by_table", lambda: {"recalls": VEHICLE_RECALL, "gadget_alerts": GADGET})
+    monkeypatch.setattr("basecrawler.reading.browse.types_by_table", lambda: {"recalls": VEHICLE_RECALL, "gadget_alerts": GADGET})
     table = build_metadata("/nowhere/x.db")["databases"]["x"]["tables"]["gadget_alerts"]
     assert table["facets"] == [{"values": "country"}, {"values": "category"}, {"month": "alert_date"}]
     assert table["sort_desc"] == "alert_date" and table["columns"]["hazard_original"] == "Hazard"
@@ -304,7 +304,7 @@ def test_a_card_links_the_same_recall_from_another_source(tmp_path):
 
 
 def test_the_engines_snapshot_is_used_when_the_store_has_one(tmp_path, monkeypatch):
-    import basecrawler.engines.transfer as transfer
+    import basecrawler.store.engines.transfer as transfer
 
     calls = []
     monkeypatch.setattr(transfer, "snapshot_to_sqlite", lambda url, path: calls.append((url, Path(path))),

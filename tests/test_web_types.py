@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from basecrawler import Store
-from basecrawler.browse import BrowseServer
+from basecrawler.reading.browse import BrowseServer
 from basecrawler.recordtypes.registry import forget_registered_types, register_record_type
 from web_fixture import fill
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler.browse import DASHBOARD_PATH, BrowseServer
+from basecrawler.reading.browse import DASHBOARD_PATH, BrowseServer
 from record_types.vehicle_recall import VEHICLE_RECALL
 from web_fixture import HOSTILE_URLS, PWNED
 

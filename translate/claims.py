@@ -25,7 +25,7 @@ import time
 import uuid
 
 from basecrawler.errors import ConfigError
-from basecrawler.store import pid_alive
+from basecrawler.store.core import pid_alive
 
 from .targets import Target
 

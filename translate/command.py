@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from basecrawler.store import Store
+from basecrawler.store.core import Store
 
 HELP_EPILOG = """\
 backends (environment):
@@ -64,8 +64,8 @@ def _positive(text: str) -> int:
 def cmd_translate(args) -> int:
     from translate.backends import CONFIGURE_HELP, backend_from_env
     from translate.glossary import Glossary
-    from basecrawler.progress import ProgressBar
-    from basecrawler.runner import stop_on_signals
+    from basecrawler.operations.progress import ProgressBar
+    from basecrawler.pipeline.runner import stop_on_signals
     from translate.worker import count_pending, translate_pending
 
     backend = backend_from_env(os.environ)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-log = logging.getLogger("basecrawler.scheduler")
+log = logging.getLogger("basecrawler.operations.scheduler")
 
 
 def translate_after_job(store, *, settings=None, stop=None) -> str:

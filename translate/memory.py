@@ -10,7 +10,7 @@ import hashlib
 import re
 import unicodedata
 
-from basecrawler.dates import utc_now_iso
+from basecrawler.formats.dates import utc_now_iso
 
 _SPACES = re.compile(r"\s+")
 

@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from basecrawler.dates import utc_now_iso
+from basecrawler.formats.dates import utc_now_iso
 
 from . import guards
 from .backends import CONFIGURE_HELP, Backend

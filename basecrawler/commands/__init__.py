@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from ..engines import is_postgres_url
+from basecrawler.store.engines import is_postgres_url
 
 
 def iso_date(text: str) -> dt.date:
@@ -15,7 +15,7 @@ def iso_date(text: str) -> dt.date:
 
 
 # Commands that read a store someone else made: the CLI checks the file before any of them
-# runs (basecrawler/dbfile.py), so none can create, migrate or damage it. Only `run` and
+# runs (basecrawler/store/dbfile.py), so none can create, migrate or damage it. Only `run` and
 # `migrate` initialise a new or empty file.
 READ_COMMANDS = frozenset({"status", "search", "export", "dead-letters", "browse", "types"})
 
@@ -36,7 +36,7 @@ def check_existing_database(settings) -> None:
     which would migrate it); a missing one is each command's own answer."""
     from pathlib import Path
 
-    from ..dbfile import check_basecrawler_database
+    from basecrawler.store.dbfile import check_basecrawler_database
 
     path = settings.db_path
     if not is_postgres_url(path) and Path(path).exists():
@@ -49,8 +49,8 @@ def require_database(settings) -> str:
     "0 recalls", opening an empty or foreign file would write a schema into it."""
     from pathlib import Path
 
-    from ..dbfile import check_basecrawler_database
-    from ..errors import ConfigError
+    from basecrawler.store.dbfile import check_basecrawler_database
+    from basecrawler.errors import ConfigError
 
     path = settings.db_path
     if is_postgres_url(path):   # a server: it answers for itself
@@ -63,7 +63,7 @@ def require_database(settings) -> str:
 
 def check_source(source_id, known) -> None:
     """`--source ID` of a read command: an unknown id is a usage error, not an empty answer."""
-    from ..errors import UnknownSource
+    from basecrawler.errors import UnknownSource
 
     if source_id is not None and source_id not in known:
         raise UnknownSource(source_id, sorted(known))

@@ -7,9 +7,9 @@ import signal
 import sys
 import webbrowser
 
-from ..browse import INSTALL_HINT, BrowseServer, SnapshotServer, datasette_available
-from ..config import db_directory
-from ..engines import is_postgres_url
+from basecrawler.reading.browse import INSTALL_HINT, BrowseServer, SnapshotServer, datasette_available
+from basecrawler.config import db_directory
+from basecrawler.store.engines import is_postgres_url
 
 log = logging.getLogger("basecrawler")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from ..registry import discover, get_source
-from ..store import Store
-from ..tables import render_table
-from . import check_source, require_database
+from basecrawler.pipeline.registry import discover, get_source
+from basecrawler.store.core import Store
+from basecrawler.reading.tables import render_table
+from basecrawler.commands import check_source, require_database
 
 
 # A cell wider than this is cut with "…": the full error is in `--json`.

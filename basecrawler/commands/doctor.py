@@ -25,11 +25,11 @@ from pathlib import Path
 
 import httpx
 
-from ..config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
-from ..errors import ConfigError, CrawlerError
-from ..runner import translation_backend_factory
-from ..tables import render_table
-from ..engines import is_postgres_url
+from basecrawler.config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
+from basecrawler.errors import ConfigError, CrawlerError
+from basecrawler.pipeline.runner import translation_backend_factory
+from basecrawler.reading.tables import render_table
+from basecrawler.store.engines import is_postgres_url
 
 OCR_PACKAGES = "sudo apt-get install tesseract-ocr tesseract-ocr-jpn (scripts/setup does)"
 # IPA Gothic, the font scripts/setup installs (the Japanese fixtures are drawn with it).
@@ -89,7 +89,7 @@ def cmd_doctor(args) -> int:
 def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sources: dict | None = None,
                environ=os.environ, expect_scheduler: bool = False) -> list[Check]:
     if sources is None:
-        from ..registry import discover
+        from basecrawler.pipeline.registry import discover
         sources = discover()
     checks = [*check_ocr(), check_font(), *check_database(settings.db_path), check_archive(settings.db_path)]
     probes = [(f"source {sid} {name}", base) for sid, cls in sorted(sources.items())
@@ -136,8 +136,8 @@ def check_font() -> Check:
 def check_postgres(url: str) -> list[Check]:
     """Connect, open the store (which migrates it) and report the server, the schema and
     pg_trgm; the archive and artifacts stay on this machine (BASECRAWLER_DATA_DIR)."""
-    from ..engines import redact
-    from ..store import Store
+    from basecrawler.store.engines import redact
+    from basecrawler.store.core import Store
 
     started = time.monotonic()
     try:
@@ -221,7 +221,7 @@ def scheduler_check(db_path: str, *, expected: bool = False) -> Check:
 
 def check_scheduler(db_path: str) -> Check:
     """Whether a scheduler holds this database's daemon lock: ✓ running, ✗ not."""
-    from ..scheduler import daemon_lock
+    from basecrawler.operations.scheduler import daemon_lock
     lock = daemon_lock(db_path)
     lock_path = lock.path
     fix = "start it: basecrawler schedule (README, Daily use)"

@@ -8,12 +8,12 @@ import os
 import time
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..export import FORMATS, export_recalls
-from ..registry import discover
-from ..store import Store
-from . import check_folder_of, check_source, positive_int, require_database
-from .search import add_filter_arguments, filter_from_args
+from basecrawler.errors import ConfigError
+from basecrawler.reading.export import FORMATS, export_recalls
+from basecrawler.pipeline.registry import discover
+from basecrawler.store.core import Store
+from basecrawler.commands import check_folder_of, check_source, positive_int, require_database
+from basecrawler.commands.search import add_filter_arguments, filter_from_args
 
 log = logging.getLogger("basecrawler")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from ..engines import redact, scrub
-from ..engines.transfer import copy_store, failed_tables
-from ..store import Store
+from basecrawler.store.engines import redact, scrub
+from basecrawler.store.engines.transfer import copy_store, failed_tables
+from basecrawler.store.core import Store
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 def _open_target(target: str) -> Store | None:
     """The target store, or None after one line naming it (never the source) and why."""
-    from ..errors import ConfigError
+    from basecrawler.errors import ConfigError
 
     try:
         return Store(target)

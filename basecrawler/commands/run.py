@@ -7,13 +7,13 @@ import sys
 
 from pathlib import Path
 
-from ..diskfull import disk_full_line
-from ..errors import ConfigError, UnknownSource
-from ..progress import ProgressBar
-from ..registry import discover
-from ..runner import run_sources, stop_on_signals
-from ..tables import render_table
-from . import iso_date
+from basecrawler.operations.diskfull import disk_full_line
+from basecrawler.errors import ConfigError, UnknownSource
+from basecrawler.operations.progress import ProgressBar
+from basecrawler.pipeline.registry import discover
+from basecrawler.pipeline.runner import run_sources, stop_on_signals
+from basecrawler.reading.tables import render_table
+from basecrawler.commands import iso_date
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
 EXIT_DISK_FULL = 3      # a path that cannot be used, like the CLI's other OSErrors

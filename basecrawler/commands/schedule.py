@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from ..runner import stop_on_signals
-from ..scheduler import SchedulePlan, SchedulerAlreadyRunning, run_forever, run_scheduled_job, select_sources
+from basecrawler.pipeline.runner import stop_on_signals
+from basecrawler.operations.scheduler import SchedulePlan, SchedulerAlreadyRunning, run_forever, run_scheduled_job, select_sources
 
 
 def register(sub) -> None:
@@ -40,7 +40,7 @@ def cmd_schedule(args) -> int:
     plan = _plan(args)
     settings = args.settings
     if args.sources:   # an unknown id is a usage error now, not a failed job at 06:00
-        from ..registry import discover
+        from basecrawler.pipeline.registry import discover
         select_sources(discover(), args.sources)
     if args.print_times:
         upcoming = plan.upcoming(8)

@@ -8,16 +8,16 @@ import json
 import shutil
 import sys
 
-from ..countries import country_codes
-from ..errors import ConfigError
-from ..recordtypes import RecordType, get_record_type
-from ..recordtypes.registry import UnknownRecordType
-from ..registry import discover
-from ..search import (BEST_TEXT, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_facets,
+from basecrawler.formats.countries import country_codes
+from basecrawler.errors import ConfigError
+from basecrawler.recordtypes import RecordType, get_record_type
+from basecrawler.recordtypes.registry import UnknownRecordType
+from basecrawler.pipeline.registry import discover
+from basecrawler.reading.search import (BEST_TEXT, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_facets,
                       check_query_size, count, search, untranslated_hint)
-from ..store import Store
-from ..tables import clip, display_width, render_table
-from . import check_source, iso_date, positive_int, require_database
+from basecrawler.store.core import Store
+from basecrawler.reading.tables import clip, display_width, render_table
+from basecrawler.commands import check_source, iso_date, positive_int, require_database
 
 
 def _year(text: str) -> int:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from ..registry import discover
-from ..engines import redact
-from ..recordtypes import record_types
-from ..search import counts_by_type
-from ..store import Store
-from ..tables import render_table
-from . import require_database
+from basecrawler.pipeline.registry import discover
+from basecrawler.store.engines import redact
+from basecrawler.recordtypes import record_types
+from basecrawler.reading.search import counts_by_type
+from basecrawler.store.core import Store
+from basecrawler.reading.tables import render_table
+from basecrawler.commands import require_database
 
 # The scheduler runs every source daily; a source with no success within two of those intervals
 # is stale: one missed day can be a bad night at the source, two need a look.
@@ -87,11 +87,11 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     }
 
 
-# ---- list ledger (basecrawler/ledger.py) ---------------------------------------------------
+# ---- list ledger (basecrawler/pipeline/ledger.py) ---------------------------------------------------
 def ledger_status(store: Store, source_id: str) -> dict:
     """listed / done / failing / given_up counts of the source's list items ({} when the
     source keeps no ledger)."""
-    from ..ledger import STATES
+    from basecrawler.pipeline.ledger import STATES
 
     found = store.ledger_counts(source_id)
     return {state: found.get(state, 0) for state in STATES} if found else {}

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..engines import is_postgres_url
-from ..recordtypes import RecordType, record_types
-from ..search import counts_by_type
-from ..store import Store
-from ..tables import render_table
-from . import check_existing_database
+from basecrawler.store.engines import is_postgres_url
+from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.reading.search import counts_by_type
+from basecrawler.store.core import Store
+from basecrawler.reading.tables import render_table
+from basecrawler.commands import check_existing_database
 
 
 def register(sub) -> None:

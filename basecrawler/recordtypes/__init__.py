@@ -16,7 +16,7 @@ The public declaration API:
 What the framework derives from a declaration, with no per-type code: the table, its key,
 indexes and full-text index (tables.py), the COALESCE upsert (upsert.py).
 """
-from .declaration import Facet, Record, RecordType
-from .registry import get_record_type, record_types, register_record_type
+from basecrawler.recordtypes.declaration import Facet, Record, RecordType
+from basecrawler.recordtypes.registry import get_record_type, record_types, register_record_type
 
 __all__ = ["Facet", "Record", "RecordType", "get_record_type", "record_types", "register_record_type"]

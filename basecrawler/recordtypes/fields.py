@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..dates import normalize_digits, parse_date
+from basecrawler.formats.dates import normalize_digits, parse_date
 
 # C0/C1 control characters other than tab and newline: never meaningful in published text,
 # and they break terminals, CSV consumers and translation backends.

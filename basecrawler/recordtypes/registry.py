@@ -9,8 +9,8 @@ import logging
 import pkgutil
 import threading
 
-from ..errors import ConfigError
-from .declaration import RecordType
+from basecrawler.errors import ConfigError
+from basecrawler.recordtypes.declaration import RecordType
 
 log = logging.getLogger("basecrawler")
 

@@ -5,7 +5,7 @@ content table, PostgreSQL one pg_trgm GIN index over the same text.
 `ensure_sqlite` creates the table when a type first appears and evolves it additively when the
 declaration grows (a new model field becomes ALTER TABLE ADD COLUMN; a changed set of indexed
 text columns rebuilds the full-text index). PostgreSQL gets the same tables through the
-reference schema (basecrawler/schema.py), plus `pg_statements`.
+reference schema (basecrawler/store/schema.py), plus `pg_statements`.
 
 New rows reach the SQLite full-text index with one statement per upsert batch
 (`feed_fts_sql`, run by the store): a per-row insert trigger cost about three times as much
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from .declaration import RecordType
+from basecrawler.recordtypes.declaration import RecordType
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import json
 from operator import itemgetter
 from typing import Any
 
-from .declaration import DATE_UNKNOWN, RecordType
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
 
 EXTRA = "extra"
 

@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from basecrawler import Store  # noqa: E402
-from basecrawler.http import HttpClient  # noqa: E402
-from basecrawler.registry import discover  # noqa: E402
+from basecrawler.fetch.http import HttpClient  # noqa: E402
+from basecrawler.pipeline.registry import discover  # noqa: E402
 from basecrawler.testing import fast_settings  # noqa: E402
 
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from basecrawler import Store
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 from support import encrypted_pdf

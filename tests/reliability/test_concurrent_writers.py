@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 from basecrawler import Store
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import fast_settings
 
 from .universe import REPLAY_DIR, clean_reference

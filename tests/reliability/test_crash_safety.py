@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from basecrawler import Store
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import fast_settings
 
 from .expected_universe import differences

@@ -62,7 +62,7 @@ def test_killed_run_is_marked_crashed_and_its_partial_download_removed(tmp_path)
 def test_a_live_process_keeps_its_running_row_and_partial_file(tmp_path):
     """Only the dead are closed: a row and a .part of a live pid (this test process) stay."""
     from basecrawler import Store
-    from basecrawler.http import sweep_partial_downloads
+    from basecrawler.fetch.http import sweep_partial_downloads
 
     store = Store(str(tmp_path / "live.db"))
     live = store.start_run("ca", "full", "waiting", os.getpid())

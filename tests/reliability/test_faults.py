@@ -6,7 +6,7 @@ in expected_universe.py) and exactly the values a clean run stores, and the coun
 import pytest
 
 from basecrawler import Store
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 from .faults import FaultInjector, FaultPlan

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from basecrawler import Store
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 from .universe import REPLAY_DIR, ReplayHandler, point_source_at
@@ -86,7 +86,7 @@ class OneMutated:
 
     def __call__(self, request):
         reply = self.replay(request)
-        from basecrawler.replay import exchange_key
+        from basecrawler.fetch.replay import exchange_key
         _, stem = exchange_key(request.method, "http://x" + request.path)
         if stem == self.target_stem:
             return Reply(reply.status, body=self.body, headers=reply.headers)
@@ -142,7 +142,7 @@ def test_the_fuzzer_reaches_every_source_with_a_replay_set():
 def test_the_invariants_catch_a_lost_record(tmp_path):
     # The property is only worth something if it can fail: a run whose counts claim a record
     # that was never stored must be refused.
-    from basecrawler.results import RunCounts, RunResult
+    from basecrawler.pipeline.results import RunCounts, RunResult
     store = Store(str(tmp_path / "x.db"))
     lying = RunResult("us", None, "succeeded", counts=RunCounts(fetched=1, parsed=1, new=1, saved=1))
     with pytest.raises(AssertionError):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import LoopbackServer, Reply
 
 from .quirks import CORPUS, Quirk

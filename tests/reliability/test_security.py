@@ -3,7 +3,7 @@ import gzip
 import logging
 
 from basecrawler import Store
-from basecrawler.registry import discover
+from basecrawler.pipeline.registry import discover
 from basecrawler.testing import LoopbackServer, Reply, fast_settings
 
 from .universe import ReplayHandler, point_source_at
@@ -64,7 +64,7 @@ def test_translation_key_never_in_logs_or_database(tmp_path, caplog):
 
 def test_search_terms_are_data_not_sql(store):
     from basecrawler import Recall
-    from basecrawler.search import RecallFilter, search
+    from basecrawler.reading.search import RecallFilter, search
     store.upsert_recalls([Recall(country="XX", recall_number="1", recall_date="2024-01-01",
                                  manufacturer_original="Acme", summary_original="Brake hose")], source="xx")
     for term in ("'; DROP TABLE recalls; --", '" OR 1=1 --', "brake' OR '1'='1", "NEAR(", "*", "x'"):

@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from basecrawler.replay import exchange_key
+from basecrawler.fetch.replay import exchange_key
 from basecrawler.testing import Reply, Request
 
 from .expected_universe import differences
@@ -87,7 +87,7 @@ def clean_reference(tmp_path, source_id) -> dict:
 
 def _clean_run(tmp_path, source_id) -> dict:
     from basecrawler import Store
-    from basecrawler.registry import discover
+    from basecrawler.pipeline.registry import discover
     from basecrawler.testing import fast_settings
 
     db = str(tmp_path / f"reference-{source_id}.db")

@@ -1,0 +1,1 @@
+"""Operations: the scheduler, upkeep after crashes, progress display."""

@@ -1,0 +1,245 @@
+"""BaseCrawler: the fixed pipeline fetch → parse → date filter → COALESCE upsert →
+enrichment → run log, for records of any type. A source implements `fetch()` and `parse()`
+(and optionally `fetch_detail()`); `run()` is final and owns everything else.
+
+What a source may use is on `self` (source_api.py); the counts and the run line are in
+results.py, dead letters in deadletters.py, making and preparing records and the window in
+records.py, the types themselves in recordtypes/.
+"""
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import logging
+import os
+import time
+from typing import Any, ClassVar, Iterable, Iterator, final
+
+from pydantic import BaseModel, ValidationError
+
+from basecrawler.pipeline import deadletters
+from basecrawler.pipeline import records
+from basecrawler.operations import upkeep
+from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
+from basecrawler.pipeline.records import Raw, Window
+from basecrawler.recordtypes import Record, RecordType
+from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
+from basecrawler.pipeline.results import RunCounts, RunResult, describe, judge, not_started, record_run
+from basecrawler.pipeline.runlock import RunLock
+from basecrawler.pipeline.source_api import MODES, SourceAPI
+
+log = logging.getLogger("basecrawler")
+
+
+class BaseCrawler(SourceAPI, abc.ABC):
+    """Subclass this in `sources/<id>.py`. Set the class attributes, implement fetch/parse."""
+
+    source: ClassVar[str] = ""
+    # The type of the records a plain dict from parse() makes; another type: `Record(name, {...})`.
+    record_type: ClassVar[str] = DEFAULT_RECORD_TYPE
+    country: ClassVar[str] = ""
+    source_lang: ClassVar[str] = "en"
+    endpoints: ClassVar[dict[str, str]] = {}
+    # Politeness: a source may declare a slower rate / fewer concurrent requests per host.
+    rate_per_s: ClassVar[float | None] = None
+    concurrency: ClassVar[int | None] = None
+    # A source whose records are dated well before they are published (a monthly list of
+    # last month's recalls) needs a longer incremental look-back than the default overlap.
+    min_overlap_days: ClassVar[int] = 0
+    # Hosts besides the endpoints' (and their overrides') that downloads may reach, e.g. a
+    # CDN the agency links its documents on: "host" or "host:port". Anything else is a
+    # `foreign_host` dead letter (enforced by the HTTP client).
+    allowed_hosts: ClassVar[frozenset[str]] = frozenset()
+
+    # ---- what a source implements -----------------------------------------------------
+    @abc.abstractmethod
+    def fetch(self) -> Iterable[Any]:
+        """Yield raw items (dicts, strings, bytes, or `Raw`). Use self.http and self.url()."""
+
+    @abc.abstractmethod
+    def parse(self, raw: Any) -> dict | BaseModel | Record | Iterable[dict | BaseModel | Record] | None:
+        """Map one raw item to records: a dict of fields (a record of `record_type`), a model
+        instance, a `Record(type, fields)` of another type, several of these, or None to skip."""
+
+    def fetch_detail(self, recall: dict) -> dict | None:
+        """Optional second phase. Return fields to add (COALESCE), None for "nothing to add",
+        or raise NotFound for "not there yet" (the enrichment ladder retries with backoff)."""
+        raise NotImplementedError
+
+    def needs_detail(self, record: BaseModel) -> bool:
+        """Which stored records the ladder should enrich; default: the type's `needs_detail`
+        (a vehicle recall whose model is missing), else every record."""
+        wanted = self.default_type().needs_detail
+        return True if wanted is None else wanted(record)
+
+    @classmethod
+    def has_detail_phase(cls) -> bool:
+        return cls.fetch_detail is not BaseCrawler.fetch_detail
+
+    # ---- the pipeline -----------------------------------------------------------------
+    @final
+    def run(self) -> RunResult:
+        started = time.monotonic()
+        self.counts, self.warnings = RunCounts(), []
+        self._stored_keys: set[tuple] = set()   # (type name, key) stored by this run
+        self._transport_bases = None
+        lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
+        result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
+        try:   # a database unreachable from the start fails the run here too: run() never raises
+            waiting = not lock.try_acquire()
+            self.run_id = result.run_id = self.store.start_run(self.source, self.mode, "waiting" if waiting else "running",
+                                                               os.getpid())
+        except Exception as exc:
+            return not_started(result, exc, lock)
+        try:
+            if waiting:
+                log.info("%s: waiting for the run lock held by pid %s", self.source, lock.holder_pid())
+                lock.acquire()  # may time out (BASECRAWLER_LOCK_TIMEOUT): a failed run, not a stuck row
+                self.store.update_run(self.run_id, status="running")
+            upkeep.recover_after_crash(self.store, self.source, self.run_id)
+            self._resolve_window()
+            self.store.update_run(self.run_id, since=self.since and self.since.isoformat(),
+                                  until=self.until and self.until.isoformat())
+            self._pipeline(result)
+        except Interrupted:
+            result.status = "interrupted"
+        except Exception as exc:  # a failing source never escapes run(); it is a failed run
+            result.status, result.error = "failed", describe(exc)
+            log.error("%s: source failed: %s", self.source, result.error, exc_info=not isinstance(exc, CrawlerError))
+        except BaseException as exc:  # Ctrl-C / SystemExit: recorded as such, then passed on
+            result.status, result.error = "interrupted", type(exc).__name__
+            raise
+        finally:
+            if self._progress is not None and hasattr(self._progress, "close"):
+                self._progress.close()
+            if self._http is not None:
+                result.http_stats = self._http.stats()
+                self._http.close()
+                self._http = None
+            upkeep.prune_archive(self.store, self.settings, self.source)
+            result.duration_s = time.monotonic() - started
+            result.warnings = list(self.warnings)
+            record_run(self.store, self.run_id, result)
+            lock.release()
+        return result
+
+    @final
+    def retry_dead_letters(self) -> dict:
+        """Re-parse open parse/store dead letters from their kept raw input (deadletters.retry)."""
+        return deadletters.retry(self)
+
+    def _pipeline(self, result: RunResult) -> None:
+        batches: dict[RecordType, list[tuple[BaseModel, Any]]] = {}
+        fetch_error: Exception | None = None
+        interrupted = False
+        window = Window(self.since, self.until)
+        try:
+            self._check_stop()
+            for item in self.fetch():
+                self.counts.fetched += 1
+                if not isinstance(item, Raw) and self._http is not None:  # it came from the last response
+                    item = Raw(item, url=self._http.last_url, response_sha256=self._http.last_sha256)
+                if self._progress is not None:
+                    self._progress(self.counts.fetched, None)
+                for record_type, record, raw in self._parse_item(item):
+                    record = self.prepare_record(record, record_type)
+                    # Dates never read stay in; so do records of a list item an earlier run left.
+                    if not (records.in_window(record_type, record, window)
+                            or (self._ledger is not None and self._ledger.beyond_window)):
+                        self.counts.out_of_range += 1
+                        continue
+                    batch = batches.setdefault(record_type, [])
+                    batch.append((record, raw))
+                    if len(batch) >= self.settings.batch_size:
+                        # Every type's batch goes: the ledger then marks done only items whose
+                        # records of every type are stored.
+                        self._flush_all(batches)
+                self._check_stop()  # item boundary: everything parsed so far is kept
+        except Interrupted:
+            interrupted = True
+        except Exception as exc:
+            fetch_error = exc  # keep what was fetched so far, then report the failure
+        self._flush_all(batches)   # and the ledger's items whose records are all stored now (or had none)
+        if interrupted:
+            raise Interrupted()
+        if fetch_error is not None:
+            if isinstance(fetch_error, FetchError) and fetch_error.kind == "unexpected":
+                # The wrong kind of body (an HTML error page for JSON…): keep it as a dead letter.
+                self.dead_letter(fetch_error.body, fetch_error, stage="fetch")
+            raise fetch_error
+        if self.has_detail_phase():
+            from basecrawler.pipeline import enrichment
+
+            self._check_stop()
+            result.enrichment_stats = enrichment.run_ladder(self)
+        result.status = judge(self.source, self.mode, self.counts)
+
+    def _parse_item(self, item: Any) -> Iterator[tuple[RecordType, BaseModel, Any]]:
+        raw = item.data if isinstance(item, Raw) else item
+        letters_before = self.counts.dead_lettered
+        try:
+            produced = self.records_from(raw)
+        except Skip as skip:
+            self.counts.skip(skip.reason)
+            log.debug("%s: item skipped: %s", self.source, skip.reason)
+            return
+        except ValidationError as exc:
+            self.counts.unparseable += 1
+            self.dead_letter(item, deadletters.short_validation(exc), stage="parse", kind="validation")
+            return
+        except Exception as exc:
+            self.counts.unparseable += 1
+            self.dead_letter(item, exc, stage="parse", kind="parse_error")
+            return
+        if not produced:
+            if self.counts.dead_lettered > letters_before:
+                self.counts.unparseable += 1  # parse() kept its parts as dead letters itself
+            else:
+                self.counts.skip("no record")  # parse() returned nothing and said nothing
+            return
+        for record_type, record in produced:
+            self.counts.parsed += 1
+            yield record_type, record, raw
+
+    def _flush_all(self, batches: dict[RecordType, list[tuple[BaseModel, Any]]]) -> None:
+        for record_type, batch in batches.items():
+            self._flush(record_type, batch)
+        batches.clear()
+        if self._ledger is not None:
+            self._ledger.commit()  # the list items these records came from are collected
+
+    def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any]]) -> None:
+        if not batch:
+            return
+        batch_records = [record for record, _ in batch]
+        outcome = self.store.upsert(record_type, batch_records, source=self.source, raws=[raw for _, raw in batch])
+        self.counts.merged += outcome.merged  # same key twice in this batch: folded into one row
+        for key, what in outcome.by_key.items():
+            if (record_type.name, key) in self._stored_keys:
+                self.counts.merged += 1   # same key already stored by an earlier batch of this run
+                continue
+            self._stored_keys.add((record_type.name, key))
+            setattr(self.counts, what, getattr(self.counts, what) + 1)
+            self.counts.saved += 1
+        for row, error in outcome.failed:
+            self.counts.store_failed += 1
+            # The letter's key column holds the last key field (the publisher's number).
+            self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
+                             recall_number=row.get(record_type.key[-1]))
+        if self.has_detail_phase() and record_type.name == self.record_type:
+            from basecrawler.pipeline import enrichment
+
+            enrichment.enqueue(self, batch_records, failed=[row for row, _ in outcome.failed])
+
+    def _resolve_window(self) -> None:
+        if self._explicit_since is None and self.mode == "incremental":
+            # Only plausible dates count: one stored 9999-12-31 must not filter out every new record.
+            newest = self.store.newest_date(self.default_type(), self.source, self.today())
+            if newest:
+                overlap = max(self.settings.overlap_days, self.min_overlap_days)
+                self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)
+        elif self._explicit_since is None:
+            self.since = None
+
+
+__all__ = ["BaseCrawler", "Interrupted", "Raw", "RunCounts", "RunResult", "Skip", "MODES", "NotFound", "SourceFailed"]

@@ -1,0 +1,178 @@
+"""Raw items and the records made from them, before the store: the provenance wrapper `Raw`,
+the date window, making validated records of any type from what `parse()` returned (`make`),
+and what every record goes through (`prepare`: plausible dates, http(s)-only links, public
+links). The pipeline (crawler.py), dead-letter retry (deadletters.py) and the enrichment ladder
+all make records here, so a record is made the same way whichever path it comes by."""
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+
+from basecrawler.formats.dates import is_plausible_date
+from basecrawler.errors import Skip
+from basecrawler.recordtypes import Record, RecordType, get_record_type
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from basecrawler.recordtypes.registry import record_type_of_model
+
+log = logging.getLogger("basecrawler")
+
+
+@dataclass
+class Raw:
+    """A raw item with where it came from; sources may yield it instead of bare data so a
+    dead letter can point at the URL and the archived response."""
+
+    data: Any
+    url: str | None = None
+    response_sha256: str | None = None
+
+
+@dataclass
+class Window:
+    """The run's date window; either end may be open."""
+
+    since: dt.date | None = None
+    until: dt.date | None = None
+
+    def holds(self, date: dt.date | None) -> bool:
+        """True for a date inside the window, and for no date at all: an item whose date could
+        not be read is never dropped because of it."""
+        if date is None:
+            return True
+        return not (self.since and date < self.since) and not (self.until and date > self.until)
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]) -> dict:
+    """The source's defaults (country, source_lang) a type's model has fields for."""
+    return {name: value for name, value in defaults if name in record_type.model.model_fields}
+
+
+def make(produced: Any, *, default_type: RecordType, defaults: dict) -> list[tuple[RecordType, BaseModel]]:
+    """What `parse()` returned as validated records with their types: a dict (a record of the
+    source's default type, the source's `defaults` filled in), a model instance, a
+    `Record(type, fields)`, several of these, or None. Raises `Skip`, a ValidationError or an
+    unknown type's error on the first failure: the item is then one dead letter, whole."""
+    if produced is None:
+        return []
+    if isinstance(produced, Skip):
+        raise produced
+    entries = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
+    frozen = tuple(defaults.items())
+    made = []
+    for entry in entries:
+        if isinstance(entry, Record):
+            record_type, fields = get_record_type(entry.type), entry.fields
+        else:
+            record_type, fields = default_type, entry
+        if isinstance(fields, BaseModel):
+            if not isinstance(fields, record_type.model):
+                record_type = record_type_of_model(type(fields)) or record_type
+            if not isinstance(fields, record_type.model):
+                raise TypeError(f"parse() returned a {type(fields).__name__}, the model of no record type")
+            made.append((record_type, fields))
+        else:
+            made.append((record_type, record_type.model.model_validate({**_defaults_for(record_type, frozen), **fields})))
+    return made
+
+
+def is_date_unknown(record_type: RecordType, record: BaseModel) -> bool:
+    return bool(getattr(record, DATE_UNKNOWN, False)) or getattr(record, record_type.date_field) is None
+
+
+def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: dt.date,
+            public_url: Callable[[str], str] | None) -> BaseModel:
+    """What every record goes through before the date window and the store: an implausible
+    date becomes date-unknown with the raw date kept in `extra`; a link that is not http(s)
+    (`javascript:`, a file path, a bare word) is kept in `extra` as text, never as a link; links
+    name the public site (`public_url` is None when no endpoint is overridden)."""
+    update: dict[str, Any] = {}
+    fields = record_type.model.model_fields
+    extra = getattr(record, "extra", None)
+    extra_before = extra
+    date_field = record_type.date_field
+    if date_field and not is_date_unknown(record_type, record):
+        value = getattr(record, date_field)
+        if not is_plausible_date(value, today):
+            log.warning("%s %s: %s %s is implausible (before 1900 or after tomorrow); stored as date-unknown, "
+                        "raw date kept in extra", source, _key_text(record_type, record), date_field.replace("_", " "),
+                        value)
+            extra = {**(extra or {}), f"implausible_{date_field}": value.isoformat()}
+            update[date_field] = record_type.date_sentinel
+            if DATE_UNKNOWN in fields:
+                update[DATE_UNKNOWN] = True
+    for field in record_type.url_fields:
+        url = getattr(record, field, None)
+        if url is None:
+            continue
+        if not _is_web_link(url):
+            log.warning("%s %s: %s %.80r is not an http(s) link; kept in extra as text", source,
+                        _key_text(record_type, record), field, url)
+            extra = {**(extra or {}), f"{field}_text": str(url)}
+            update[field] = None
+        elif public_url is not None:
+            update[field] = public_url(url)
+    if public_url is not None and extra:
+        extra = _public_links(extra, public_url)
+    if extra is not extra_before and "extra" in fields:
+        update["extra"] = extra
+    return record.model_copy(update=update) if update else record
+
+
+def _is_web_link(url: Any) -> bool:
+    if not isinstance(url, str) or "://" not in url:
+        return False
+    try:
+        return urlsplit(url.strip()).scheme.lower() in ("http", "https")
+    except ValueError:   # "http://[broken": not a link anyone can follow
+        return False
+
+
+def _key_text(record_type: RecordType, record: BaseModel) -> str:
+    return " ".join(str(getattr(record, name, "")) for name in record_type.key)
+
+
+def in_window(record_type: RecordType, record: BaseModel, window: "Window") -> bool:
+    """Whether a prepared record is inside the run's window: a type without a date, and a
+    record whose date is unknown, always are."""
+    if record_type.date_field is None or is_date_unknown(record_type, record):
+        return True
+    return window.holds(getattr(record, record_type.date_field))
+
+
+def _public_links(value: Any, public_url: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return public_url(value) if "://" in value else value
+    if isinstance(value, dict):
+        return {key: _public_links(item, public_url) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_public_links(item, public_url) for item in value]
+    return value
+
+
+def rebase(url: str, bases: list[tuple[str, str]]) -> str:
+    """`url` with the first matching (transport origin → public origin) pair swapped."""
+    for transport_base, public_base in bases:
+        if url.startswith(transport_base) and url[len(transport_base):len(transport_base) + 1] in ("", "/", "?", "#"):
+            return public_base + url[len(transport_base):]
+    return url
+
+
+def origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def as_date(value) -> dt.date | None:
+    if value is None or isinstance(value, dt.date):
+        return value
+    return dt.date.fromisoformat(str(value))
+
+
+__all__ = ["Raw", "Window", "make", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]

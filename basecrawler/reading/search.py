@@ -1,0 +1,340 @@
+"""Finding records of any type: free text over original and Korean fields plus combinable filters.
+
+Everything comes from the record type's declaration (basecrawler/recordtypes): the table, the
+full-text index (`<table>_fts`) and its columns, the date field, the facets. The default type
+is the registry's default (vehicle recalls), so a filter without `record_type` searches the
+recalls as it always did.
+
+Text terms of three or more characters go through the type's FTS5 index (trigram tokenizer,
+so any Japanese, Korean or English substring of 3+ characters matches); shorter terms
+(`制動`, `브레`, `AC`) cannot form a trigram and fall back to LIKE over the same columns. Several
+whitespace-separated terms must all match. Everything user-supplied is bound as a parameter;
+a term is quoted as one FTS5 phrase, so query syntax characters in it are plain text.
+
+On PostgreSQL every term is one ILIKE over the searched columns joined into one text, which
+the type's pg_trgm GIN index answers for terms of 3+ characters; shorter terms scan, as the
+LIKE fallback does on SQLite. The filters are the same SQL on both.
+
+Filters: `--filter FIELD=VALUE` on any declared facet (case-insensitive equality; a
+multi-valued facet, stored as a JSON list, matches when any of its values does); the options
+people already use (`--country`, `--manufacturer`, `--model`, `--year`, `--since/--until`)
+apply to any type that has the columns they read, and are a usage error on one that has not.
+
+A query has at most `MAX_QUERY_TERMS` words and `MAX_QUERY_CHARS` characters (`QueryTooLarge`,
+a usage error): every word adds a level to SQLite's expression tree, which refuses more than
+1,000 ("Expression tree is too large"); 64 words with every filter set answer in milliseconds.
+
+`build_query()` is shared by search (a page of results) and export (a cursor over everything).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+from basecrawler.errors import ConfigError
+from basecrawler.manufacturers import manufacturer_key
+from basecrawler.recordtypes import RecordType, get_record_type
+from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
+
+TRIGRAM = 3
+MAX_QUERY_TERMS = 64
+MAX_QUERY_CHARS = 1_000
+DEFAULT_TYPE = DEFAULT_RECORD_TYPE
+BEST_TEXT = "best_text"   # the display rule's line, added to search rows and exports
+
+_YEAR_RANGE = re.compile(r"^\d{4}-\d{4}$")
+
+# Hangul syllables and jamo: a query with any of these can only match the `_ko` columns.
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
+
+
+@dataclass(frozen=True)
+class RecallFilter:
+    """What to look for, in records of `record_type`. Every field is optional and they
+    combine with AND. `facets`: (field, value) pairs, each a declared facet of the type."""
+
+    text: str | None = None
+    countries: tuple[str, ...] = ()
+    manufacturer: str | None = None
+    model: str | None = None
+    year: int | None = None
+    since: dt.date | None = None
+    until: dt.date | None = None
+    source: str | None = None
+    record_type: str = DEFAULT_TYPE
+    facets: tuple[tuple[str, str], ...] = ()
+
+    def terms(self) -> list[str]:
+        return (self.text or "").split()
+
+    def declaration(self) -> RecordType:
+        return get_record_type(self.record_type)
+
+
+RecordFilter = RecallFilter   # the same thing under a name that does not say "recall"
+
+
+class QueryTooLarge(ConfigError):
+    """More words or characters than the search engine safely answers."""
+
+    kind = "query_too_large"
+
+
+class UnknownFilter(ConfigError):
+    """A filter the record type cannot answer: an undeclared facet, or an option reading a
+    column the type does not have."""
+
+    kind = "unknown_filter"
+
+
+def check_query_size(text: str | None) -> None:
+    """Raise QueryTooLarge (naming the limit) for a query over MAX_QUERY_TERMS words or
+    MAX_QUERY_CHARS characters."""
+    text = text or ""
+    words = len(text.split())
+    if words > MAX_QUERY_TERMS:
+        raise QueryTooLarge(f"search text has {words:,} words; the limit is {MAX_QUERY_TERMS}")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryTooLarge(f"search text too long: {len(text):,} characters; the limit is {MAX_QUERY_CHARS:,}")
+
+
+def check_facets(record_type: RecordType, facets) -> None:
+    """Every (field, value) must name a declared facet of the type (UnknownFilter lists them)."""
+    for field, _ in facets:
+        if record_type.facet(field) is None:
+            known = ", ".join(f.field for f in record_type.facets) or "none"
+            raise UnknownFilter(f"{record_type.name} has no facet {field!r}; facets: {known}")
+
+
+def columns_of(record_type: RecordType) -> set[str]:
+    """The columns of the type's table (the data, the Korean beside each original)."""
+    return {"id", *record_type.data_columns, *record_type.korean_columns}
+
+
+def fts_table(record_type: RecordType) -> str:
+    return f"{record_type.table}_fts"
+
+
+def order_by(record_type: RecordType) -> str:
+    """Newest first; id breaks ties so the order is stable between pages and exports. Records
+    without a date (NULL) come after every dated one."""
+    if record_type.date_field is None:
+        return "r.id DESC"
+    nulls = " NULLS LAST" if record_type.date_sentinel is None else ""
+    return f"r.[{record_type.date_field}] DESC{nulls}, r.id DESC"
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def fts_phrase(term: str) -> str:
+    """One FTS5 phrase holding `term` literally (quotes doubled), so `"`, `*`, `-`, `:`,
+    `AND`/`OR`/`NEAR` and parentheses in user input are text, not syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def pg_search_document(record_type: RecordType, alias: str = "r.") -> str:
+    """The text PostgreSQL searches: the indexed columns joined by a space (terms never hold
+    whitespace, so a match cannot span two columns); the same expression as the type's
+    pg_trgm index, so the index answers it."""
+    return " || ' ' || ".join(f"COALESCE({alias}{c}, '')" for c in record_type.text_index_columns)
+
+
+def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite") -> str:
+    columns = record_type.text_index_columns
+    if dialect == "postgresql":
+        params.append(_like_pattern(term))
+        return f"({pg_search_document(record_type)}) ILIKE ? ESCAPE '\\'"
+    if len(term) >= TRIGRAM:
+        params.append(fts_phrase(term))
+        return f"r.id IN (SELECT rowid FROM [{fts_table(record_type)}] WHERE [{fts_table(record_type)}] MATCH ?)"
+    pattern = _like_pattern(term)
+    params.extend([pattern] * len(columns))
+    return "(" + " OR ".join(f"r.[{col}] LIKE ? ESCAPE '\\'" for col in columns) + ")"
+
+
+def _either_language(column: str, value: str, params: list) -> str:
+    pattern = _like_pattern(value)
+    params.extend([pattern, pattern])
+    return f"(r.[{column}_original] LIKE ? ESCAPE '\\' OR r.[{column}_ko] LIKE ? ESCAPE '\\')"
+
+
+def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str) -> str:
+    params.append(value)
+    if record_type.facet(field).multi:   # a JSON list: any of its values
+        if dialect == "postgresql":
+            return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
+                    "WHERE LOWER(v.value) = LOWER(?))")
+        return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
+    return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
+
+
+def _pair(base: str) -> tuple[str, str]:
+    return f"{base}_original", f"{base}_ko"
+
+
+def _needs(record_type: RecordType, option: str, *columns: str) -> None:
+    missing = [c for c in columns if c not in columns_of(record_type)]
+    if missing:
+        raise UnknownFilter(f"{option} does not apply to {record_type.name} (it has no {', '.join(missing)})")
+
+
+def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
+                offset: int = 0, ordered: bool = True, dialect: str = "sqlite") -> tuple[str, list]:
+    """SQL and parameters selecting the records that match `filters`, newest first
+    (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on)."""
+    check_query_size(filters.text)
+    record_type = filters.declaration()
+    check_facets(record_type, filters.facets)
+    where: list[str] = []
+    params: list = []
+    for term in filters.terms():
+        where.append(_text_condition(record_type, term, params, dialect))
+    if filters.countries:
+        _needs(record_type, "--country", "country")
+        where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
+        params.extend(c.upper() for c in filters.countries)
+    if filters.manufacturer:
+        _needs(record_type, "--manufacturer", "manufacturer_key", *_pair("manufacturer"))
+        # The normalised key finds every spelling of the maker ("Ford Motor Company" finds FORD,
+        # Ford, FORD MOTOR CO.); a substring of the published or Korean name still matches too.
+        key_params: list = [manufacturer_key(filters.manufacturer)]
+        either = _either_language("manufacturer", filters.manufacturer, key_params)
+        where.append(f"(r.manufacturer_key = ? OR {either})")
+        params.extend(key_params)
+    if filters.model:
+        _needs(record_type, "--model", *_pair("model"))
+        where.append(_either_language("model", filters.model, params))
+    if filters.year is not None:
+        _needs(record_type, "--year", "model_year")
+        # model_year is "2021" or a range "2019-2021" (see model.year_range); a year inside
+        # the range matches. Four-digit years compare correctly as text.
+        year = f"{int(filters.year):04d}"
+        is_range = ("r.model_year ~ '^[0-9]{4}-[0-9]{4}$'" if dialect == "postgresql" else
+                    "r.model_year GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9]'")
+        where.append(f"(r.model_year = ? OR ({is_range} "
+                     "AND substr(r.model_year, 1, 4) <= ? AND substr(r.model_year, 6, 4) >= ?))")
+        params.extend([year, year, year])
+    if filters.since or filters.until:
+        if record_type.date_field is None:
+            raise UnknownFilter(f"--since/--until do not apply to {record_type.name} (it has no date)")
+        if filters.since:
+            where.append(f"r.[{record_type.date_field}] >= ?")
+            params.append(filters.since.isoformat())
+        if filters.until:
+            where.append(f"r.[{record_type.date_field}] <= ?")
+            params.append(filters.until.isoformat())
+    if filters.source:
+        where.append("r.source = ?")
+        params.append(filters.source)
+    for field, value in filters.facets:
+        where.append(_facet_condition(record_type, field, value, params, dialect))
+    sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    if ordered:
+        sql += f" ORDER BY {order_by(record_type)}"
+    if limit is not None:
+        sql += " LIMIT ? OFFSET ?"
+        params.extend([int(limit), int(offset)])
+    return sql, params
+
+
+def best_text(record_type: RecordType, row: dict) -> str | None:
+    """The display rule: the line a screen shows for a record, Korean when translated, else
+    the original (declared per type: "summary, else cause, else component" for vehicles)."""
+    korean, original = record_type.best_text(row)
+    return korean or original
+
+
+def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int | None = None
+                 ) -> tuple[list[str], Iterator[tuple]]:
+    """(column names, row tuples) straight from a cursor: rows are read one at a time, never
+    collected, so callers can stream any number of them."""
+    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn))
+    cursor = conn.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    return names, iter(cursor)
+
+
+def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, offset: int = 0) -> list[dict]:
+    """One page of matching records as dicts (JSON columns decoded, `best_text` added), newest first."""
+    record_type = filters.declaration()
+    json_columns = [c for c in getattr(record_type, "json_columns", ("extra",))]
+    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn))
+    cursor = conn.execute(sql, params)
+    names = [d[0] for d in cursor.description]
+    rows = []
+    for values in cursor:
+        row = dict(zip(names, values))
+        for column in json_columns:
+            if isinstance(row.get(column), str) and row[column]:
+                try:
+                    row[column] = json.loads(row[column])
+                except ValueError:
+                    pass
+        row[BEST_TEXT] = best_text(record_type, row)
+        rows.append(row)
+    return rows
+
+
+def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
+    sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn))
+    return conn.execute(sql, params).fetchone()[0]
+
+
+def count_by_source(conn, record_type: RecordType) -> dict[str, int]:
+    """Records of the type per source (sources with none are absent)."""
+    sql = f"SELECT source, COUNT(*) FROM [{record_type.table}] GROUP BY source ORDER BY source"
+    return {source: n for source, n in conn.execute(sql).fetchall()}
+
+
+def counts_by_type(conn) -> dict[str, dict[str, int]]:
+    """Type name → source → records, for every declared type (in name order)."""
+    from basecrawler.recordtypes import record_types
+
+    return {name: count_by_source(conn, record_type) for name, record_type in record_types().items()}
+
+
+def _dialect(conn) -> str:
+    """"postgresql" for the store's PostgreSQL adapter, "sqlite" for a sqlite3 connection."""
+    return getattr(conn, "dialect", "sqlite")
+
+
+def has_korean(text: str | None) -> bool:
+    return bool(text and _HANGUL.search(text))
+
+
+def translation_progress(conn: sqlite3.Connection, filters: RecallFilter) -> tuple[int, int]:
+    """(translated, total) among the records the filters select, text aside: Korean words can
+    only find rows the translator has reached (`translated_at` set), so an empty Korean search
+    over a half-translated store says how far translation is."""
+    sql, params = build_query(replace(filters, text=None), ordered=False,
+                              columns="COUNT(r.translated_at), COUNT(*)", dialect=_dialect(conn))
+    translated, total = conn.execute(sql, params).fetchone()
+    return translated, total
+
+
+def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | None:
+    """The line to show when a Korean query found nothing while rows are still untranslated
+    (None when the query has no Korean or everything is translated)."""
+    if not has_korean(filters.text):
+        return None
+    translated, total = translation_progress(conn, filters)
+    if translated >= total:
+        return None
+    noun = filters.declaration().title.lower()
+    return (f"Korean words only find translated {noun}: {translated} of {total} {noun} translated. "
+            "Search the original language too, or run `basecrawler translate`.")
+
+
+__all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
+           "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
+           "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
+           "untranslated_hint", "count_by_source", "counts_by_type", "order_by", "fts_table", "pg_search_document", "columns_of"]

@@ -1,0 +1,281 @@
+"""Datasette facets that follow a record type's declaration (browse.py puts them in the
+metadata; no record type is named here).
+
+- `values` ({"values": "country"}): every declared `Facet`, headed by its label. A stored value
+  that expands into several facet values (`expand`: the model-year range "2019-2021" counts
+  under 2019, 2020 and 2021) or a column holding several (`multi`: a JSON list) is selected with
+  `_bcf_<field>=<value>`, which `filters_from_request` turns into a condition on the stored
+  values that expand to it; a plain one with Datasette's own `field=value` filter.
+- `month` ({"month": <the date field>}): records per YYYY-MM of the date field, plus "date unknown"
+  for records whose date could not be read (`date_unknown = 1`) as a value of its own — never
+  counted under the sentinel date 1970-01-01. Datasette facets by day only.
+
+Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
+run stores records, so they are counted once per run (with a generous time limit, and ahead of
+the first visitor at start-up) instead of on every page; while a run is going the cache lasts a
+minute. Counts over a filtered page are cached the same way but keep Datasette's time limit;
+one that runs out of time is finished in the background for the page's next visitor.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+from datasette import hookimpl
+from datasette.database import QueryInterrupted
+from datasette.facets import Facet
+from datasette.filters import FilterArguments
+from datasette.utils import path_with_added_args, path_with_removed_args
+
+from basecrawler.reading.browse import types_by_table
+
+TYPES = types_by_table()
+SELECT_PREFIX = "_bcf_"            # ?_bcf_model_year=2020
+DATE_UNKNOWN = "date unknown"
+SENTINEL_FLOOR = "1970-01-01"      # a sentinel date (vehicle recalls) is never a month
+WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may take this long
+BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
+BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
+CACHE_SIZE = 256
+RUNNING_TTL_S = 60
+
+_cache: dict[tuple, list[dict]] = {}
+_pending: dict[tuple, "asyncio.Future"] = {}
+
+
+async def run_marker(datasette, database: str, table: str) -> tuple:
+    """Changes whenever a run may have changed the table's counts: a run started or finished,
+    a record added; the current minute while a run is going."""
+    db = datasette.get_database(database)
+    try:
+        run = (await db.execute("SELECT max(id) AS id, max(finished_at) AS finished, "
+                                "sum(status = 'running') AS running FROM crawl_runs")).first()
+        marker = (run["id"], run["finished"], int(time.time() // RUNNING_TTL_S) if run["running"] else None)
+    except Exception:   # a database without the runs table: the minute
+        marker = (int(time.time() // RUNNING_TTL_S),)
+    top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
+    return (*marker, top["id"])
+
+
+async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
+    """Run one facet query into the cache; a query already running for the same key is
+    awaited, not started twice (the start-up warm-up and the first visitor ask together)."""
+    if key in _pending:
+        return await asyncio.shield(_pending[key])
+    future = asyncio.get_running_loop().create_future()
+    _pending[key] = future
+    try:
+        rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
+        result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
+        if len(_cache) >= CACHE_SIZE:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = result
+        future.set_result(result)
+        return result
+    except BaseException as exc:
+        future.set_exception(exc)
+        future.exception()   # retrieved: nobody else may be waiting
+        raise
+    finally:
+        del _pending[key]
+
+
+def _whole_table(sql: str) -> bool:
+    return not re.search(r"\bwhere\b", sql.rsplit(" from ", 1)[-1], re.I)
+
+
+def _column(config: dict) -> str:
+    return config.get("simple") or config.get("column")
+
+
+class _DeclaredFacet(Facet):
+    async def suggest(self):
+        return []
+
+    def _toggle(self, key: str, value: str) -> tuple[str, bool]:
+        selected = (key, value) in self.get_querystring_pairs()
+        path = (path_with_removed_args(self.request, {key: value}) if selected
+                else path_with_added_args(self.request, {key: value}))
+        return self.ds.absolute_url(self.request, self.ds.urls.path(path)), selected
+
+    def _result(self, source_and_config, column: str, values: list, truncated: bool) -> dict:
+        declared = TYPES.get(self.table)
+        facet = declared.facet(column) if declared else None
+        return {
+            # Headed by the declared label (templates/_facet_results.html), else "name (type)".
+            "name": column, "type": self.type, "label": facet.label if facet else None,
+            "hideable": source_and_config["source"] != "metadata",
+            "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
+            "results": values, "truncated": truncated,
+        }
+
+    async def _rows(self, sql: str) -> list[dict]:
+        """The facet query's rows, from the per-run cache when this run already counted them.
+        A whole-table count may take long (once per run); a filtered page's count keeps
+        Datasette's facet time limit, and when it runs out the count goes on in the background
+        so the next visitor of that page sees it."""
+        key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str),
+               await run_marker(self.ds, self.database, self.table))
+        if key in _cache:
+            return _cache[key]
+        if _whole_table(self.sql):
+            return await _count(self.ds, key, sql, self.params, WHOLE_TABLE_LIMIT_MS)
+        try:
+            return await _count(self.ds, key, sql, self.params, self.ds.setting("facet_time_limit_ms"))
+        except QueryInterrupted:
+            if key not in _pending and len(_pending) < BACKGROUND_COUNTS:
+                task = asyncio.get_running_loop().create_task(
+                    _count(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
+                task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
+            raise
+
+
+class MonthFacet(_DeclaredFacet):
+    """Facet a date column by month: `{"month": <the date field>}` in the table's facets."""
+
+    type = "month"
+
+    async def facet_results(self):
+        results, timed_out = [], []
+        declared = TYPES.get(self.table)
+        may_be_unknown = declared is not None and declared.date_optional
+        for source_and_config in self.get_configs():
+            column = _column(source_and_config["config"])
+            size = self.get_facet_size()
+            known = "AND COALESCE(date_unknown, 0) = 0" if may_be_unknown else ""
+            sql = (f"SELECT substr([{column}], 1, 7) AS value, count(*) AS count FROM ({self.sql}) "
+                   f"WHERE [{column}] IS NOT NULL AND [{column}] > '{SENTINEL_FLOOR}' {known} "
+                   f"GROUP BY value ORDER BY value DESC LIMIT {size + 1}")
+            try:
+                rows = await self._rows(sql)
+                unknown = 0
+                if may_be_unknown:
+                    unknown = (await self._rows(f"SELECT count(*) AS n FROM ({self.sql}) WHERE date_unknown = 1"))[0]["n"]
+            except QueryInterrupted:
+                timed_out.append(column)
+                continue
+            values = []
+            for row in rows[:size]:
+                url, selected = self._toggle(f"{column}__startswith", row["value"])
+                values.append({"value": row["value"], "label": row["value"], "count": row["count"],
+                               "toggle_url": url, "selected": selected})
+            if unknown:
+                url, selected = self._toggle("date_unknown", "1")
+                values.append({"value": DATE_UNKNOWN, "label": DATE_UNKNOWN, "count": unknown,
+                               "toggle_url": url, "selected": selected})
+            result = self._result(source_and_config, column, values, len(rows) > size)
+            if declared is not None:
+                result["label"] = f"{declared.label(column)} by month"
+            results.append(result)
+        return results, timed_out
+
+
+def _facet_values(facet, stored) -> list[str]:
+    """The facet values one stored value counts under."""
+    if stored is None or stored == "":
+        return []
+    return [str(v) for v in facet.expand(stored)] if facet.expand else [str(stored)]
+
+
+def _raw_values_sql(column: str, multi: bool, source: str) -> str:
+    """Each stored value of `column` in `source` with its record count (a JSON list's elements
+    one by one for a multi-valued field)."""
+    if multi:
+        return (f"SELECT element.value AS value, count(*) AS count FROM ({source}) AS t, json_each("
+                f"CASE WHEN json_valid(t.[{column}]) THEN t.[{column}] ELSE json_array(t.[{column}]) END) AS element "
+                f"WHERE t.[{column}] IS NOT NULL AND element.value IS NOT NULL GROUP BY element.value")
+    return f"SELECT [{column}] AS value, count(*) AS count FROM ({source}) GROUP BY [{column}]"
+
+
+class ValuesFacet(_DeclaredFacet):
+    """A declared facet: counts per value, a range or a list counted under each of its values."""
+
+    type = "values"
+
+    async def facet_results(self):
+        results, timed_out = [], []
+        declared = TYPES.get(self.table)
+        for source_and_config in self.get_configs():
+            column = _column(source_and_config["config"])
+            facet = declared.facet(column) if declared else None
+            if facet is None:
+                continue
+            try:
+                rows = await self._rows(_raw_values_sql(column, facet.multi, self.sql))
+            except QueryInterrupted:
+                timed_out.append(column)
+                continue
+            counts: dict[str, int] = {}
+            for row in rows:
+                for value in set(_facet_values(facet, row["value"])):
+                    counts[value] = counts.get(value, 0) + row["count"]
+            size = self.get_facet_size()
+            ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            values = []
+            for value, count in ranked[:size]:
+                plain = not (facet.expand or facet.multi)
+                url, selected = self._toggle(column if plain else f"{SELECT_PREFIX}{column}", value)
+                values.append({"value": value, "label": value, "count": count, "toggle_url": url, "selected": selected})
+            results.append(self._result(source_and_config, column, values, len(ranked) > size))
+        return results, timed_out
+
+
+@hookimpl
+def startup(datasette):
+    """Count every type's facets over its whole table in the background, before anyone asks."""
+
+    async def warm():
+        for database in list(datasette.databases):
+            if database == "_internal":
+                continue
+            names = await datasette.get_database(database).table_names()
+            for table in (t for t in names if t in TYPES):
+                try:
+                    await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results")
+                except Exception:   # a cold cache only costs the first visitor time
+                    pass
+
+    async def schedule():
+        asyncio.get_running_loop().create_task(warm())
+    return schedule
+
+
+@hookimpl
+def register_facet_classes():
+    return [MonthFacet, ValuesFacet]
+
+
+@hookimpl
+def filters_from_request(request, database, table, datasette):
+    """`_bcf_<field>=<value>`: the records with a stored value that counts under `value`."""
+    declared = TYPES.get(table)
+    if declared is None:
+        return None
+    chosen = [(key[len(SELECT_PREFIX):], value) for key in request.args.keys() if key.startswith(SELECT_PREFIX)
+              for value in request.args.getlist(key)]
+    chosen = [(declared.facet(field), value) for field, value in chosen if declared.facet(field)]
+    if not chosen:
+        return None
+
+    async def conditions():
+        db = datasette.get_database(database)
+        wheres, params, descriptions = [], {}, []
+        marker = await run_marker(datasette, database, table)
+        for n, (facet, value) in enumerate(chosen):
+            # The stored values (counted once per run, like the facets) that count under `value`.
+            sql = _raw_values_sql(facet.field, facet.multi, f"SELECT * FROM [{table}]")
+            key = (database, sql, "[]", marker)
+            stored = _cache.get(key) or await _count(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
+            matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
+            name = f"bcf_{n}"
+            params[name] = json.dumps(matching)
+            if facet.multi:
+                wheres.append(f"EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid([{facet.field}]) THEN [{facet.field}] "
+                              f"ELSE json_array([{facet.field}]) END) AS e WHERE e.value IN (SELECT value FROM json_each(:{name})))")
+            else:
+                wheres.append(f"[{facet.field}] IN (SELECT value FROM json_each(:{name}))")
+            descriptions.append(f"{facet.label} is {value}")
+        return FilterArguments(wheres, params, descriptions)
+    return conditions()

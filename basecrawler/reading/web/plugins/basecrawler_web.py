@@ -1,0 +1,293 @@
+"""Datasette plugin for basecrawler's `browse`: the tables of record types, read from their
+declarations (basecrawler/recordtypes); no record type is named here.
+
+- Opens on data: `/` goes to the home table (browse.py picks the type with the most records);
+  a type's table page without a column choice redirects to the same query with the type's
+  default columns (?_bc_all=1 shows every column).
+- Search: `?_search=` runs the CLI's own text condition (basecrawler.reading.search) where it covers the
+  table, so terms of 1–2 characters (燃料, 브레) fall back to LIKE exactly as `basecrawler search`
+  does; other types search their declared text columns with LIKE.
+- Cells: the best-text column shows the record's best text (the declaration's `display` chain:
+  Korean when translated, else the original, with the original beside it); a link only for an
+  http(s) URL, anything else as text.
+- Cards: `bc_card(table, row)` for templates/row.html (fields, labels, texts from `card`).
+- A Korean search says how many records are translated while some are not (as `search` does).
+"""
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import markupsafe
+from datasette import hookimpl
+from datasette.filters import FilterArguments
+
+from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
+from basecrawler.errors import ConfigError
+from basecrawler.reading.search import RecallFilter, build_query, has_korean, translation_progress
+
+ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
+TYPES = types_by_table()
+
+
+def _config(datasette) -> dict:
+    return datasette.plugin_config(PLUGIN_NAME) or {}
+
+
+# ---- search --------------------------------------------------------------------------------
+def _named(sql: str, params: list) -> tuple[str, dict]:
+    """build_query's positional `?` parameters as named ones, which Datasette's filters need.
+    Safe: the SQL it builds has no `?` inside string literals."""
+    names = {}
+    parts = sql.split("?")
+    out = [parts[0]]
+    for n, (part, value) in enumerate(zip(parts[1:], params)):
+        name = f"bc_search_{n}"
+        names[name] = value
+        out.append(f":{name}{part}")
+    return "".join(out), names
+
+
+def _cli_search_covers(table: str) -> bool:
+    """Whether basecrawler.reading.search's query reads `table` (then the web answers like the CLI)."""
+    sql, _ = build_query(RecallFilter(text="x"), columns="r.id", ordered=False)
+    return f"FROM {table} AS r" in sql
+
+
+def _like_search(table: str, text: str) -> tuple[str, dict]:
+    """Every word in some declared text column of the type (any length, any script)."""
+    record_type = TYPES[table]
+    columns = record_type.text_index_columns or record_type.original_columns
+    clauses, params = [], {}
+    for n, word in enumerate(text.split()):
+        params[f"bc_word_{n}"] = "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        clauses.append("(" + " OR ".join(f"[{c}] LIKE :bc_word_{n} ESCAPE '\\'" for c in columns) + ")")
+    return " AND ".join(clauses) or "1 = 1", params
+
+
+@hookimpl(trylast=True)  # run after Datasette's own search filter so our extra_context wins
+def filters_from_request(request, database, table, datasette):
+    if table not in TYPES:
+        return None
+    text = (request.args.get("_search") or "").strip()
+    context = {"supports_search": True, "search": text}
+    if not text:
+        return FilterArguments([], extra_context=context)
+    description = f'search matches "{text}"'
+    if not _cli_search_covers(table):
+        where, params = _like_search(table, text)
+        return FilterArguments([where], params, [description], context)
+    try:
+        sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
+    except ConfigError as exc:   # a search too large for the engine: say so, find nothing
+        return FilterArguments(["0 = 1"], {}, [f"search not run: {exc}"], context)
+    sql, named = _named(sql, params)
+    if not has_korean(text):
+        return FilterArguments([f"id IN ({sql})"], named, [description], context)
+
+    async def with_translation_progress():
+        # As the CLI says it: Korean words only find rows the translator has reached.
+        db = datasette.get_database(database)
+        translated, total = await db.execute_fn(lambda conn: translation_progress(conn, RecallFilter(text=text)))
+        note = description
+        if translated < total:
+            note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
+        return FilterArguments([f"id IN ({sql})"], named, [note], context)
+    return with_translation_progress()
+
+
+# ---- opening on data -----------------------------------------------------------------------
+def default_columns_location(path: str, query_string: bytes, defaults: dict[str, list[str]]) -> str | None:
+    """Where to send a request for a type's HTML table page that chose no columns: the same
+    query plus the type's default column set. None when the request is served as it is (JSON
+    and other formats, other tables, a column choice or ?_bc_all=1 present)."""
+    parts = path.split("/")
+    if len(parts) != 3 or parts[2] not in defaults:
+        return None
+    pairs = urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    if any(key in ("_col", "_nocol", ALL_COLUMNS_ARG) for key, _ in pairs):
+        return None
+    return f"{path}?{urllib.parse.urlencode(pairs + [('_col', c) for c in defaults[parts[2]]])}"
+
+
+def _redirect_location(datasette, scope) -> str | None:
+    if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        return None
+    config = _config(datasette)
+    if scope["path"] == "/" and config.get("home"):
+        return config["home"]
+    return default_columns_location(scope["path"], scope.get("query_string") or b"",
+                                    config.get("default_columns") or {})
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    def wrap(app):
+        async def open_on_data(scope, receive, send):
+            location = _redirect_location(datasette, scope)
+            if location is None:
+                await app(scope, receive, send)
+                return
+            await send({"type": "http.response.start", "status": 302,
+                        "headers": [(b"location", location.encode("latin-1")), (b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b""})
+        return open_on_data
+    return wrap
+
+
+# ---- cells ---------------------------------------------------------------------------------
+def _short_url(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc or url
+
+
+def link_or_text(value):
+    """An http(s) URL as a short link; any other value (javascript:, data: …) as plain text."""
+    url = http_url(value)
+    if url is None:
+        return markupsafe.Markup('<span class="bc-not-a-link">{}</span>').format(value)
+    return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, _short_url(url))
+
+
+def best_text_html(record_type, row: dict):
+    korean, original = record_type.best_text(row)
+    lang = row.get("source_lang") or ""
+    base = next((b for b in record_type.display if row.get(f"{b}_original") or row.get(f"{b}_ko")), None)
+    parts = []
+    if base is not None and base != record_type.display[0]:
+        # The first choice is empty: say which field is shown (e.g. a JP recall's cause).
+        parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(record_type.label(f"{base}_original")))
+    if korean:
+        parts.append(markupsafe.Markup('<div class="bc-ko" lang="ko">{}</div>').format(korean))
+    elif original:
+        parts.append(markupsafe.Markup('<div class="bc-pending">번역 대기 · not yet translated</div>'))
+    if original:
+        parts.append(markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
+    return markupsafe.Markup("").join(parts)
+
+
+def listed(value) -> str | None:
+    """A multi-valued field's JSON list as the words it holds ("Food, Children")."""
+    try:
+        items = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return ", ".join(str(item) for item in items) if isinstance(items, list) else None
+
+
+def unknown_date(record_type, value) -> bool:
+    """A date cell that holds no real date: empty, or the type's sentinel (1970-01-01)."""
+    sentinel = record_type.date_sentinel.isoformat() if record_type.date_sentinel else None
+    return value in (None, "") or (sentinel is not None and str(value).startswith(sentinel))
+
+
+@hookimpl
+def render_cell(row, value, column, table, database, datasette):
+    record_type = TYPES.get(table)
+    if record_type is None:
+        return None
+    if column in record_type.url_fields:
+        return link_or_text(value) if value else None
+    if column == record_type.date_field and unknown_date(record_type, value):
+        return markupsafe.Markup('<span class="bc-date-unknown">date unknown</span>')
+    facet = record_type.facet(column)
+    if facet is not None and facet.multi and value:
+        words = listed(value)
+        return None if words is None else words
+    if column == best_text_column(record_type):
+        async def best():
+            # The row holds only the columns on screen: fetch the display chain by id.
+            wanted = ", ".join(f"[{b}_original], [{b}_ko]" for b in record_type.display)
+            db = datasette.get_database(database)
+            found = (await db.execute(f"SELECT {wanted}, source_lang FROM [{table}] WHERE id = ?", [row["id"]])).first()
+            return best_text_html(record_type, dict(found) if found else {})
+        return best
+    return None
+
+
+# ---- the card ------------------------------------------------------------------------------
+def card(table: str, row) -> dict | None:
+    """What templates/row.html shows for a record of a type: heading, facts, texts, links."""
+    record_type = TYPES.get(table)
+    if record_type is None or row is None:
+        return None
+    row = dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row)))   # a sqlite3.Row
+    facts, texts, links = [], [], []
+    for name in record_type.card:
+        if name in record_type.translated:
+            original, korean = row.get(f"{name}_original"), row.get(f"{name}_ko")
+            if original or korean:
+                texts.append({"field": name, "label": record_type.label(f"{name}_original"),
+                              "original": original, "korean": korean})
+        elif name in record_type.url_fields:
+            if row.get(name):
+                links.append({"label": record_type.label(name), "url": http_url(row[name]), "text": row[name]})
+        elif name == record_type.date_field and (row.get("date_unknown") or unknown_date(record_type, row.get(name))):
+            facts.append({"label": record_type.label(name), "value": "date unknown"})
+        elif record_type.facet(name) is not None and record_type.facet(name).multi:
+            if row.get(name) not in (None, "", "[]"):
+                facts.append({"label": record_type.label(name), "value": listed(row[name]) or row[name]})
+        elif row.get(name) not in (None, ""):
+            value = row[name]
+            facts.append({"label": record_type.label(name),
+                          "value": f"{value:,}" if isinstance(value, int) else value})
+    for facet in record_type.facets:   # facet values the card does not show otherwise (e.g. a normalised key)
+        if facet.field not in record_type.card and row.get(facet.field) not in (None, ""):
+            facts.append({"label": record_type.label(facet.field), "value": row[facet.field]})
+    return {"title": " ".join(str(row.get(k) or "") for k in record_type.key).strip(),
+            "type": record_type.title, "lang": row.get("source_lang") or "",
+            "facts": facts, "texts": texts, "links": links}
+
+
+def facet_label(table: str, name: str) -> str | None:
+    record_type = TYPES.get(table)
+    facet = record_type.facet(name) if record_type else None
+    return facet.label if facet else None
+
+
+async def same_recall(datasette, database: str, table: str, row_id) -> list[dict]:
+    """Records of any type, from any source, that carry the same publisher number in the same
+    country (`same_as_field`): the same recall published twice, linked and never merged."""
+    record_type = TYPES.get(table)
+    if record_type is None or not record_type.same_as_field:
+        return []
+    db = datasette.get_database(database)
+    this = (await db.execute(f"SELECT country, [{record_type.same_as_field}] AS number FROM [{table}] WHERE id = ?",
+                             [row_id])).first()
+    if this is None or not this["number"]:
+        return []
+    present = set(await db.table_names())
+    found = []
+    for other_table, other in TYPES.items():
+        if not other.same_as_field or other_table not in present:
+            continue
+        rows = await db.execute(f"SELECT id, source FROM [{other_table}] WHERE country = ? AND "
+                                f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20",
+                                [this["country"], this["number"], table, row_id])
+        found += [{"url": datasette.urls.row(database, other_table, str(r["id"])),
+                   "label": f"{other.title} · source {r['source']} · {this['number']}"} for r in rows.rows]
+    return found
+
+
+@hookimpl
+def extra_template_vars(view_name, table, database, request, datasette):
+    context = {"bc_card": card, "bc_facet_label": facet_label, "bc_same_recall": []}
+    if view_name != "row" or table not in TYPES or request is None:
+        return context
+
+    async def with_same_recall():
+        row_id = request.url_vars.get("pks")
+        if row_id and row_id.isdigit():
+            context["bc_same_recall"] = await same_recall(datasette, database, table, int(row_id))
+        return context
+    return with_same_recall
+
+
+# Served by `datasette --static bc-static:basecrawler/reading/web/static` (see basecrawler/reading/browse.py).
+@hookimpl
+def extra_css_urls(datasette):
+    return [datasette.urls.path("/bc-static/basecrawler.css")]
+
+
+@hookimpl
+def extra_js_urls(datasette):
+    return [datasette.urls.path("/bc-static/basecrawler.js")]

@@ -1,0 +1,778 @@
+"""The store: opening (WAL, busy timeout, migrations, the tables of record types), the COALESCE
+upsert of records of any type, run records, dead letters. The only module that writes records.
+
+Two engines, one contract: a path is a SQLite file (the default, no server); a
+`postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py), whose
+adapter takes the same SQL, so every method here and every `store.write(…)` elsewhere runs on
+both.
+
+Each record type's table, key, indexes and upsert are derived from its declaration
+(basecrawler/recordtypes: tables.py, upsert.py); nothing here names a type or a field of one.
+Upsert rules (see docs/ARCHITECTURE.md, "The store"):
+- a NULL or blank never erases a stored value (COALESCE, in SQL);
+- a row whose merged values equal the stored ones is not written, so `updated_at` does not
+  move and a re-run over the same data writes nothing;
+- a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
+- a failing batch is bisected down to the rows that break it; only those become dead letters;
+- new rows reach the full-text index with one statement per batch (`tables.feed_fts_sql`): a
+  per-row insert trigger cost about three times as much (bench/README.md). Updates and
+  deletes, from here or any other writer, still go through the triggers of tables.py.
+"""
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import sqlite_utils
+from pydantic import BaseModel
+
+from basecrawler.formats.dates import EARLIEST_PLAUSIBLE_DATE, latest_plausible_date, utc_now_iso
+from basecrawler.store.engines import is_postgres_url, redact
+from basecrawler.recordtypes import RecordType, get_record_type, record_types
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
+from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
+from basecrawler.recordtypes.upsert import UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.store.schema import ensure_types, migrate
+
+log = logging.getLogger(__name__)
+
+LOCK_RETRIES = 5
+LOCK_RETRY_BASE_WAIT_S = 0.2
+BUSY_TIMEOUT_MS = 30_000
+
+
+@dataclass
+class UpsertResult:
+    new: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    failed: list[tuple[dict, str]] = field(default_factory=list)  # (row, error)
+    merged: int = 0   # rows folded into another row of the same key in this batch
+    by_key: dict[tuple, str] = field(default_factory=dict)  # key (source first) → new / updated / unchanged
+
+    @property
+    def saved(self) -> int:
+        return self.new + self.updated + self.unchanged
+
+    def add(self, other: "UpsertResult") -> None:
+        self.new += other.new
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.failed.extend(other.failed)
+        self.merged += other.merged
+        self.by_key.update(other.by_key)
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    """SQLite's `database is locked`, or PostgreSQL's deadlock / serialisation failure: the
+    whole transaction may simply run again."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return "database is locked" in str(exc) or "database is busy" in str(exc)
+    if isinstance(exc, _db_errors()[1:]):   # psycopg's errors, and a lost connection (engines/pg.py)
+        from basecrawler.store.engines.pg import is_retryable
+        return is_retryable(exc)
+    return False
+
+
+def _db_errors() -> tuple[type[BaseException], ...]:
+    """Errors by which a database refuses a row, whatever the engine."""
+    try:
+        import psycopg
+    except ImportError:
+        return (sqlite3.Error,)
+    return (sqlite3.Error, psycopg.Error)
+
+
+def encode_raw(raw: Any) -> tuple[str, str | None, bytes | None]:
+    """A raw item as (kind, text, bytes) for the dead_letters table."""
+    if raw is None:
+        return "none", None, None
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        return "bytes", None, bytes(raw)
+    if isinstance(raw, str):
+        return "text", raw, None
+    return "json", json.dumps(raw, ensure_ascii=False, default=_json_default), None
+
+
+def decode_raw(kind: str, text: str | None, blob: bytes | None) -> Any:
+    if kind.endswith(_UTF8_SUFFIX):   # text kept as bytes (it held NUL; see add_dead_letter)
+        kind, text, blob = kind[:-len(_UTF8_SUFFIX)], bytes(blob).decode("utf-8"), None
+    if kind == "bytes":
+        return blob
+    if kind == "json":
+        return json.loads(text) if text is not None else None
+    return text
+
+
+_UTF8_SUFFIX = "_utf8"
+
+
+class Store:
+    """One SQLite database file (or `:memory:`), or a PostgreSQL database (`postgresql://…`).
+    Thread-safe: one connection per Store, writes serialised."""
+
+    def __init__(self, path: str | Path = "basecrawler.db"):
+        self.path = str(path)
+        self.engine = "postgresql" if is_postgres_url(self.path) else "sqlite"
+        self._write_lock = threading.RLock()
+        self._refused = _db_errors()
+        if self.engine == "postgresql":
+            self._open_postgres()
+            return
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if self.path != ":memory:":
+            self._with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self.db = sqlite_utils.Database(conn)
+        self._with_lock_retry(lambda: migrate(self.db))
+        self.ensure_type_tables()
+
+    def _open_postgres(self) -> None:
+        try:
+            from basecrawler.store.engines.pg import PgDatabase
+        except ImportError as exc:   # psycopg is the optional extra "pg"
+            from basecrawler.errors import ConfigError
+            raise ConfigError(f"{redact(self.path)} needs psycopg 3: pip install 'basecrawler[pg]' ({exc})") from exc
+        self.db = PgDatabase(self.path)
+        self.ensure_type_tables()   # migrate_pg: the numbered schema and every type's tables
+
+    @property
+    def skip_locked(self) -> str:
+        """The clause a claiming SELECT ends with: on PostgreSQL concurrent claimers skip each
+        other's rows; on SQLite the write transaction already serialises them."""
+        return " FOR UPDATE SKIP LOCKED" if self.engine == "postgresql" else ""
+
+    def __repr__(self) -> str:
+        return f"Store({redact(self.path)!r})"
+
+    # ---- plumbing ---------------------------------------------------------------------
+    @property
+    def directory(self) -> Path:
+        """Folder next to the database where the archive and artifacts live (for PostgreSQL,
+        BASECRAWLER_DATA_DIR or the working directory: each machine keeps its own files)."""
+        if self.engine == "postgresql":
+            return Path(os.environ.get("BASECRAWLER_DATA_DIR") or Path.cwd()).resolve()
+        if self.path == ":memory:":
+            return Path.cwd()
+        return Path(self.path).resolve().parent
+
+    def close(self) -> None:
+        self.db.conn.close()
+
+    @staticmethod
+    def _with_lock_retry(operation):
+        """Run `operation`, retrying up to 5 times with growing waits on `database is locked`."""
+        for attempt in range(LOCK_RETRIES + 1):
+            try:
+                return operation()
+            except Exception as exc:
+                if not is_locked_error(exc) or attempt == LOCK_RETRIES:
+                    raise
+                wait = LOCK_RETRY_BASE_WAIT_S * (2 ** attempt)
+                reason = "database is locked" if isinstance(exc, sqlite3.Error) else str(exc).split("\n")[0]
+                log.warning("%s; retry %d/%d in %.1fs", reason, attempt + 1, LOCK_RETRIES, wait)
+                time.sleep(wait)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """BEGIN IMMEDIATE … COMMIT under the write lock (takes the SQLite write lock up front,
+        so two writers queue on busy_timeout instead of failing half-way)."""
+        with self._write_lock:
+            conn = self.db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    def write(self, operation):
+        """Run `operation(db)` in one write transaction, retrying when the database is locked."""
+        def attempt():
+            with self.transaction() as db:
+                return operation(db)
+        return self._with_lock_retry(attempt)
+
+    def scalar(self, sql: str, params: Iterable | dict = ()):
+        """First column of the first row (None when no row), under the connection lock."""
+        with self._write_lock:
+            row = self.db.execute(sql, params).fetchone()
+        return row[0] if row else None
+
+    def write_returning(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
+        """One statement that writes and returns rows (`UPDATE … RETURNING`, a claim), atomic on
+        its own and retried like `write` when the database is locked."""
+        return self._with_lock_retry(lambda: self.query(sql, params))
+
+    def query(self, sql: str, params: Iterable | dict = ()) -> list[dict]:
+        # Threads share this one connection (enrichment workers archive responses through it):
+        # a read stepping while another thread's transaction is open can break its COMMIT.
+        with self._write_lock:
+            return list(self.db.query(sql, params))
+
+    # ---- records of any type ------------------------------------------------------------
+    def ensure_type_tables(self) -> None:
+        """Create or evolve the table of every known record type (a type module dropped in
+        gets its table; a field added to a model, its column). Runs on open."""
+        if self.engine == "postgresql":
+            from basecrawler.store.engines.pg_migrations import migrate_pg   # psycopg: the optional extra "pg"
+            self._with_lock_retry(lambda: migrate_pg(self.db.conn))
+        else:
+            self._with_lock_retry(lambda: ensure_types(self.db))
+        self._feed_fts: dict[str, str | None] = {}
+
+    def _fts_feed(self, record_type: RecordType) -> str | None:
+        """The per-batch index feed of a type's table, or None: PostgreSQL searches through a
+        pg_trgm index on the columns themselves, and a table still carrying the per-row insert
+        trigger (a store from before it was dropped) is fed by it; feeding it here as well
+        would index new rows twice."""
+        if record_type.table not in self._feed_fts:
+            feed = None
+            if self.engine == "sqlite" and not self.db.conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+                    [fts_insert_trigger(record_type)]).fetchone():
+                feed = feed_fts_sql(record_type)
+            self._feed_fts[record_type.table] = feed
+        return self._feed_fts[record_type.table]
+
+    def rebuild_search_indexes(self) -> None:
+        """Rebuild every type's SQLite full-text index from its table (after rows were copied
+        in by hand, e.g. `migrate --to` a SQLite file); PostgreSQL's trigram indexes need nothing."""
+        if self.engine != "sqlite":
+            return
+        for record_type in record_types().values():
+            if record_type.text_index_columns:
+                name = fts_table(record_type)
+                self.write(lambda db, name=name: db.conn.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
+
+    @property
+    def _feed_fts_per_batch(self) -> bool:
+        """Whether the default type's table is fed per batch (tests and the bench ask)."""
+        return self._fts_feed(get_record_type(DEFAULT_RECORD_TYPE)) is not None
+
+    def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
+               raws: list | None = None) -> UpsertResult:
+        """Store one batch of validated records of one type with the COALESCE rule; exact new /
+        updated / unchanged / merged counts. `raws` (same order as `records`) is what a failing
+        row's dead letter keeps."""
+        plan = plan_for(_type(record_type))
+        rows = []
+        for index, record in enumerate(records):
+            row = plan.row_of(record, source)
+            row["_raw"] = raws[index] if raws is not None else row
+            rows.append(row)
+        folded = plan.fold(rows)
+        result = self.write(lambda db: self._upsert_batch(db, plan, folded))
+        result.merged += len(rows) - len(folded)
+        return result
+
+    def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
+        """`upsert` of the default type (vehicle recalls), as callers before record types wrote it."""
+        return self.upsert(DEFAULT_RECORD_TYPE, records, source=source, raws=raws)
+
+    def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
+        result = UpsertResult()
+        key = plan.key
+        stored = self.rows_by_key(plan.record_type, (key(r) for r in rows), plan.written)
+        now = utc_now_iso()
+        feed = self._fts_feed(plan.record_type)
+        # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
+        # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
+        last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
+                   if feed else None)   # only the SQLite index feed needs it
+        to_write: list[tuple[dict, str]] = []
+        if self.engine == "postgresql":
+            # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
+            rows = sorted(rows, key=key)
+        column_values = plan.column_values
+        for row in rows:
+            old = stored.get(key(row))
+            if old is None:
+                to_write.append((row, "new"))
+                continue
+            merged = plan.merge(old, row)
+            if column_values(merged) == column_values(old):
+                result.unchanged += 1
+                result.by_key[key(row)] = "unchanged"
+            else:
+                to_write.append((merged | {"_raw": row["_raw"]}, "updated"))
+        for row, outcome in self._write_bisecting(db, plan, to_write, now):
+            if outcome in ("new", "updated"):
+                setattr(result, outcome, getattr(result, outcome) + 1)
+                result.by_key[key(row)] = outcome
+            else:
+                result.failed.append((row, outcome))
+        if result.new and feed:
+            db.conn.execute(feed, [last_id])
+        return result
+
+    def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
+                    columns: Iterable[str] | None = None) -> dict[tuple, dict]:
+        """Stored rows of a type by their keys (tuples in `key_columns` order, source first),
+        in chunks of 500 values of the last key column per query."""
+        rt = _type(record_type)
+        key_columns = rt.key_columns
+        key_of = plan_for(rt).key
+        cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
+        *prefix_columns, last = key_columns
+        by_prefix: dict[tuple, list] = {}
+        for key in keys:
+            by_prefix.setdefault(tuple(key[:-1]), []).append(key[-1])
+        prefix_sql = "".join(f"[{c}] = ? AND " for c in prefix_columns)
+        found: dict[tuple, dict] = {}
+        with self._write_lock:
+            for prefix, values in by_prefix.items():
+                for start in range(0, len(values), 500):
+                    chunk = values[start:start + 500]
+                    if self.engine == "postgresql":
+                        # One array parameter instead of 500: PostgreSQL then plans the query
+                        # once instead of per batch (a third of the upsert's time otherwise).
+                        where, params = f"[{last}] = ANY(?)", [*prefix, chunk]
+                    else:
+                        where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
+                    cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
+                    names = [d[0] for d in cursor.description]
+                    for values_ in cursor:
+                        row = dict(zip(names, values_))
+                        found[key_of(row)] = row
+        return found
+
+    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str):
+        """Write items inside a savepoint; on failure split in halves until the bad rows are
+        alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
+        if not items:
+            return
+        savepoint = "upsert_batch"
+        db.conn.execute(f"SAVEPOINT {savepoint}")
+        try:
+            db.conn.executemany(plan.sql, [plan.params(row, now) for row, _ in items])
+        except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
+            db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+            db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+            if is_locked_error(exc):
+                raise
+            if len(items) == 1:
+                yield items[0][0], f"{type(exc).__name__}: {exc}"
+                return
+            middle = len(items) // 2
+            yield from self._write_bisecting(db, plan, items[:middle], now)
+            yield from self._write_bisecting(db, plan, items[middle:], now)
+            return
+        db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+        yield from items
+
+    def count(self, record_type: RecordType | str, source: str | None = None) -> int:
+        table = _type(record_type).table
+        if source is None:
+            return self.scalar(f"SELECT COUNT(*) FROM [{table}]")
+        return self.scalar(f"SELECT COUNT(*) FROM [{table}] WHERE source = ?", [source])
+
+    def get(self, record_type: RecordType | str, key: dict) -> dict | None:
+        """The stored row with these key values (JSON columns decoded); without `source` in
+        `key`, the oldest such row of any source."""
+        rt = _type(record_type)
+        unknown = [name for name in key if name not in rt.key_columns]
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)} not in the key of {rt.name} ({', '.join(rt.key_columns)})")
+        where = " AND ".join(f"[{name}] = ?" for name in key) or "1 = 1"
+        rows = self.query(f"SELECT * FROM [{rt.table}] WHERE {where} ORDER BY id LIMIT 1", list(key.values()))
+        return decode_row(rt, rows[0]) if rows else None
+
+    def existing_keys(self, record_type: RecordType | str, keys: Iterable[tuple]) -> set[tuple]:
+        """Which of these keys (source first) are stored already."""
+        rt = _type(record_type)
+        return set(self.rows_by_key(rt, keys, rt.key_columns))
+
+    def same_as(self, record_type: RecordType | str, row: dict) -> list[dict]:
+        """Records of any type that are the same thing as `row` published elsewhere: the same
+        value in their declared `same_as_field` (a Transport Canada recall number in `ca` and
+        in the Canada-wide alerts) and the same country when both have one; `row` itself left
+        out. Linked for a reader, never merged: each source keeps its own record. Each match
+        carries its `record_type`."""
+        rt = _type(record_type)
+        value = row.get(rt.same_as_field) if rt.same_as_field else None
+        if value is None or value == "":
+            return []
+        country = row.get("country") if "country" in rt.column_types else None
+        found = []
+        for other in record_types().values():
+            if not other.same_as_field:
+                continue
+            where, params = [f"[{other.same_as_field}] = ?"], [value]
+            if country and "country" in other.column_types:
+                where.append("(country = ? OR country IS NULL)")
+                params.append(country)
+            if other.table == rt.table:   # not the row itself
+                if row.get("id") is not None:
+                    where.append("id <> ?")
+                    params.append(row["id"])
+                else:
+                    where.append("NOT (" + " AND ".join(f"[{c}] IS ?" for c in rt.key_columns) + ")")
+                    params += [row.get(c) for c in rt.key_columns]
+            for match in self.query(f"SELECT * FROM [{other.table}] WHERE {' AND '.join(where)} ORDER BY id", params):
+                found.append({"record_type": other.name, **decode_row(other, match)})
+        return found
+
+    def newest_date(self, record_type: RecordType | str, source: str, today) -> str | None:
+        """Newest plausible date of a source's records of a type (the incremental watermark): a
+        date outside `dates.is_plausible_date` (a 9999-12-31 stored before dates were checked)
+        does not count."""
+        rt = _type(record_type)
+        if rt.date_field is None:
+            return None
+        known = f" AND {DATE_UNKNOWN} = 0" if rt.has_date_unknown else ""
+        return self.scalar(
+            f"SELECT MAX([{rt.date_field}]) FROM [{rt.table}] WHERE source = ?{known} "
+            f"AND [{rt.date_field}] >= ? AND [{rt.date_field}] <= ?",
+            [source, EARLIEST_PLAUSIBLE_DATE.isoformat(), latest_plausible_date(today).isoformat()])
+
+    def server_facts(self) -> tuple[str, int | None, bool]:
+        """PostgreSQL only (for `doctor`): the server version, the schema version reached and
+        whether the pg_trgm extension the search index needs is installed."""
+        return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
+                bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
+
+    # The default type (vehicle recalls) under the names callers used before record types.
+    def newest_recall_date(self, source: str, today) -> str | None:
+        return self.newest_date(DEFAULT_RECORD_TYPE, source, today)
+
+    def count_recalls(self, source: str | None = None) -> int:
+        return self.count(DEFAULT_RECORD_TYPE, source)
+
+    def get_recall(self, *key: str) -> dict | None:
+        """The oldest stored default-type row with these key values (source left out)."""
+        rt = get_record_type(DEFAULT_RECORD_TYPE)
+        return self.get(rt, dict(zip(rt.key, (key[0].upper(), *key[1:]))))
+
+    # ---- runs -------------------------------------------------------------------------
+    def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
+        def op(db):
+            # RETURNING rather than lastrowid: the one spelling both engines answer.
+            return db.conn.execute(
+                "INSERT INTO crawl_runs (source, mode, status, pid, started_at, since, until) VALUES (?,?,?,?,?,?,?) "
+                "RETURNING id", [source, mode, status, pid, utc_now_iso(), since, until],
+            ).fetchone()[0]
+        return self.write(op)
+
+    def update_run(self, run_id: int, **fields: Any) -> None:
+        if not fields:
+            return
+        fields = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
+        assignments = ", ".join(f"[{k}] = ?" for k in fields)
+        self.write(lambda db: db.conn.execute(f"UPDATE crawl_runs SET {assignments} WHERE id = ?", [*fields.values(), run_id]))
+
+    def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
+        """Mark `running` / `waiting` rows whose process is gone as `crashed` (kill -9, power
+        loss: the process never wrote its end). Returns their ids.
+
+        A row is dead when its pid no longer exists; a `running` row is also dead when the
+        caller holds the run lock (`lock_held`) and the row is not this process's: the lock
+        is an flock the kernel releases when its holder dies, so nobody else can be running,
+        whatever process now carries a reused pid.
+
+        On PostgreSQL crawls run on several machines under per-source advisory locks: a pid is
+        alive while a connection named for it exists (pg_stat_activity), and a held lock speaks
+        for its own source only."""
+        rows = self.query("SELECT id, pid, status, source FROM crawl_runs WHERE status IN ('running', 'waiting')")
+        own = next((row["source"] for row in rows if row["id"] == exclude_run_id), None)
+        alive = self._process_alive
+
+        def lock_says_dead(row) -> bool:
+            if not lock_held or row["status"] != "running" or row["pid"] == os.getpid():
+                return False
+            return self.engine == "sqlite" or row["source"] == own
+        dead = [row["id"] for row in rows if row["id"] != exclude_run_id and (
+            not alive(row["pid"]) or lock_says_dead(row))]
+        if dead:
+            now = utc_now_iso()
+            marks = ",".join("?" * len(dead))
+            self.write(lambda db: db.conn.execute(
+                f"UPDATE crawl_runs SET status = 'crashed', finished_at = COALESCE(finished_at, ?), "
+                f"error = COALESCE(error, 'the process ended without closing its run (killed or crashed)') "
+                f"WHERE id IN ({marks}) AND status IN ('running', 'waiting')", [now, *dead]))
+        return dead
+
+    def _process_alive(self, pid: int | None) -> bool:
+        if self.engine == "sqlite":
+            return pid_alive(pid)
+        if pid == os.getpid():
+            return True
+        from basecrawler.store.engines.pg import APPLICATION_PREFIX
+        return bool(self.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE ?",
+                                [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
+
+    def session(self) -> str:
+        """A token for whoever writes through this store, whose liveness any other process can
+        check with `session_alive`: this process's pid (SQLite, one machine), or the server
+        process of this connection (PostgreSQL, any machine)."""
+        if self.engine == "sqlite":
+            return str(os.getpid())
+        return f"pg{self.scalar('SELECT pg_backend_pid()')}"
+
+    def session_alive(self, token: str) -> bool:
+        if token.startswith("pg"):
+            if self.engine != "postgresql" or not token[2:].isdigit():
+                return False
+            return bool(self.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?", [int(token[2:])]))
+        return token.isdigit() and pid_alive(int(token))
+
+    def last_run(self, source: str) -> dict | None:
+        rows = self.query("SELECT * FROM crawl_runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source])
+        return rows[0] if rows else None
+
+    # ---- dead letters -----------------------------------------------------------------
+    def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
+                        raw: Any, recall_number: str | None = None, url: str | None = None,
+                        response_sha256: str | None = None, record_type: str | None = None) -> int:
+        """Keep one item that did not become records. `recall_number` is the letter's record
+        key as text (the column kept its first name); `record_type` the type it was meant to
+        be, None for the source's default type."""
+        raw_kind, raw_text, raw_bytes = encode_raw(raw)
+        if self.engine == "postgresql":
+            # PostgreSQL text cannot hold NUL (SQLite can): such a raw item is kept as its UTF-8
+            # bytes under `<kind>_utf8`, which decode_raw turns back into the same text.
+            if raw_text is not None and "\x00" in raw_text:
+                raw_kind, raw_text, raw_bytes = raw_kind + _UTF8_SUFFIX, None, raw_text.encode("utf-8")
+            error = error.replace("\x00", "\\x00")
+
+        def op(db):
+            return db.conn.execute(
+                "INSERT INTO dead_letters (source, run_id, stage, kind, error, recall_number, url, "
+                "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count, record_type) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,?) RETURNING id",
+                [source, run_id, stage, kind, error[:4000], recall_number, url, response_sha256,
+                 raw_kind, raw_text, raw_bytes, utc_now_iso(), record_type],
+            ).fetchone()[0]
+        return self.write(op)
+
+    def open_dead_letters(self, source: str | None = None) -> list[dict]:
+        sql = "SELECT * FROM dead_letters WHERE resolved_at IS NULL"
+        params: list = []
+        if source:
+            sql += " AND source = ?"
+            params.append(source)
+        return self.query(sql + " ORDER BY id", params)
+
+    def dead_letter_retried(self, letter_id: int, *, error: str | None, at: str) -> None:
+        """One `dead-letters retry` of a letter: resolved when `error` is None, else its new error."""
+        if error is None:
+            sql, params = ("UPDATE dead_letters SET resolved_at = ?, retried_at = ?, retry_count = retry_count + 1 "
+                           "WHERE id = ?"), [at, at, letter_id]
+        else:
+            sql, params = ("UPDATE dead_letters SET error = ?, retried_at = ?, retry_count = retry_count + 1 "
+                           "WHERE id = ?"), [error[:4000], at, letter_id]
+        self.write(lambda db: db.conn.execute(sql, params))
+
+    def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
+                          limit: int = 100) -> list[dict]:
+        """Newest first, with a preview of the raw input instead of all of it (`dead-letters list`)."""
+        sql = ("SELECT id, source, run_id, stage, kind, error, recall_number, url, response_sha256, raw_kind, "
+               "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
+               "resolved_at, retry_count FROM dead_letters WHERE 1=1")
+        params: list = []
+        if not include_resolved:
+            sql += " AND resolved_at IS NULL"
+        if source:
+            sql += " AND source = ?"
+            params.append(source)
+        return self.query(sql + " ORDER BY id DESC LIMIT ?", [*params, limit])
+
+    def sources_with_open_dead_letters(self) -> list[str]:
+        rows = self.query("SELECT DISTINCT source FROM dead_letters WHERE resolved_at IS NULL")
+        return sorted(row["source"] for row in rows)
+
+    def count_open_dead_letters(self, source: str | None = None) -> int:
+        if source is None:
+            return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL")
+        return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source])
+
+    # ---- what `status` shows ------------------------------------------------------------
+    def sources_with_runs(self) -> set[str]:
+        return {row["source"] for row in self.query("SELECT DISTINCT source FROM crawl_runs")}
+
+    def last_successful_run(self, source: str) -> dict | None:
+        rows = self.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
+                          "ORDER BY id DESC LIMIT 1", [source])
+        return rows[0] if rows else None
+
+    def run_problem_counts(self, source: str) -> dict[str, int]:
+        """Runs of the source that crashed or were interrupted, by status."""
+        return {row["status"]: row["n"] for row in self.query(
+            "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
+            "GROUP BY status", [source])}
+
+    def enrichment_counts(self, source: str) -> dict[str, int]:
+        """Enrichment items by state, `retry` per level (retry1 … retry4: how close to `gone`)."""
+        return {row["state"]: row["n"] for row in self.query(
+            "SELECT CASE WHEN state = 'retry' THEN 'retry' || level ELSE state END AS state, COUNT(*) AS n "
+            "FROM enrichment WHERE source = ? GROUP BY 1 ORDER BY 1", [source])}
+
+    def translation_counts(self, source: str) -> dict[str, int]:
+        """Records of every type by translation state: pending, translated, or the status the
+        worker set."""
+        counts: dict[str, int] = {}
+        for rt in _types_translated():
+            for row in self.query(
+                    "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') "
+                    f"END AS s, COUNT(*) AS n FROM [{rt.table}] WHERE source = ? GROUP BY s", [source]):
+                counts[row["s"] or "pending"] = counts.get(row["s"] or "pending", 0) + row["n"]
+        return dict(sorted(counts.items()))
+
+    def translation_backlog(self) -> int:
+        return sum(self.scalar(f"SELECT COUNT(*) FROM [{rt.table}] WHERE translated_at IS NULL")
+                   for rt in _types_translated())
+
+    # ---- list ledger (basecrawler/pipeline/ledger.py) -------------------------------------------
+    def ledger_list(self, source: str, key: str, *, url: str | None, listed_date: str | None,
+                    data: dict | None) -> None:
+        """Note an item of a source's list; a known item keeps its state and attempts."""
+        now = utc_now_iso()
+        self.write(lambda db: db.conn.execute(
+            "INSERT INTO list_ledger (source, key, url, listed_date, data, state, attempts, first_seen_at, last_seen_at) "
+            "VALUES (?,?,?,?,?,'listed',0,?,?) ON CONFLICT(source, key) DO UPDATE SET "
+            "url = COALESCE(excluded.url, list_ledger.url), "
+            "listed_date = COALESCE(excluded.listed_date, list_ledger.listed_date), "
+            "data = COALESCE(excluded.data, list_ledger.data), last_seen_at = excluded.last_seen_at",
+            [source, key, url, listed_date, json.dumps(data, ensure_ascii=False, default=str) if data else None, now, now]))
+
+    def ledger_items(self, source: str, states: Iterable[str]) -> list[dict]:
+        states = list(states)
+        rows = self.query(
+            f"SELECT * FROM list_ledger WHERE source = ? AND state IN ({','.join('?' * len(states))}) "
+            "ORDER BY listed_date, key", [source, *states])
+        for row in rows:
+            row["data"] = json.loads(row["data"]) if row.get("data") else {}
+        return rows
+
+    def ledger_done(self, source: str, keys: Iterable[str]) -> int:
+        """Mark items collected and resolve the dead letters of their failed attempts;
+        returns how many letters were resolved."""
+        keys = list(keys)
+        if not keys:
+            return 0
+        now = utc_now_iso()
+
+        def op(db):
+            resolved = 0
+            for key in keys:
+                row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?",
+                                      [source, key]).fetchone()
+                letters = json.loads(row[0]) if row and row[0] else []
+                if letters:
+                    resolved += db.conn.execute(
+                        f"UPDATE dead_letters SET resolved_at = ? WHERE resolved_at IS NULL AND id IN "
+                        f"({','.join('?' * len(letters))})", [now, *letters]).rowcount
+                db.conn.execute(
+                    "UPDATE list_ledger SET state = 'done', attempts = attempts + 1, last_attempt_at = ?, done_at = ?, "
+                    "last_error = NULL, letters = NULL WHERE source = ? AND key = ?", [now, now, source, key])
+            return resolved
+        return self.write(op)
+
+    def ledger_failed(self, source: str, key: str, error: str, *, max_attempts: int, count: bool = True,
+                      letters: Iterable[int] = ()) -> dict:
+        """One failed attempt; the item becomes `given_up` once it has used `max_attempts`."""
+        now = utc_now_iso()
+
+        def op(db):
+            row = db.conn.execute("SELECT letters FROM list_ledger WHERE source = ? AND key = ?", [source, key]).fetchone()
+            kept = (json.loads(row[0]) if row and row[0] else []) + list(letters)
+            db.conn.execute(
+                "UPDATE list_ledger SET attempts = attempts + ?, last_error = ?, last_attempt_at = ?, "
+                "state = CASE WHEN attempts + ? >= ? THEN 'given_up' ELSE 'failing' END, letters = ? "
+                "WHERE source = ? AND key = ?",
+                [int(count), error[:2000], now, int(count), max_attempts, json.dumps(kept) if kept else None,
+                 source, key])
+            row = db.conn.execute("SELECT state, attempts FROM list_ledger WHERE source = ? AND key = ?",
+                                  [source, key]).fetchone()
+            return {"state": row[0], "attempts": row[1]} if row else {}
+        return self.write(op)
+
+    def ledger_requeue_given_up(self, source: str) -> int:
+        return self.write(lambda db: db.conn.execute(
+            "UPDATE list_ledger SET state = 'failing', attempts = 0 WHERE source = ? AND state = 'given_up'",
+            [source]).rowcount)
+
+    def ledger_counts(self, source: str) -> dict[str, int]:
+        return {row["state"]: row["n"] for row in self.query(
+            "SELECT state, COUNT(*) AS n FROM list_ledger WHERE source = ? GROUP BY state", [source])}
+
+    # ---- meta -------------------------------------------------------------------------
+    def set_meta(self, key: str, value: str) -> None:
+        self.write(lambda db: db.conn.execute(
+            "INSERT INTO meta (key, value, updated_at) VALUES (?,?,?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            [key, value, utc_now_iso()],
+        ))
+
+    def get_meta(self, key: str) -> str | None:
+        return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists (a pid we may not signal still exists)."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def decode_row(record_type: RecordType, row: dict) -> dict:
+    """A stored row with its JSON columns decoded: `extra` a dict, multi-valued fields lists
+    (empty when the column is NULL: an empty list is stored as NULL, so a blank never erases)."""
+    for column in record_type.json_columns:
+        if column not in row:
+            continue
+        value = row[column]
+        if isinstance(value, str):
+            value = json.loads(value) if value else None
+        if value is None:
+            value = {} if column == "extra" else []
+        row[column] = value
+    return row
+
+
+def _types_translated() -> list[RecordType]:
+    return [rt for rt in record_types().values() if rt.translated]
+
+
+def _type(record_type: RecordType | str) -> RecordType:
+    return record_type if isinstance(record_type, RecordType) else get_record_type(record_type)
+
+
+def __getattr__(name: str):
+    """Names of the store before record types, derived from the default type on first use."""
+    if name == "DATA_COLUMNS":   # the columns a crawl writes, derived ones left out
+        plan = plan_for(get_record_type(DEFAULT_RECORD_TYPE))
+        return plan.written
+    if name == "_FEED_FTS_SQL":
+        return feed_fts_sql(get_record_type(DEFAULT_RECORD_TYPE))
+    if name == "TEXT_FIELDS":
+        return get_record_type(DEFAULT_RECORD_TYPE).translated
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error"]

@@ -1,0 +1,137 @@
+"""Step-wise migrations of a PostgreSQL store, as SQLite has them (schema.py): numbered steps,
+applied once each, in order, recorded in `schema_version`.
+
+Two parts, one transaction under an advisory lock (so crawlers starting together on one
+server migrate it once):
+
+1. **Steps** (`STEPS`): functions taking the PgConnection, numbered after `BASELINE`, for what
+   cannot be derived: moving data, changing a key, renaming, dropping. Append, never edit.
+   Every step that ran is a row of `schema_version` (version, applied_at, step).
+2. **Derivation**: the tables, columns and indexes of the SQLite reference schema (schema.py's
+   `pg_schema_statements`, schema extensions included) that are still missing are added. A
+   SQLite migration that only adds a table, column or index therefore reaches PostgreSQL with
+   no step to write. It runs after the steps, whenever the reference schema changed since the
+   database last saw it (its fingerprint is kept with the newest version row) or an
+   extension is behind.
+
+A new database gets the newest schema by derivation alone and is recorded at the newest
+version: steps exist to carry data forward, and a new database has none.
+
+Releases up to 0880bd7 kept one row `schema_version(version)` holding 7 (the SQLite core
+version then) and derived everything: that state is `BASELINE`, and step 8 turns the table into
+the history the steps need (tests/test_pg_migrations.py starts from that release's schema,
+fixtures/pg/schema_0880bd7.sql).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+from collections.abc import Callable
+
+from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.schema import _PG_INDEX_COLUMNS, EXTENSIONS_TABLE, _pg_behind, pg_schema_statements, reference_schema, schema_extensions
+
+log = logging.getLogger(__name__)
+
+# What every database made before step-wise migrations holds in schema_version.
+BASELINE = 7
+
+Step = Callable[[object], None]
+
+
+def _p008_version_history(conn) -> None:
+    """schema_version becomes the history of the steps: one row per version with when it was
+    applied, by which step, and the fingerprint of the reference schema it derived."""
+    conn.executescript("ALTER TABLE schema_version ADD COLUMN IF NOT EXISTS applied_at TEXT, "
+                       "ADD COLUMN IF NOT EXISTS step TEXT, ADD COLUMN IF NOT EXISTS reference TEXT")
+    conn.execute("UPDATE schema_version SET step = 'baseline (derived schema up to 0880bd7)' WHERE step IS NULL")
+
+
+STEPS: list[Step] = [_p008_version_history]
+
+
+def latest_version() -> int:
+    return BASELINE + len(STEPS)
+
+
+@functools.lru_cache(maxsize=8)
+def _derived_ddl(extensions: tuple[tuple[str, int], ...]) -> tuple[tuple[str, ...], str]:
+    """(DDL creating the reference schema on an empty database, its fingerprint), per set of
+    installed schema extensions (the reference schema is built in memory: done once)."""
+    statements = tuple(pg_schema_statements({}))
+    return statements, hashlib.sha256("\n".join(statements).encode()).hexdigest()[:16]
+
+
+def _existing_columns(conn) -> dict[str, set[str]]:
+    existing: dict[str, set[str]] = {}
+    for table, column in conn.execute("SELECT table_name, column_name FROM information_schema.columns "
+                                      "WHERE table_schema = current_schema()").fetchall():
+        existing.setdefault(table, set()).add(column)
+    return existing
+
+
+def _record(conn, version: int, step: str, reference: str | None) -> None:
+    conn.execute("INSERT INTO schema_version (version, applied_at, step, reference) VALUES (?, ?, ?, ?)",
+                 [version, utc_now_iso(), step, reference])
+
+
+def migrate_pg(conn) -> int:
+    """Bring a PostgreSQL database (a PgConnection) to the newest schema; returns the version."""
+    wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
+    _, fingerprint = _derived_ddl(tuple(wanted.items()))
+    latest = latest_version()
+    conn.execute("BEGIN")
+    try:
+        # A step or an index build on a big table may take longer than the statement timeout
+        # every other statement has; cut half-way it would only roll back and start over.
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
+        conn.executescript(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} (name TEXT PRIMARY KEY, version BIGINT NOT NULL)")
+        fresh = conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None
+        if fresh:
+            conn.executescript("CREATE TABLE schema_version (version BIGINT NOT NULL, applied_at TEXT, step TEXT, "
+                               "reference TEXT)")
+            stored = None
+        else:
+            stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+        if stored is not None and stored > latest:
+            from basecrawler.errors import ConfigError
+            raise ConfigError(f"the database is at schema version {stored}, newer than this basecrawler knows "
+                              f"({latest}): upgrade basecrawler")
+        for number, step in enumerate(STEPS, start=BASELINE + 1):
+            if stored is not None and number > stored:
+                step(conn)
+                _record(conn, number, step.__name__, None)
+                log.info("PostgreSQL schema migrated to version %d (%s)", number, step.__name__)
+        newest = None if fresh else conn.execute(
+            "SELECT reference FROM schema_version ORDER BY version DESC LIMIT 1").fetchone()
+        seen = newest[0] if newest else None
+        done = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
+        behind = [name for name, n in wanted.items() if done.get(name, 0) < n]
+        existing = _existing_columns(conn)
+        indexes = {name: list(columns) for name, columns in conn.execute(_PG_INDEX_COLUMNS).fetchall()}
+        # A record type dropped in (or registered in-process) after the fingerprint was taken,
+        # a field added to a model, an index whose columns changed (the key gaining `source`):
+        # the database is compared with the reference itself, not only with its fingerprint.
+        if (fresh or seen != fingerprint or behind
+                or _pg_behind(reference_schema(types_only=True), existing, indexes)):
+            for statement in pg_schema_statements(existing, indexes):
+                conn.executescript(statement)
+            if fresh or stored is None:
+                _record(conn, latest, "new database (derived)", fingerprint)
+            else:
+                conn.execute("UPDATE schema_version SET reference = ? WHERE version = ?", [fingerprint, latest])
+            for name in behind:
+                conn.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
+                             "ON CONFLICT (name) DO UPDATE SET version = excluded.version", [name, wanted[name]])
+            log.debug("PostgreSQL schema derived (reference %s, extensions %s)", fingerprint, wanted)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return latest
+
+
+__all__ = ["migrate_pg", "STEPS", "BASELINE", "latest_version"]
