@@ -113,7 +113,7 @@ def test_a_reference_schema_change_reaches_an_up_to_date_database(old_url, monke
     """A SQLite migration that adds a column needs no PostgreSQL step: the derivation runs
     again when the reference schema's fingerprint changed."""
     Store(old_url).close()
-    from basecrawler.store.core import schema
+    from basecrawler.store import schema
 
     def _m099_note(db):
         db["recalls"].add_column("reviewer_note", str)

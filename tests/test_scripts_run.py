@@ -40,8 +40,14 @@ def _offline_env(db: Path) -> dict:
 
 
 def _counts(db: Path) -> dict:
+    """Stored records per source, over the tables of every record type."""
+    from basecrawler.recordtypes import record_types
+    counts: dict = {}
     with sqlite3.connect(db) as conn:
-        return dict(conn.execute("SELECT source, COUNT(*) FROM recalls GROUP BY source").fetchall())
+        for record_type in record_types().values():
+            for source, n in conn.execute(f"SELECT source, COUNT(*) FROM {record_type.table} GROUP BY source"):
+                counts[source] = counts.get(source, 0) + n
+    return counts
 
 
 def _sources_with_replay() -> set:

@@ -160,7 +160,8 @@ def _matches(store, term: str) -> list[str]:
 
 
 def test_new_rows_reach_the_index_without_an_insert_trigger(store):
-    triggers = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    triggers = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type = 'trigger' "
+                                               "AND tbl_name = 'recalls'")}
     assert triggers == {"recalls_fts_au", "recalls_fts_ad"}
     store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
                                  summary_original="Brake hose may rupture"),
@@ -220,12 +221,13 @@ def test_an_old_database_that_already_has_the_memory_table_migrates_and_keeps_it
     store = Store(path)
     assert store.query("SELECT source_text, translated_text, uses FROM translation_memory") == \
         [{"source_text": "制動", "translated_text": "제동", "uses": 3}]
-    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == 1
+    from translate.schema import MIGRATIONS as TRANSLATE_MIGRATIONS
+    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == len(TRANSLATE_MIGRATIONS)
     store.close()
 
 
 def test_without_the_translate_package_the_store_works_and_has_no_memory_table(tmp_path, monkeypatch):
-    from basecrawler.store.core import schema
+    from basecrawler.store import schema
     from basecrawler.store.engines.transfer import copy_store
     monkeypatch.setattr(schema, "_installed_extensions", lambda: {})   # no entry point installed
     store = Store(tmp_path / "bare.db")
@@ -244,7 +246,7 @@ def test_without_the_translate_package_the_store_works_and_has_no_memory_table(t
 
 def test_a_schema_extension_that_fails_to_load_is_left_out(tmp_path, monkeypatch, caplog):
     import importlib.metadata
-    from basecrawler.store.core import schema
+    from basecrawler.store import schema
 
     broken = importlib.metadata.EntryPoint("broken", "no_such_module_xyz:MIGRATIONS", schema.SCHEMA_ENTRY_POINTS)
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None, **_: [broken])

@@ -405,7 +405,7 @@ def test_the_translation_memory_table_is_the_translate_schema_extension(store):
 
 
 def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path, monkeypatch):
-    from basecrawler.store.core import schema
+    from basecrawler.store import schema
     calls = []
 
     def m1(db):

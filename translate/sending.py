@@ -10,11 +10,15 @@ import queue
 import threading
 from concurrent.futures import Future
 
+from .errors import TranslationError
+
 POLL_S = 0.1
 
 
-class Stopped(Exception):
+class Stopped(TranslationError):
     """The stop event was set while waiting for the backend."""
+
+    kind = "translation_stopped"
 
 
 class DaemonPool:
