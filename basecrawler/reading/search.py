@@ -36,7 +36,6 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from basecrawler.errors import ConfigError
-from basecrawler.manufacturers import manufacturer_key
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 
@@ -166,13 +165,26 @@ def _either_language(column: str, value: str, params: list) -> str:
 
 
 def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str) -> str:
-    params.append(value)
+    params.append(record_type.facet(field).filter_value(value))
     if record_type.facet(field).multi:   # a JSON list: any of its values
         if dialect == "postgresql":
             return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
                     "WHERE LOWER(v.value) = LOWER(?))")
         return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
     return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
+
+
+def _option_condition(record_type: RecordType, option: str, value: str, params: list, dialect: str) -> str:
+    """A named option (`--manufacturer X`) through the facet declared for it: the normalised
+    value on the facet's column (every spelling of a maker finds its key), or a substring of
+    the facet's `also_text` in either language."""
+    facet = record_type.facet_for_option(option)
+    if facet is None:
+        raise UnknownFilter(f"--{option} does not apply to {record_type.name} (it declares no facet for --{option})")
+    condition = _facet_condition(record_type, facet.field, value, params, dialect)
+    if facet.also_text is None:
+        return condition
+    return f"({condition} OR {_either_language(facet.also_text, value, params)})"
 
 
 def _pair(base: str) -> tuple[str, str]:
@@ -201,13 +213,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
         params.extend(c.upper() for c in filters.countries)
     if filters.manufacturer:
-        _needs(record_type, "--manufacturer", "manufacturer_key", *_pair("manufacturer"))
-        # The normalised key finds every spelling of the maker ("Ford Motor Company" finds FORD,
-        # Ford, FORD MOTOR CO.); a substring of the published or Korean name still matches too.
-        key_params: list = [manufacturer_key(filters.manufacturer)]
-        either = _either_language("manufacturer", filters.manufacturer, key_params)
-        where.append(f"(r.manufacturer_key = ? OR {either})")
-        params.extend(key_params)
+        where.append(_option_condition(record_type, "manufacturer", filters.manufacturer, params, dialect))
     if filters.model:
         _needs(record_type, "--model", *_pair("model"))
         where.append(_either_language("model", filters.model, params))
