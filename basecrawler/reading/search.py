@@ -37,6 +37,7 @@ from typing import Iterator
 
 from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 
 TRIGRAM = 3
@@ -301,6 +302,16 @@ def count_by_source(conn, record_type: RecordType) -> dict[str, int]:
     return {source: n for source, n in conn.execute(sql).fetchall()}
 
 
+def date_unknown_by_source(conn, record_type: RecordType) -> dict[str, int]:
+    """Records of the type stored without a known date, per source (sources with none are
+    absent; {} for a type whose records always have one)."""
+    if not record_type.has_date_unknown:
+        return {}
+    sql = (f"SELECT source, COUNT(*) FROM [{record_type.table}] WHERE [{DATE_UNKNOWN}] = 1 "
+           "GROUP BY source ORDER BY source")
+    return {source: n for source, n in conn.execute(sql).fetchall()}
+
+
 def counts_by_type(conn) -> dict[str, dict[str, int]]:
     """Type name → source → records, for every declared type (in name order)."""
     from basecrawler.recordtypes import record_types
@@ -343,4 +354,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "count_by_source", "counts_by_type", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
