@@ -212,7 +212,9 @@ VEHICLE_RECALL = RecordType(
         # --manufacturer also matches a substring of the published or Korean name.
         Facet("manufacturer_key", "Manufacturer", normalise=manufacturer_key, option="manufacturer",
               also_text="manufacturer"),
-        Facet("model_year", "Model year", expand=_model_years),
+        # `--year 2020` and `--filter model_year=2020` also find a range "2019-2021".
+        Facet("model_year", "Model year", expand=_model_years, normalise=normalize_model_year, option="year",
+              ranged=True),
     ),
     labels={
         "source": "Source", "country": "Country", "recall_number": "Recall number",

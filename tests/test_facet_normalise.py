@@ -85,3 +85,19 @@ def test_also_text_must_name_a_translated_field():
     with pytest.raises(ValueError, match="also_text 'nope' is not a translated field"):
         RecordType(name="bad", title="Bad", model=Gadget, table="bad", key=("gadget_id",),
                    facets=(Facet("maker_code", "Maker", also_text="nope"),))
+
+
+def test_a_ranged_facet_matches_a_value_inside_a_stored_range(store):
+    store.upsert_recalls([
+        Recall(country="US", recall_number="r", recall_date="2024-01-01", model_year="2019-2021"),
+        Recall(country="US", recall_number="s", recall_date="2024-01-02", model_year="2020"),
+        Recall(country="US", recall_number="t", recall_date="2024-01-03", model_year="2022"),
+    ], source="demo")
+    assert _numbers(store, year=2020) == ["r", "s"]
+    assert _numbers(store, facets=(("model_year", "2021"),)) == ["r"]   # --filter agrees with the facet's counts
+    assert _numbers(store, year=2018) == []
+
+
+def test_year_on_a_type_that_declares_no_facet_for_it_is_a_usage_error(store):
+    with pytest.raises(UnknownFilter, match=r"--year does not apply to product_alert"):
+        count(store.db.conn, RecallFilter(record_type="product_alert", year=2020))

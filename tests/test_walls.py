@@ -57,8 +57,6 @@ NOT_YET_GENERIC = {
     # recall_number, recall_date); tests and the us source read them.
     "basecrawler/pipeline/enrichment.py": {"recall_number", "recall_date"},
     # The reading side and the commands, not yet derived from declarations (other work of #24).
-    # search: --year (a year inside a stored range "2019-2021") applies to any type with this column.
-    "basecrawler/reading/search.py": {"model_year"},
     "basecrawler/commands/dead_letters.py": {"recall_number"},
     "basecrawler/commands/run.py": {"recall_date"},
     "basecrawler/store/engines/pg.py": {"recall_number"},

@@ -166,13 +166,27 @@ def _either_language(column: str, value: str, params: list) -> str:
 
 
 def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str) -> str:
-    params.append(record_type.facet(field).filter_value(value))
-    if record_type.facet(field).multi:   # a JSON list: any of its values
+    facet = record_type.facet(field)
+    value = facet.filter_value(value)
+    if facet.ranged:
+        return _ranged_condition(field, value, params, dialect)
+    params.append(value)
+    if facet.multi:   # a JSON list: any of its values
         if dialect == "postgresql":
             return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
                     "WHERE LOWER(v.value) = LOWER(?))")
         return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
     return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
+
+
+def _ranged_condition(field: str, value, params: list, dialect: str) -> str:
+    """The value itself, or a stored range `low-high` of values as wide as it that holds it
+    (equal widths compare correctly as text: "2019" <= "2020" <= "2021")."""
+    column = f"r.[{field}]"
+    dash = f"strpos({column}, '-')" if dialect == "postgresql" else f"instr({column}, '-')"
+    params.extend([value, value, value, value])
+    return (f"({column} = ? OR (length({column}) = 2 * length(?) + 1 AND {dash} = length(?) + 1 "
+            f"AND ? BETWEEN substr({column}, 1, {dash} - 1) AND substr({column}, {dash} + 1)))")
 
 
 def _option_condition(record_type: RecordType, option: str, value: str, params: list, dialect: str) -> str:
@@ -219,15 +233,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         _needs(record_type, "--model", *_pair("model"))
         where.append(_either_language("model", filters.model, params))
     if filters.year is not None:
-        _needs(record_type, "--year", "model_year")
-        # model_year is "2021" or a range "2019-2021" (see model.year_range); a year inside
-        # the range matches. Four-digit years compare correctly as text.
-        year = f"{int(filters.year):04d}"
-        is_range = ("r.model_year ~ '^[0-9]{4}-[0-9]{4}$'" if dialect == "postgresql" else
-                    "r.model_year GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9]'")
-        where.append(f"(r.model_year = ? OR ({is_range} "
-                     "AND substr(r.model_year, 1, 4) <= ? AND substr(r.model_year, 6, 4) >= ?))")
-        params.extend([year, year, year])
+        where.append(_option_condition(record_type, "year", str(int(filters.year)), params, dialect))
     if filters.since or filters.until:
         if record_type.date_field is None:
             raise UnknownFilter(f"--since/--until do not apply to {record_type.name} (it has no date)")

@@ -46,7 +46,9 @@ class Facet:
     published name → its key: `Ford Motor Company` → `FORD`), applied to `--filter` and to the
     facet's `option`. `option`: the name of a command-line option that filters by this facet
     (`manufacturer` → `--manufacturer`). `also_text`: a translated base whose original or Korean
-    text, by substring, also matches a filter given through `option`.
+    text, by substring, also matches a filter given through `option`. `ranged`: a stored value
+    may be an inclusive range `low-high` of two values as wide as a filter value (model years
+    `2019-2021`); a filter value inside the range matches it.
     """
 
     field: str
@@ -56,6 +58,7 @@ class Facet:
     normalise: Callable[[Any], Any] | None = None
     option: str | None = None
     also_text: str | None = None
+    ranged: bool = False
 
     def filter_value(self, value: Any) -> Any:
         """A value as a user typed it → the value the column holds."""
