@@ -1,9 +1,7 @@
 """A streamed XML document (an EU weekly report) is repaired like a list: bare `&` escaped
 outside CDATA, forbidden control characters removed, memory bounded (issue #22.7)."""
-import json
 import logging
 
-import httpx
 import pytest
 from lxml import etree
 
