@@ -22,9 +22,7 @@ from basecrawler.recordtypes import Facet, RecordType
 from basecrawler.recordtypes.fields import (MAX_TEXT_CHARS, blank_to_none, clean_strings, date_or_unknown,
                                             normalize_digits, parse_date)
 
-# TRANSITIONAL: the maker-name rule table still lives in the framework (basecrawler/manufacturers.py)
-# until it moves next to this module.
-from basecrawler.manufacturers import manufacturer_key
+from .vehicle_makers import manufacturer_key
 
 log = logging.getLogger("basecrawler.model")
 
@@ -210,8 +208,13 @@ VEHICLE_RECALL = RecordType(
     facets=(
         Facet("country", "Country"),
         Facet("source", "Source"),
-        Facet("manufacturer_key", "Manufacturer"),
-        Facet("model_year", "Model year", expand=_model_years),
+        # `--manufacturer Ford Motor Company` and `--filter manufacturer_key=ford` both find FORD;
+        # --manufacturer also matches a substring of the published or Korean name.
+        Facet("manufacturer_key", "Manufacturer", normalise=manufacturer_key, option="manufacturer",
+              also_text="manufacturer"),
+        # `--year 2020` and `--filter model_year=2020` also find a range "2019-2021".
+        Facet("model_year", "Model year", expand=_model_years, normalise=normalize_model_year, option="year",
+              ranged=True),
     ),
     labels={
         "source": "Source", "country": "Country", "recall_number": "Recall number",

@@ -40,6 +40,7 @@ from basecrawler.formats.dates import parse_date
 from basecrawler.errors import UnexpectedContent
 from basecrawler.recordtypes import Record
 from basecrawler.formats.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
+from basecrawler.formats.xmlrepair import RepairingXmlReader, count_repairs
 from basecrawler.formats.xmlsafe import ListRead, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
@@ -320,6 +321,15 @@ def _int(value: str | None) -> int | None:
 
 
 # ---- the crawler ----------------------------------------------------------------------------
+def _repairs_needed(path, encoding: str, errors: str) -> list[str]:
+    """What a report needs repaired before it is well-formed (usually nothing); a report whose
+    bytes do not decode is left to the parser, which says so."""
+    try:
+        return count_repairs(path, encoding, errors=errors).notes()
+    except (UnicodeError, LookupError):
+        return []
+
+
 class EuSafetyGateCrawler(BaseCrawler):
     """EU Safety Gate weekly XML reports: every notification a product alert, the vehicle ones
     also vehicle recalls (the source's default type)."""
@@ -398,8 +408,10 @@ class EuSafetyGateCrawler(BaseCrawler):
                         continue
                     case = item["caseNumber"]
                     if case not in first_seen:
-                        # Only a vehicle alert can have been stored as a vehicle recall before.
-                        stored = self.known_date(case) if item["vehicle"] else None
+                        # A vehicle alert was stored as a vehicle recall (also by stores made
+                        # before product alerts); any other alert only as a product alert.
+                        stored = (self.known_date(case) if item["vehicle"]
+                                  else self.known_date(case, record_type="product_alert"))
                         first_seen[case] = (stored or item["report_date"], stored is not None)
                     item["first_report_date"], item["date_stored"] = first_seen[case]
                     kept += item["vehicle"]
@@ -415,16 +427,23 @@ class EuSafetyGateCrawler(BaseCrawler):
     def _report_source(self, download, report: WeeklyReport):
         """The report file for iterparse: as it is, or re-encoded when it declares a legacy
         charset (ISO-8859-1) but is UTF-8 throughout — libxml2 would believe the declaration and
-        store `MÃ¼ller`. Checked by streaming, so memory stays flat."""
+        store `MÃ¼ller` — or repaired like a list (a bare `&`, a control character XML forbids)
+        so one careless notification does not cost the report. Checked by streaming, so memory
+        stays flat."""
         declared, actual = file_encoding(download.path, header=download.response.charset_encoding)
-        if actual is None:
+        encoding, errors = ("utf-8", LEGACY_BYTES) if actual == LEGACY_BYTES else (actual or declared or "utf-8", "strict")
+        repairs = _repairs_needed(download.path, encoding, errors)
+        if actual is None and not repairs:
             return str(download.path)
         if actual == LEGACY_BYTES:
             # One Latin-1 name pasted into a UTF-8 report must not cost the report's other alerts.
             self.warn(f"{report.reference}: bytes that are not UTF-8 in a {declared or 'UTF-8'} report; read as cp1252")
-            return Utf8XmlReader(download.path, "utf-8", errors=LEGACY_BYTES)
-        self.warn(f"{report.reference}: declared {declared} but the body is valid UTF-8; read as UTF-8")
-        return Utf8XmlReader(download.path, actual)
+        elif actual:
+            self.warn(f"{report.reference}: declared {declared} but the body is valid UTF-8; read as UTF-8")
+        if repairs:
+            self.warn(f"{report.reference}: not well-formed XML: {'; '.join(repairs)} (repaired while reading)")
+            return RepairingXmlReader(download.path, encoding, errors=errors)
+        return Utf8XmlReader(download.path, encoding, errors=errors)
 
     def _read_report(self, source, report: WeeklyReport, url: str) -> Iterator[dict]:
         header: dict = {}

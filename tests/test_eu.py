@@ -221,6 +221,20 @@ def test_addendum_in_a_later_run_keeps_the_stored_date(store, settings):
     assert extra(row)["companyRecallCode"] == "KM-2607"
 
 
+
+def test_a_non_vehicle_alert_repeated_in_a_later_run_keeps_its_stored_date(store, settings):
+    # The week-34 addendum repeats the week-33 hoodie (a clothing alert: no vehicle recall).
+    week33 = (FIXTURES / "report_10000204.xml").read_text(encoding="utf-8")
+    start = week33.rindex("<notifications", 0, week33.index("SR/02110/26"))
+    hoodie = week33[start:week33.index("</notifications>", start) + len("</notifications>")]
+    site = fixture_site()
+    site.reports["10000205"] = site.reports["10000205"].replace(b"</Safety-Gate>", hoodie.encode() + b"</Safety-Gate>")
+    crawl(store, settings, site, since="2026-08-01", until="2026-08-15")
+    crawl(store, settings, site, since="2026-08-16")
+    assert "10000205" in site.report_ids_requested()
+    row = store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02110/26"})
+    assert row["alert_date"] == "2026-08-14"
+
 def test_notification_without_case_number_is_its_own_dead_letter(store, settings):
     body = (FIXTURES / "report_10000204.xml").read_bytes().replace(
         b"<caseNumber>SR/02109/26</caseNumber>", b"<caseNumber/>")

@@ -5,7 +5,7 @@ import sqlite3
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.manufacturers import manufacturer_key, refill_manufacturer_keys
+from record_types.vehicle_makers import manufacturer_key, refill_manufacturer_keys
 from basecrawler.store.schema import MIGRATIONS
 
 

@@ -25,10 +25,10 @@ def _add_record_type_table(store) -> None:
     """A table the framework does not know, as a record type or schema extension adds one."""
     integer = "BIGINT" if store.engine == "postgresql" else "INTEGER"
     store.write(lambda db: db.conn.execute(
-        f"CREATE TABLE product_alerts (id {integer} PRIMARY KEY, title TEXT, risk REAL, photo "
+        f"CREATE TABLE extension_rows (id {integer} PRIMARY KEY, title TEXT, risk REAL, photo "
         f"{'BYTEA' if store.engine == 'postgresql' else 'BLOB'})"))
     store.write(lambda db: db.conn.executemany(
-        "INSERT INTO product_alerts (id, title, risk, photo) VALUES (?, ?, ?, ?)",
+        "INSERT INTO extension_rows (id, title, risk, photo) VALUES (?, ?, ?, ?)",
         [[n, f"alert {n}", n / 2, bytes([n, 0, 255])] for n in range(1, 8)]))
 
 
@@ -42,7 +42,7 @@ def test_migrate_copies_every_table_including_ones_added_later(direction, tmp_pa
     _add_record_type_table(source)
     expected = {t: source.scalar(f"SELECT COUNT(*) FROM {t}") for t in tables(source)}
     source.close()
-    assert "product_alerts" in expected and "recalls" in expected
+    assert "extension_rows" in expected and "recalls" in expected
 
     assert main(["--db", source_db, "migrate", "--to", target_db]) == 0
     out = capsys.readouterr().out
@@ -52,7 +52,7 @@ def test_migrate_copies_every_table_including_ones_added_later(direction, tmp_pa
     target = Store(target_db)
     try:
         assert {t: target.scalar(f"SELECT COUNT(*) FROM {t}") for t in expected} == expected
-        assert target.query("SELECT title, risk, photo FROM product_alerts WHERE id = 3") == [
+        assert target.query("SELECT title, risk, photo FROM extension_rows WHERE id = 3") == [
             {"title": "alert 3", "risk": 1.5, "photo": bytes([3, 0, 255])}]
         from basecrawler.reading.search import RecallFilter, count
         assert count(target.db.conn, RecallFilter(text="ブレーキ")) == 25   # the target's search index is complete

@@ -240,6 +240,25 @@ def test_known_date_is_the_stored_date_and_none_when_unknown_or_absent(store, se
     assert crawler.known_date("D9") is None
 
 
+
+class FactsAndAlertsDemo(FactsDemo):
+    """Each item is a vehicle recall and, under the same number, a product alert dated a day later."""
+
+    def parse(self, raw):
+        from basecrawler.recordtypes import Record
+
+        alert_date = raw["date"][:-2] + f"{int(raw['date'][-2:]) + 1:02d}"
+        return [{"recall_number": raw["id"], "recall_date": raw["date"]},
+                Record("product_alert", {"alert_id": raw["id"], "alert_date": alert_date, "title_original": "t"})]
+
+
+def test_known_date_reads_the_type_it_is_asked_for(store, settings):
+    FactsAndAlertsDemo(store, settings=settings, mode="full", items=[{"id": "T1", "date": "2024-05-01"}]).run()
+    crawler = FactsAndAlertsDemo(store, settings=settings)
+    assert crawler.known_date("T1") == "2024-05-01"                                  # the source's own type
+    assert crawler.known_date("T1", record_type="product_alert") == "2024-05-02"
+    assert crawler.known_date("T9", record_type="product_alert") is None
+
 # ---- download_to_file owns its temp file -------------------------------------------------------
 def download_crawler(store, settings):
     return ListDemo(store, settings=settings,

@@ -104,7 +104,7 @@ def test_the_table_is_the_types_listing(alerts_db, capsys):
 def test_vehicle_options_on_a_type_without_their_columns_are_usage_errors(alerts_db, capsys):
     assert main(["--db", alerts_db, "search", "--type", "test_alert", "--manufacturer", "Ford"]) == 2
     assert capsys.readouterr().err == ("basecrawler: --manufacturer does not apply to test_alert "
-                                       "(it has no manufacturer_key, manufacturer_original, manufacturer_ko)\n")
+                                       "(it declares no facet for --manufacturer)\n")
 
 
 def test_export_of_a_type_with_source_and_facet(alerts_db, tmp_path):

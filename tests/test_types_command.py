@@ -48,10 +48,11 @@ def test_status_counts_per_type_and_source(filled, db_path, capsys, monkeypatch)
     assert main(["--db", db_path, "status", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["types"]["vehicle_recall"] == {"title": "Vehicle recalls", "records": 3,
-                                                 "sources": {"jp": 2, "us": 1}}
+                                                 "sources": {"jp": 2, "us": 1},
+                                                 "date_unknown": 0, "date_unknown_by_source": {}}
     assert report["sources"]["jp"]["records_by_type"] == {"vehicle_recall": 2}
     assert report["records"] == 3
     assert main(["--db", db_path, "status"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split() == ["type", "jp", "us", "total"]
-    assert ["vehicle_recall", "2", "1", "3"] in [line.split() for line in lines[3:]]
+    assert lines[1].split() == ["type", "jp", "us", "total", "date", "unknown"]
+    assert ["vehicle_recall", "2", "1", "3", "0"] in [line.split() for line in lines[3:]]

@@ -1,7 +1,8 @@
-"""`status`: records per record type and source, and per source the last run, its counts and
-status, enrichment states, dead letters and translation backlog, and freshness: the newest
-recall date, the last *successful* run (still shown after a failure), a stale flag and how many
-runs crashed or were interrupted; `--json` for machines."""
+"""`status`: records per record type and source (and how many of them have no known date:
+counted, never invented), and per source the last run, its counts and status, enrichment
+states, dead letters and translation backlog, and freshness: the newest date of each type it
+stores, the last *successful* run (still shown after a failure), a stale flag and how many runs
+crashed or were interrupted; `--json` for machines."""
 from __future__ import annotations
 
 import datetime as dt
@@ -10,7 +11,8 @@ import json
 from basecrawler.pipeline.registry import discover
 from basecrawler.store.engines import redact
 from basecrawler.recordtypes import record_types
-from basecrawler.reading.search import counts_by_type
+from basecrawler.reading.search import counts_by_type, date_unknown_by_source
+from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.store.core import Store
 from basecrawler.reading.tables import render_table
 from basecrawler.commands import require_database
@@ -28,13 +30,17 @@ def register(sub) -> None:
     status.set_defaults(func=cmd_status)
 
 
-def freshness(store: Store, source_id: str, now: dt.datetime) -> dict:
-    """Newest recall date, last successful run, stale flag, crashed / interrupted run counts."""
+def freshness(store: Store, source_id: str, now: dt.datetime, types=()) -> dict:
+    """Newest date per type the source stores (`types`; the default type's also as
+    `newest_recall_date`, as before types), last successful run, stale flag, crashed /
+    interrupted run counts."""
     success = store.last_successful_run(source_id)
     last_success = (success["finished_at"] or success["started_at"]) if success else None
     problems = store.run_problem_counts(source_id)
+    newest = {name: store.newest_date(name, source_id, now.date()) for name in types}
     return {
-        "newest_recall_date": store.newest_recall_date(source_id, now.date()),
+        "newest_recall_date": newest.get(DEFAULT_RECORD_TYPE) or store.newest_recall_date(source_id, now.date()),
+        "newest_dates": newest,
         "last_success": last_success,
         "stale": last_success is None or now - dt.datetime.fromisoformat(last_success) > STALE_AFTER,
         "crashed_runs": problems.get("crashed", 0),
@@ -46,6 +52,7 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     """`now` (aware) is injectable so the stale flag can be tested at a fixed time."""
     now = now or dt.datetime.now(dt.timezone.utc)
     by_type = counts_by_type(store.db.conn)
+    undated = {name: date_unknown_by_source(store.db.conn, record_types()[name]) for name in by_type}
     sources = {}
     known = set(source_ids) | store.sources_with_runs() | {s for counts in by_type.values() for s in counts}
     for source_id in sorted(known):
@@ -54,9 +61,11 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
         entry = {
             "records": sum(per_type.values()),
             "records_by_type": per_type,
+            "date_unknown_by_type": {name: undated[name][source_id] for name in per_type
+                                     if undated[name].get(source_id)},
             "last_run": None,
             "dead_letters_open": store.count_open_dead_letters(source_id),
-            **freshness(store, source_id, now),
+            **freshness(store, source_id, now, per_type),
             "enrichment": store.enrichment_counts(source_id),
             "translation": store.translation_counts(source_id),
         }
@@ -76,7 +85,8 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     return {
         "db": redact(store.path),   # a postgresql:// URL may carry a password
         "records": sum(n for counts in by_type.values() for n in counts.values()),
-        "types": {name: {"title": record_types()[name].title, "records": sum(counts.values()), "sources": counts}
+        "types": {name: {"title": record_types()[name].title, "records": sum(counts.values()), "sources": counts,
+                         "date_unknown": sum(undated[name].values()), "date_unknown_by_source": undated[name]}
                   for name, counts in by_type.items()},
         "next_scheduled_run": store.get_meta("scheduler.next_run"),
         "last_scheduled_job": json.loads(last_job) if last_job else None,
@@ -145,13 +155,21 @@ def cmd_status(args) -> int:
 def type_table(report: dict) -> str:
     """Records per type (rows) and source (columns), padded by display width."""
     sources = sorted({s for entry in report["types"].values() for s in entry["sources"]})
-    rows = [[name, *(entry["sources"].get(s, 0) for s in sources), entry["records"]]
+    rows = [[name, *(entry["sources"].get(s, 0) for s in sources), entry["records"], entry["date_unknown"]]
             for name, entry in report["types"].items()]
-    return render_table(["type", *sources, "total"], rows, align=["<"] + [">"] * (len(sources) + 1))
+    return render_table(["type", *sources, "total", "date unknown"], rows, align=["<"] + [">"] * (len(sources) + 2))
 
 
 def _freshness_line(entry: dict) -> str:
-    parts = [f"newest recall {entry['newest_recall_date'] or '-'}",
+    newest = entry.get("newest_dates") or {}
+    if set(newest) <= {DEFAULT_RECORD_TYPE}:   # vehicle recalls only (or nothing yet): the line as before types
+        dates = f"newest recall {entry['newest_recall_date'] or '-'}"
+    else:
+        dates = "newest " + ", ".join(f"{name} {date or '-'}" for name, date in newest.items())
+    undated = entry.get("date_unknown_by_type") or {}
+    if undated:
+        dates += " (date unknown: " + ", ".join(f"{name} {n}" for name, n in undated.items()) + ")"
+    parts = [dates,
              f"last success {entry['last_success'] or 'never'}"]
     if entry["stale"]:
         parts.append(f"STALE (no success in {STALE_AFTER.days} days)")

@@ -206,12 +206,12 @@ class SourceAPI:
         """Whether a listed item's date is inside this run's window (no date: always)."""
         return Window(self.since, self.until).holds(date)
 
-    def known_date(self, number: str) -> str | None:
-        """The stored date (ISO) of one of this source's records of its type, by the last field
-        of the type's key (the publisher's number); None when it is not stored or its date is
-        unknown."""
-        rt = self.default_type()
-        row = self.store.get(rt, dict(zip(rt.key_columns, self._key(number))))
+    def known_date(self, number: str, record_type: str | None = None) -> str | None:
+        """The stored date (ISO) of one of this source's records of `record_type` (default: the
+        source's own type), by the last field of the type's key (the publisher's number); None
+        when it is not stored or its date is unknown."""
+        rt = get_record_type(record_type) if record_type else self.default_type()
+        row = self.store.get(rt, dict(zip(rt.key_columns, self._key(number, rt))))
         if not row or rt.date_field is None or row.get("date_unknown"):
             return None
         return row[rt.date_field]
@@ -221,11 +221,11 @@ class SourceAPI:
         keys = [self._key(number) for number in numbers]
         return {key[-1] for key in self.store.existing_keys(self.default_type(), keys)}
 
-    def _key(self, number: str) -> tuple:
-        """A stored key of this source's type from its last field: the source first, the other
-        fields from the source's defaults (its country)."""
+    def _key(self, number: str, rt: RecordType | None = None) -> tuple:
+        """A stored key of a type (default: this source's) from its last field: the source
+        first, the other fields from the source's defaults (its country)."""
         defaults = self.record_defaults()
-        rt = self.default_type()
+        rt = rt or self.default_type()
         return (self.source, *(defaults.get(name) for name in rt.key[:-1]), number)
 
     # ---- records ----------------------------------------------------------------------

@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from basecrawler.errors import ConfigError
-from basecrawler.manufacturers import manufacturer_key
 from basecrawler.recordtypes import RecordType, get_record_type
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 
 TRIGRAM = 3
@@ -166,13 +166,40 @@ def _either_language(column: str, value: str, params: list) -> str:
 
 
 def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str) -> str:
+    facet = record_type.facet(field)
+    value = facet.filter_value(value)
+    if facet.ranged:
+        return _ranged_condition(field, value, params, dialect)
     params.append(value)
-    if record_type.facet(field).multi:   # a JSON list: any of its values
+    if facet.multi:   # a JSON list: any of its values
         if dialect == "postgresql":
             return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
                     "WHERE LOWER(v.value) = LOWER(?))")
         return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
     return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
+
+
+def _ranged_condition(field: str, value, params: list, dialect: str) -> str:
+    """The value itself, or a stored range `low-high` of values as wide as it that holds it
+    (equal widths compare correctly as text: "2019" <= "2020" <= "2021")."""
+    column = f"r.[{field}]"
+    dash = f"strpos({column}, '-')" if dialect == "postgresql" else f"instr({column}, '-')"
+    params.extend([value, value, value, value])
+    return (f"({column} = ? OR (length({column}) = 2 * length(?) + 1 AND {dash} = length(?) + 1 "
+            f"AND ? BETWEEN substr({column}, 1, {dash} - 1) AND substr({column}, {dash} + 1)))")
+
+
+def _option_condition(record_type: RecordType, option: str, value: str, params: list, dialect: str) -> str:
+    """A named option (`--manufacturer X`) through the facet declared for it: the normalised
+    value on the facet's column (every spelling of a maker finds its key), or a substring of
+    the facet's `also_text` in either language."""
+    facet = record_type.facet_for_option(option)
+    if facet is None:
+        raise UnknownFilter(f"--{option} does not apply to {record_type.name} (it declares no facet for --{option})")
+    condition = _facet_condition(record_type, facet.field, value, params, dialect)
+    if facet.also_text is None:
+        return condition
+    return f"({condition} OR {_either_language(facet.also_text, value, params)})"
 
 
 def _pair(base: str) -> tuple[str, str]:
@@ -201,26 +228,12 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
         params.extend(c.upper() for c in filters.countries)
     if filters.manufacturer:
-        _needs(record_type, "--manufacturer", "manufacturer_key", *_pair("manufacturer"))
-        # The normalised key finds every spelling of the maker ("Ford Motor Company" finds FORD,
-        # Ford, FORD MOTOR CO.); a substring of the published or Korean name still matches too.
-        key_params: list = [manufacturer_key(filters.manufacturer)]
-        either = _either_language("manufacturer", filters.manufacturer, key_params)
-        where.append(f"(r.manufacturer_key = ? OR {either})")
-        params.extend(key_params)
+        where.append(_option_condition(record_type, "manufacturer", filters.manufacturer, params, dialect))
     if filters.model:
         _needs(record_type, "--model", *_pair("model"))
         where.append(_either_language("model", filters.model, params))
     if filters.year is not None:
-        _needs(record_type, "--year", "model_year")
-        # model_year is "2021" or a range "2019-2021" (see model.year_range); a year inside
-        # the range matches. Four-digit years compare correctly as text.
-        year = f"{int(filters.year):04d}"
-        is_range = ("r.model_year ~ '^[0-9]{4}-[0-9]{4}$'" if dialect == "postgresql" else
-                    "r.model_year GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9][0-9][0-9]'")
-        where.append(f"(r.model_year = ? OR ({is_range} "
-                     "AND substr(r.model_year, 1, 4) <= ? AND substr(r.model_year, 6, 4) >= ?))")
-        params.extend([year, year, year])
+        where.append(_option_condition(record_type, "year", str(int(filters.year)), params, dialect))
     if filters.since or filters.until:
         if record_type.date_field is None:
             raise UnknownFilter(f"--since/--until do not apply to {record_type.name} (it has no date)")
@@ -295,6 +308,16 @@ def count_by_source(conn, record_type: RecordType) -> dict[str, int]:
     return {source: n for source, n in conn.execute(sql).fetchall()}
 
 
+def date_unknown_by_source(conn, record_type: RecordType) -> dict[str, int]:
+    """Records of the type stored without a known date, per source (sources with none are
+    absent; {} for a type whose records always have one)."""
+    if not record_type.has_date_unknown:
+        return {}
+    sql = (f"SELECT source, COUNT(*) FROM [{record_type.table}] WHERE [{DATE_UNKNOWN}] = 1 "
+           "GROUP BY source ORDER BY source")
+    return {source: n for source, n in conn.execute(sql).fetchall()}
+
+
 def counts_by_type(conn) -> dict[str, dict[str, int]]:
     """Type name → source → records, for every declared type (in name order)."""
     from basecrawler.recordtypes import record_types
@@ -337,4 +360,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "count_by_source", "counts_by_type", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]

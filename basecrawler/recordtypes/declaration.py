@@ -42,13 +42,27 @@ class Facet:
     `multi`: the field holds several values (a JSON list in the column); a filter matches a
     record when any of its values matches. `expand`: a stored value → the facet values it
     counts under (a model-year range "2019-2021" counts under 2019, 2020 and 2021); None means
-    the value itself.
+    the value itself. `normalise`: a filter value → the form stored in the column (a maker's
+    published name → its key: `Ford Motor Company` → `FORD`), applied to `--filter` and to the
+    facet's `option`. `option`: the name of a command-line option that filters by this facet
+    (`manufacturer` → `--manufacturer`). `also_text`: a translated base whose original or Korean
+    text, by substring, also matches a filter given through `option`. `ranged`: a stored value
+    may be an inclusive range `low-high` of two values as wide as a filter value (model years
+    `2019-2021`); a filter value inside the range matches it.
     """
 
     field: str
     label: str
     multi: bool = False
     expand: Callable[[Any], list[str]] | None = None
+    normalise: Callable[[Any], Any] | None = None
+    option: str | None = None
+    also_text: str | None = None
+    ranged: bool = False
+
+    def filter_value(self, value: Any) -> Any:
+        """A value as a user typed it → the value the column holds."""
+        return self.normalise(value) if self.normalise is not None else value
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,8 @@ class RecordType:
         known = fields | set(self.derived_columns) | {"source"}
         problems += [f"searchable {name!r} is not in the model" for name in self.searchable if name not in fields]
         problems += [f"facet {f.field!r} is not a field" for f in self.facets if f.field not in known]
+        problems += [f"facet {f.field!r}: also_text {f.also_text!r} is not a translated field"
+                     for f in self.facets if f.also_text is not None and f.also_text not in self.translated]
         if self.same_as_field is not None and self.same_as_field not in known:
             problems.append(f"same_as_field {self.same_as_field!r} is not a field")
         reserved = {"id", "source", *BOOKKEEPING_COLUMNS} & (fields | set(self.derived_columns))
@@ -188,6 +204,10 @@ class RecordType:
 
     def facet(self, name: str) -> Facet | None:
         return next((f for f in self.facets if f.field == name), None)
+
+    def facet_for_option(self, option: str) -> Facet | None:
+        """The facet a named command-line option (`--manufacturer`) filters by, if declared."""
+        return next((f for f in self.facets if f.option == option), None)
 
     def label(self, column: str) -> str:
         return self.labels.get(column, column.replace("_", " "))

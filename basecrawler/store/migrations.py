@@ -253,15 +253,17 @@ def _m006_fts_fed_per_batch(db: sqlite_utils.Database) -> None:
 
 def _m005_manufacturer_key(db: sqlite_utils.Database) -> None:
     """`recalls.manufacturer_key`: the published manufacturer normalised by the rule table in
-    basecrawler/manufacturers.py (Ford / FORD / Ford Motor Company → FORD), for facets and
-    filters; manufacturer_original stays as published. Filled here for existing rows; the store
-    writes it with every upsert."""
-    from basecrawler.manufacturers import refill_manufacturer_keys
+    of the vehicle_recall type (Ford / FORD / Ford Motor Company → FORD), for facets and
+    filters; manufacturer_original stays as published. Filled here for existing rows through
+    the type's declaration (its `derived`, found in the registry: the framework never imports
+    the rule table); the store writes it with every upsert."""
+    from basecrawler.recordtypes import get_record_type
+    from basecrawler.recordtypes.derived import refill_derived
 
     if "manufacturer_key" not in db["recalls"].columns_dict:
         db["recalls"].add_column("manufacturer_key", str)
     db["recalls"].create_index(["manufacturer_key"], if_not_exists=True)
-    refill_manufacturer_keys(db.conn)
+    refill_derived(db.conn, get_record_type("vehicle_recall"), columns=("manufacturer_key",))
 
 
 def _m007_translation_claims(db: sqlite_utils.Database) -> None:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from basecrawler.errors import ConfigError, CrawlerError
+from basecrawler.recordtypes import record_types
+from basecrawler.recordtypes.tables import fts_table
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +154,7 @@ def copy_store(source, target) -> dict[str, TableCopy]:
         except Exception as exc:
             copy.error = copy.error or f"{type(exc).__name__}: {exc}"
         log.info("migrate: %s %d → %s rows", table, copy.source_rows, copy.target_rows)
-    if target.engine == "sqlite":
-        _rebuild_fts(target)
+    _rebuild_fts(target)
     return result
 
 
@@ -185,9 +186,16 @@ def _identity_columns(store, table: str) -> list[str]:
 
 
 def _rebuild_fts(store) -> None:
-    """Every full-text index of a SQLite target, rebuilt from its (copied) content table."""
+    """Every full-text index of a SQLite target rebuilt from its (copied) content table: every
+    declared type's (`Store.rebuild_search_indexes`), then any other FTS5 table the copy holds
+    (the index of a type whose module is not installed here). PostgreSQL's indexes need nothing."""
+    if store.engine != "sqlite":
+        return
+    store.rebuild_search_indexes()
+    declared = {fts_table(record_type) for record_type in record_types().values() if record_type.text_index_columns}
     for row in store.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'"):
-        store.write(lambda db, name=row["name"]: db.conn.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
+        if row["name"] not in declared:
+            store.write(lambda db, name=row["name"]: db.conn.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
 
 
 def failed_tables(result: dict[str, TableCopy]) -> list[str]:

@@ -14,6 +14,10 @@ lives in its own column `recalls.manufacturer_key`, written with every stored re
 maker, add one line to ALIASES with a test in tests/test_manufacturers.py. Existing rows keep
 the key computed when they were last written: after changing the rules, refill them with
 `refill_manufacturer_keys()`.
+
+The table belongs to the vehicle_recall type (its declaration derives `manufacturer_key` with it
+and normalises `--manufacturer` / `--filter manufacturer_key=` through it); the framework never
+imports it.
 """
 from __future__ import annotations
 
@@ -124,35 +128,12 @@ def manufacturer_key(name: str | None) -> str | None:
 
 
 def refill_manufacturer_keys(conn) -> int:
-    """Recompute `recalls.manufacturer_key` for every row (after the rules changed, or in the
-    migration that adds the column). Returns the number of rows whose key changed.
+    """Recompute the stored `manufacturer_key` of every vehicle recall (after the rules
+    changed). Returns the number of rows whose key changed. See `refill_derived`."""
+    from basecrawler.recordtypes import get_record_type
+    from basecrawler.recordtypes.derived import refill_derived
 
-    One transaction (a savepoint, so it nests inside a migration). The full-text index's
-    AFTER UPDATE trigger is dropped for its duration and put back as it was: it would rewrite
-    every row's index entry although the key is not indexed (56 s instead of ~1 s for 30,000
-    rows), and inside the transaction no other connection can see it missing.
-    """
-    conn.execute("SAVEPOINT refill_manufacturer_keys")
-    try:
-        suspended = conn.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'recalls' "
-            "AND sql LIKE '%AFTER UPDATE ON recalls%' AND sql LIKE '%recalls_fts%'").fetchall()
-        for name, _ in suspended:
-            conn.execute(f'DROP TRIGGER "{name}"')
-        updates = [(key, row_id)
-                   for row_id, original, old_key in conn.execute(
-                       "SELECT id, manufacturer_original, manufacturer_key FROM recalls").fetchall()
-                   if (key := manufacturer_key(original)) != old_key]
-        for start in range(0, len(updates), 1000):
-            conn.executemany("UPDATE recalls SET manufacturer_key = ? WHERE id = ?", updates[start:start + 1000])
-        for _, sql in suspended:
-            conn.execute(sql)
-        conn.execute("RELEASE refill_manufacturer_keys")
-    except BaseException:
-        conn.execute("ROLLBACK TO refill_manufacturer_keys")
-        conn.execute("RELEASE refill_manufacturer_keys")
-        raise
-    return len(updates)
+    return refill_derived(conn, get_record_type("vehicle_recall"))
 
 
 __all__ = ["ALIASES", "SUFFIXES", "manufacturer_key", "refill_manufacturer_keys", "clean"]
