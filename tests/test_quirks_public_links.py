@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from urllib.parse import urlsplit
 
 from basecrawler.pipeline.registry import discover
+from basecrawler.recordtypes import record_types
 from quirks_support import cli, rows, replay_server
 
 # (source, endpoint, public host whose replay folder the loopback server serves): every endpoint
@@ -39,11 +40,14 @@ def test_every_source_stores_public_links_behind_an_endpoint_override(tmp_path):
     assert done.returncode == 0, done.stderr
     assert all(server.requests for server in servers)   # every endpoint really went to its loopback server
 
-    stored = rows(db, "SELECT source, recall_number, source_url, extra FROM recalls")
-    assert {r["source"] for r in stored} == {source_id for source_id, _, _ in ENDPOINTS}
-    for row in stored:
+    # Every record of every type, as (source, links): no stored link names the loopback server.
+    every_type = [rows(db, f"SELECT source, source_url, extra FROM {t.table}") for t in record_types().values()]
+    assert {r["source"] for table in every_type for r in table} == {source_id for source_id, _, _ in ENDPOINTS}
+    for row in (r for table in every_type for r in table):
         every = links(json.loads(row["extra"] or "{}")) + [row["source_url"] or ""]
         assert not any("127.0.0.1" in link or "localhost" in link for link in every), (row["source"], every)
+
+    stored = rows(db, "SELECT source, recall_number, source_url, extra FROM recalls")
 
     # What each source's links look like, written for the sources below (a new one is covered
     # by the loopback check above).

@@ -71,22 +71,22 @@ def test_crawl_killed_then_rerun_stores_the_universe_exactly_once(tmp_path, sour
 def test_translation_killed_mid_batch_then_rerun_translates_every_row(tmp_path):
     from translate.backends import backend_from_env
     from translate.fakeserver import FakeLibreTranslate
-    from translate.worker import translate_pending
+    from translate.worker import count_pending, translate_pending
 
     db = str(tmp_path / "tr.db")
     store = Store(db)
     for source_id in ("eu", "au"):
         discover()[source_id](store, settings=fast_settings(db, replay_dir=str(REPLAY_DIR)), mode="full").run()
-    total = store.count_recalls()
+    total = count_pending(store)     # eu's product alerts are translated too, not only recalls
     with FakeLibreTranslate() as server:
         kill_child(db, "translate", server.url, "translate:2")
         assert_intact(store)
-        pending = store.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL")
+        pending = count_pending(store)
         assert 0 < pending < total  # one batch landed, the one in flight was lost
         backend = backend_from_env({"BASECRAWLER_TRANSLATE_BACKEND": "libretranslate",
                                     "BASECRAWLER_LIBRETRANSLATE_URL": server.url})
         report = translate_pending(store, backend, batch_rows=5)
     assert_intact(store)
-    assert store.scalar("SELECT COUNT(*) FROM recalls WHERE translated_at IS NULL") == 0
+    assert count_pending(store) == 0
     assert report.translated + report.from_memory + report.blocked + report.failed == pending
     store.close()
