@@ -24,7 +24,7 @@ from basecrawler.store.engines import is_postgres_url
 from basecrawler.errors import ReplayMiss
 
 # The replay set that comes with a source checkout (absent from an installed wheel).
-DEFAULT_REPLAY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "replay"
+DEFAULT_REPLAY_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "replay"
 
 
 def exchange_key(method: str, url: str) -> tuple[str, str]:
