@@ -291,6 +291,72 @@ def test_a_server_gone_for_good_fails_the_source_in_one_line_and_later_sources_s
         _start(cluster)
 
 
+def _lock_taken_by_someone(url: str, source: str) -> bool:
+    """Whether a session holds `source`'s run lock (tried from a session of our own)."""
+    from basecrawler.pipeline.runlock import LOCK_NAMESPACE, PgRunLock
+    with psycopg.connect(url, autocommit=True) as probe:
+        free = probe.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                             [LOCK_NAMESPACE, PgRunLock(url, scope=source).key]).fetchone()[0]
+    return not free
+
+
+def test_a_crawl_takes_its_run_lock_back_after_a_server_restart(cluster, url, caplog):
+    store = Store(url)
+    seen = {}
+
+    class Restarting(SlowSource):
+        pause_s = 0
+
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 30:
+                    seen["before"] = _lock_taken_by_someone(url, "slow")
+                    cluster.restart()   # ends every session: the lock's too
+                if index == 60:         # six batches written since the restart
+                    seen["after"] = _lock_taken_by_someone(url, "slow")
+                yield entry
+    try:
+        with caplog.at_level(logging.INFO):
+            result = Restarting(store, items=[f"L{n}" for n in range(80)], settings=fast_settings(url, batch_size=5),
+                                mode="full").run()
+        assert result.status == "succeeded", result.summary_line()
+        assert seen == {"before": True, "after": True}
+        assert any("taken back" in r.getMessage() for r in caplog.records)
+        assert not _lock_taken_by_someone(url, "slow")   # and given back at the end
+    finally:
+        store.close()
+
+
+def test_a_crawl_whose_run_lock_was_taken_during_a_restart_stops_in_one_line(cluster, url, caplog):
+    from basecrawler.pipeline.runlock import LOCK_NAMESPACE, PgRunLock
+    store = Store(url)
+    rival = []
+
+    class Restarting(SlowSource):
+        pause_s = 0
+
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 30:
+                    cluster.restart()
+                    # Another machine starts the same source before this crawl writes again.
+                    rival.append(psycopg.connect(url, autocommit=True))
+                    rival[0].execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, PgRunLock(url, scope="slow").key])
+                yield entry
+    try:
+        with caplog.at_level(logging.INFO):
+            result = Restarting(store, items=[f"L{n}" for n in range(80)], settings=fast_settings(url, batch_size=5),
+                                mode="full").run()
+        assert result.status == "failed" and "RunLockLost" in result.error, result.summary_line()
+        assert "taken by another crawl" in result.error
+        assert store.count_recalls("slow") < 80   # it stopped writing
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+    finally:
+        for conn in rival:
+            conn.close()
+        store.close()
+
+
 def _start(cluster) -> None:
     """Start the module's server again if a test stopped it."""
     try:

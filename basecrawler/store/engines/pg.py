@@ -67,6 +67,10 @@ STATEMENT_TIMEOUT_S = 300.0
 RECONNECT_S = 60.0
 RECONNECT_FIRST_WAIT_S = 0.25
 RECONNECT_MAX_WAIT_S = 5.0
+# url → callables run after each reconnect of a PgConnection to that url, before the statement
+# that needed it: the run lock (pipeline/runlock.py) takes back the advisory lock a server
+# restart dropped, or raises to stop the crawl when another holder has it by now.
+_reconnect_hooks: dict[str, list] = {}
 # SQLSTATEs of a connection the server ended or cannot serve yet (besides libpq's own
 # "server closed the connection", which has none): admin / crash shutdown, starting up.
 _LOST_STATES = {"57P01", "57P02", "57P03"}
@@ -283,6 +287,8 @@ class PgConnection:
                 wait = min(wait * 2, RECONNECT_MAX_WAIT_S)
                 continue
             log.info("PostgreSQL: reconnected to %s after %.1fs", redact(self.url), time.monotonic() - started)
+            for hook in list(_reconnect_hooks.get(self.url, ())):
+                hook()
             return
 
     @property
@@ -405,6 +411,19 @@ class PgDatabase:
             "ORDER BY table_name").fetchall()]
 
 
+def add_reconnect_hook(url: str, hook) -> None:
+    """Run `hook()` after every reconnect to `url` (it may raise to refuse the new session)."""
+    _reconnect_hooks.setdefault(url, []).append(hook)
+
+
+def remove_reconnect_hook(url: str, hook) -> None:
+    hooks = _reconnect_hooks.get(url, [])
+    if hook in hooks:
+        hooks.remove(hook)
+    if not hooks:
+        _reconnect_hooks.pop(url, None)
+
+
 def application_name() -> str:
     """`basecrawler <host> <pid>` (63 bytes at most, PostgreSQL's limit)."""
     return f"{APPLICATION_PREFIX} {socket.gethostname()[:40]} {os.getpid()}"
@@ -419,4 +438,4 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 __all__ = ["PgConnection", "PgDatabase", "Cursor", "ConnectionLost", "DatabaseUnreachable", "InvalidDatabaseUrl", "connect",
-           "connection_params", "one_line", "is_connection_lost", "translate", "application_name", "is_retryable"]
+           "connection_params", "one_line", "add_reconnect_hook", "remove_reconnect_hook", "is_connection_lost", "translate", "application_name", "is_retryable"]
