@@ -411,3 +411,45 @@ def test_redact_and_scrub_never_leave_the_password():
         connection_params("postgresql://u:se%cret@h/db")
     assert "se%cret" not in str(caught.value) and "postgresql://u:***@h/db" in str(caught.value)
     assert ConnectionLost("x").kind == "connection_lost"
+
+
+# ---- 4. a restart mid-translate ----------------------------------------------------------------
+def test_a_translation_run_survives_a_server_restart_losing_and_duplicating_nothing(cluster, url, caplog):
+    from basecrawler import Recall
+    from translate.backends import Backend
+    from translate.fakeserver import pseudo_korean
+    from translate.worker import translate_pending
+
+    class RestartingBackend(Backend):
+        """Translates like the fake server; the server restarts during the third call."""
+        name = "restarting"
+
+        def __init__(self):
+            super().__init__()
+            self.sent = []
+
+        def translate(self, texts, source_lang, target_lang="ko"):
+            self.count_call()
+            if self.calls == 3:   # rows claimed, their translations not written yet
+                cluster.restart()
+            self.sent.extend(texts)
+            return [pseudo_korean(t) for t in texts]
+
+    store = Store(url)
+    try:
+        store.upsert_recalls([Recall(country="XX", recall_number=f"T{n:03d}", recall_date="2024-05-01",
+                                     source_lang="en", summary_original=f"Summary number {n} of the fleet")
+                              for n in range(40)], source="demo")
+        backend = RestartingBackend()
+        with caplog.at_level(logging.INFO):
+            report = translate_pending(store, backend, batch_rows=5)
+        assert backend.calls > 3, "the restart never happened"
+        assert (report.translated, report.pending) == (40, 0)
+        assert len(backend.sent) - len(set(backend.sent)) <= 5    # at most the cut batch sent again
+        assert len(set(backend.sent)) == 40
+        assert store.scalar("SELECT COUNT(*) FROM recalls WHERE summary_ko IS NULL OR translated_at IS NULL") == 0
+        assert store.scalar("SELECT COUNT(*) FROM translation_claims") == 0
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+        assert any("reconnected" in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()
