@@ -335,13 +335,19 @@ def refill_derived_columns(conn, type_name: str) -> int:
             changed += len(updates)
 
 
+def refill_maker_keys(conn) -> int:
+    """Migration 9's work on either engine (PostgreSQL's step 9 calls it too)."""
+    changed = refill_derived_columns(conn, "vehicle_recall")
+    if changed:
+        log.info("manufacturer keys refilled for %d stored recalls", changed)
+    return changed
+
+
 def _m009_refill_maker_keys(db: sqlite_utils.Database) -> None:
     """Maker names the rule table learned later (katakana ones such as フィアット → FIAT) gave
     rows stored before an unnormalised key; recompute the vehicle recalls' derived columns.
     The full-text trigger fires only for indexed columns (migration 7), so this is quick."""
-    changed = refill_derived_columns(db.conn, "vehicle_recall")
-    if changed:
-        log.info("manufacturer keys refilled for %d stored recalls", changed)
+    refill_maker_keys(db.conn)
 
 
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,

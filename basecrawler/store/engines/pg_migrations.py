@@ -51,9 +51,9 @@ def _p008_version_history(conn) -> None:
 def _p009_refill_maker_keys(conn) -> None:
     """SQLite's migration 9 on PostgreSQL: the vehicle recalls' derived columns (the maker key)
     recomputed for rows stored before the maker table learned their names."""
-    from basecrawler.store.migrations import refill_derived_columns
+    from basecrawler.store.migrations import refill_maker_keys
 
-    refill_derived_columns(conn, "vehicle_recall")
+    refill_maker_keys(conn)
 
 
 STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys]
