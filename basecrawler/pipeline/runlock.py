@@ -14,7 +14,8 @@ A server restart ends the lock's session, and with it the lock. The store's conn
 same database notices the restart at its next statement and reconnects; right then (before that
 statement, so before the next batch is written) the held lock checks its own session and, if it
 is gone, takes the lock back on a new one. If another crawl took it meanwhile, `RunLockLost`
-(one line) stops this run.
+(one line) stops this run, and until `release()` the store's connection writes nothing but the
+run's own record (pg.py's fence), so not even the batch it refused is flushed later.
 """
 from __future__ import annotations
 

@@ -354,6 +354,7 @@ class PgConnection:
         self._lost = False       # the connection broke inside that transaction
         self._unwatched = False  # this transaction turned the statement timeout off
         self._hung = False       # the watchdog cut the last statement: one reconnect attempt, no back-off
+        self._fence = None       # (hook, error) of a reconnect hook that refused this connection
         self._deadline_s = answer_deadline_s(connection_params(url))
         self.raw = self._connect()
 
@@ -387,7 +388,13 @@ class PgConnection:
             self._hung = False
             log.info("PostgreSQL: reconnected to %s after %.1fs", redact(self.url), time.monotonic() - started)
             for hook in list(_reconnect_hooks.get(self.url, ())):
-                hook()
+                try:
+                    hook()
+                except CrawlerError as exc:
+                    # Refused (the run lock went to another crawl): until that hook is removed,
+                    # this connection writes nothing but the run's own record (crawl_runs).
+                    self._fence = (hook, exc)
+                    raise
             return
 
     @property
@@ -412,6 +419,8 @@ class PgConnection:
             if not begins:
                 raise ConnectionLost(f"connection to {redact(self.url)} lost in this transaction")
             self._lost = self._in_tx = False
+        if self._fence is not None:
+            self._check_fence(sql, begins or ends)
         if self.raw.closed and not self._in_tx:
             self._reconnect()
         try:
@@ -437,6 +446,17 @@ class PgConnection:
         elif ends:
             self._in_tx = self._unwatched = False
         return result
+
+    def _check_fence(self, sql: str, bracket: bool) -> None:
+        hook, exc = self._fence
+        if hook not in _reconnect_hooks.get(self.url, ()):
+            self._fence = None   # the lock was released: the fence goes with it
+            return
+        head = sql.lstrip()[:10].upper()
+        if bracket or head.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK")) or _READ_ONLY.match(sql) \
+                or "crawl_runs" in sql:
+            return
+        raise exc
 
     def _watched(self, sql: str, run):
         """`run(raw)` under the watchdog (module docstring); a cut statement raises
