@@ -50,7 +50,7 @@ def test_the_previous_release_schema_upgrades_step_by_step_with_its_data_kept(ol
     store = Store(old_url)
     try:
         versions = _versions(old_url)
-        assert [v for v, _ in versions] == [7, 8] == [7, pg_migrations.latest_version()]
+        assert [v for v, _ in versions] == [7, 8, 9] == list(range(7, pg_migrations.latest_version() + 1))
         assert versions[1][1] == "_p008_version_history"
         row = store.get_recall("US", "24V-001")
         assert (row["summary_original"], row["summary_ko"], row["translated_at"]) == (
@@ -65,7 +65,7 @@ def test_the_previous_release_schema_upgrades_step_by_step_with_its_data_kept(ol
     finally:
         store.close()
     Store(old_url).close()   # opening again runs nothing twice
-    assert [v for v, _ in _versions(old_url)] == [7, 8]
+    assert [v for v, _ in _versions(old_url)] == list(range(7, pg_migrations.latest_version() + 1))
 
 
 def test_a_new_step_runs_once_in_order_and_is_recorded(old_url, monkeypatch):
@@ -80,7 +80,8 @@ def test_a_new_step_runs_once_in_order_and_is_recorded(old_url, monkeypatch):
         # Runs after step 9: its column exists and is filled.
         ran.append(conn.execute("SELECT units_note FROM recalls").fetchone()[0])
 
-    monkeypatch.setattr(pg_migrations, "STEPS", [*pg_migrations.STEPS, _p009_split_units, _p010_after])
+    # After step 8 only (the later real steps would take these numbers).
+    monkeypatch.setattr(pg_migrations, "STEPS", [pg_migrations.STEPS[0], _p009_split_units, _p010_after])
     Store(old_url).close()
     Store(old_url).close()
     assert ran == [9, "from step 9"]

@@ -291,6 +291,74 @@ def test_a_server_gone_for_good_fails_the_source_in_one_line_and_later_sources_s
         _start(cluster)
 
 
+def _lock_taken_by_someone(url: str, source: str) -> bool:
+    """Whether a session holds `source`'s run lock (tried from a session of our own)."""
+    from basecrawler.pipeline.runlock import LOCK_NAMESPACE, PgRunLock
+    with psycopg.connect(url, autocommit=True) as probe:
+        free = probe.execute("SELECT pg_try_advisory_lock(%s, %s)",
+                             [LOCK_NAMESPACE, PgRunLock(url, scope=source).key]).fetchone()[0]
+    return not free
+
+
+def test_a_crawl_takes_its_run_lock_back_after_a_server_restart(cluster, url, caplog):
+    store = Store(url)
+    seen = {}
+
+    class Restarting(SlowSource):
+        pause_s = 0
+
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 30:
+                    seen["before"] = _lock_taken_by_someone(url, "slow")
+                    cluster.restart()   # ends every session: the lock's too
+                if index == 60:         # six batches written since the restart
+                    seen["after"] = _lock_taken_by_someone(url, "slow")
+                yield entry
+    try:
+        with caplog.at_level(logging.INFO):
+            result = Restarting(store, items=[f"L{n}" for n in range(80)], settings=fast_settings(url, batch_size=5),
+                                mode="full").run()
+        assert result.status == "succeeded", result.summary_line()
+        assert seen == {"before": True, "after": True}
+        assert any("taken back" in r.getMessage() for r in caplog.records)
+        assert not _lock_taken_by_someone(url, "slow")   # and given back at the end
+    finally:
+        store.close()
+
+
+def test_a_crawl_whose_run_lock_was_taken_during_a_restart_stops_in_one_line(cluster, url, caplog):
+    from basecrawler.pipeline.runlock import LOCK_NAMESPACE, PgRunLock
+    store = Store(url)
+    rival = []
+
+    class Restarting(SlowSource):
+        pause_s = 0
+
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 30:
+                    cluster.restart()
+                    # Another machine starts the same source before this crawl writes again.
+                    rival.append(psycopg.connect(url, autocommit=True))
+                    rival[0].execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, PgRunLock(url, scope="slow").key])
+                yield entry
+    try:
+        with caplog.at_level(logging.INFO):
+            result = Restarting(store, items=[f"L{n}" for n in range(80)], settings=fast_settings(url, batch_size=5),
+                                mode="full").run()
+        assert result.status == "failed" and "RunLockLost" in result.error, result.summary_line()
+        assert "taken by another crawl" in result.error
+        # Nothing written after the restart: the batch refused at its BEGIN is not flushed later.
+        assert store.count_recalls("slow") == 30, store.count_recalls("slow")
+        assert store.last_run("slow")["status"] == "failed"   # the run's own record is still written
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+    finally:
+        for conn in rival:
+            conn.close()
+        store.close()
+
+
 def _start(cluster) -> None:
     """Start the module's server again if a test stopped it."""
     try:
@@ -345,3 +413,208 @@ def test_redact_and_scrub_never_leave_the_password():
         connection_params("postgresql://u:se%cret@h/db")
     assert "se%cret" not in str(caught.value) and "postgresql://u:***@h/db" in str(caught.value)
     assert ConnectionLost("x").kind == "connection_lost"
+
+
+# ---- 4. a restart mid-translate ----------------------------------------------------------------
+def test_a_translation_run_survives_a_server_restart_losing_and_duplicating_nothing(cluster, url, caplog):
+    from basecrawler import Recall
+    from translate.backends import Backend
+    from translate.fakeserver import pseudo_korean
+    from translate.worker import translate_pending
+
+    class RestartingBackend(Backend):
+        """Translates like the fake server; the server restarts during the third call."""
+        name = "restarting"
+
+        def __init__(self):
+            super().__init__()
+            self.sent = []
+
+        def translate(self, texts, source_lang, target_lang="ko"):
+            self.count_call()
+            if self.calls == 3:   # rows claimed, their translations not written yet
+                cluster.restart()
+            self.sent.extend(texts)
+            return [pseudo_korean(t) for t in texts]
+
+    store = Store(url)
+    try:
+        store.upsert_recalls([Recall(country="XX", recall_number=f"T{n:03d}", recall_date="2024-05-01",
+                                     source_lang="en", summary_original=f"Summary number {n} of the fleet")
+                              for n in range(40)], source="demo")
+        backend = RestartingBackend()
+        with caplog.at_level(logging.INFO):
+            report = translate_pending(store, backend, batch_rows=5)
+        assert backend.calls > 3, "the restart never happened"
+        assert (report.translated, report.pending) == (40, 0)
+        assert len(backend.sent) - len(set(backend.sent)) <= 5    # at most the cut batch sent again
+        assert len(set(backend.sent)) == 40
+        assert store.scalar("SELECT COUNT(*) FROM recalls WHERE summary_ko IS NULL OR translated_at IS NULL") == 0
+        assert store.scalar("SELECT COUNT(*) FROM translation_claims") == 0
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+        assert any("reconnected" in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()
+
+
+# ---- 5. a server that hangs after accepting ----------------------------------------------------
+def _server_processes(cluster) -> list[int]:
+    """The postmaster and every process it started (its backends and helpers)."""
+    import os
+    with open(f"{cluster.data}/postmaster.pid") as f:
+        postmaster = int(f.readline())
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == postmaster:
+                        children.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return [postmaster, *children]
+
+
+class frozen:
+    """`with frozen(cluster):` — every process of the server SIGSTOPped (a frozen host: the
+    kernel still accepts connections and answers keepalives), SIGCONT at the end."""
+
+    def __init__(self, cluster):
+        self.pids = _server_processes(cluster)
+
+    def __enter__(self):
+        import os
+        import signal
+        for pid in self.pids:
+            os.kill(pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        import signal
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+def _within(seconds: float, call, unfreeze=None):
+    """`call()`'s result or exception, run in a thread; a call still waiting after `seconds`
+    fails the test (the server is thawed first, so nothing is left hanging)."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(call())
+        except Exception as exc:
+            outcome.append(exc)
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        for frozen_server in unfreeze or ():
+            frozen_server.__exit__()
+        pytest.fail(f"still waiting after {seconds}s: nothing cut the hung statement")
+    return outcome[0]
+
+
+@pytest.fixture
+def short_timeouts(monkeypatch):
+    monkeypatch.setenv("BASECRAWLER_PG_STATEMENT_TIMEOUT_S", "1")
+    monkeypatch.setenv("BASECRAWLER_PG_CONNECT_TIMEOUT_S", "2")
+    return {"BASECRAWLER_PG_STATEMENT_TIMEOUT_S": "1", "BASECRAWLER_PG_CONNECT_TIMEOUT_S": "2"}
+
+
+def test_a_statement_to_a_server_frozen_after_accepting_ends_within_the_timeouts(cluster, url, short_timeouts):
+    store = Store(url)
+    try:
+        assert store.scalar("SELECT 1") == 1
+        with frozen(cluster):
+            started = time.monotonic()
+            outcome = _within(10, lambda: store.scalar("SELECT 2"))
+            waited = time.monotonic() - started
+        assert waited < 1 + 2 + 1.5, waited          # statement + connect timeouts, and the watchdog's tick
+        assert isinstance(outcome, ConnectionLost), outcome
+        assert "did not answer within 3s" in str(outcome) and "\n" not in str(outcome)
+        assert store.scalar("SELECT 3") == 3         # once it answers again, the next statement reconnects
+    finally:
+        store.close()
+
+
+def test_a_crawl_against_a_server_frozen_mid_way_fails_in_one_line_within_seconds(cluster, url, short_timeouts, caplog):
+    store = Store(url)
+    freezer = []
+
+    class Freezing(SlowSource):
+        def fetch(self):
+            for index, entry in enumerate(super().fetch()):
+                if index == 20:
+                    freezer.append(frozen(cluster).__enter__())
+                yield entry
+    try:
+        started = time.monotonic()
+        with caplog.at_level(logging.INFO):
+            result = _within(20, Freezing(store, items=[f"F{n}" for n in range(40)],
+                                          settings=fast_settings(url, batch_size=5), mode="full").run,
+                             unfreeze=freezer)
+        waited = time.monotonic() - started
+        assert result.status == "failed" and "did not answer" in result.error, result.summary_line()
+        assert waited < 15, waited   # the cut statement (3 s), then one connect attempt (2 s) to record the run
+        assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
+    finally:
+        for frozen_server in freezer:
+            frozen_server.__exit__()
+        store.close()
+
+
+class StallingServer(SilentServer):
+    """Completes PostgreSQL's start-up (SSL refused, trust authentication, ready for query),
+    then never answers a query."""
+
+    def _accept(self):
+        import struct
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            self.accepted.append(conn)
+            threading.Thread(target=self._startup, args=(conn, struct), daemon=True).start()
+
+    @staticmethod
+    def _startup(conn, struct):
+        try:
+            while True:
+                length = struct.unpack("!i", conn.recv(4, socket.MSG_WAITALL))[0]
+                body = conn.recv(length - 4, socket.MSG_WAITALL)
+                code = struct.unpack("!i", body[:4])[0]
+                if code in (80877103, 80877104):   # SSLRequest / GSSENCRequest: not here
+                    conn.sendall(b"N")
+                    continue
+                break
+            def message(kind, payload):
+                return kind + struct.pack("!i", len(payload) + 4) + payload
+            conn.sendall(message(b"R", struct.pack("!i", 0))                       # AuthenticationOk
+                         + message(b"S", b"server_version\x0015.0\x00")
+                         + message(b"S", b"client_encoding\x00UTF8\x00")
+                         + message(b"K", struct.pack("!ii", 1, 2))
+                         + message(b"Z", b"I"))                                   # ReadyForQuery
+        except (OSError, struct.error):
+            pass   # then silence: the first query waits for an answer that never comes
+
+
+def test_a_command_against_a_server_that_stalls_after_its_startup_ends_in_one_line(short_timeouts):
+    server = StallingServer()
+    try:
+        db = f"postgresql://crawler:s3cret@127.0.0.1:{server.port}/recalls?sslmode=disable"
+        try:
+            done, seconds = _cli("status", "--db", db, env=short_timeouts, timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail("status still waiting after 20s: nothing cut the stalled start-up")
+        assert seconds < 15, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1, done.stderr
+        assert "no answer within 2s after the connection was accepted" in lines[0] and "s3cret" not in lines[0]
+    finally:
+        server.close()

@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from basecrawler import Recall, Store
+from basecrawler.store.engines import pg_migrations
+from basecrawler.store.migrations import MIGRATIONS
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 OLD_STORE = Path(__file__).resolve().parents[1] / "fixtures" / "stores" / "store_0880bd7.sql"
@@ -28,7 +30,7 @@ def test_a_store_of_the_last_release_migrates_in_place_keeping_everything(tmp_pa
     conn.close()
 
     store = Store(path)
-    assert store.scalar("PRAGMA user_version") == 8
+    assert store.scalar("PRAGMA user_version") == len(MIGRATIONS)
     assert _unique_indexes(store, "recalls") == [("source", "country", "recall_number")]
     assert ("source", "country", "recall_number") in _unique_indexes(store, "enrichment")
     columns = [d[0] for d in store.db.conn.execute("SELECT * FROM recalls WHERE 1 = 0").description]
@@ -61,7 +63,7 @@ def test_a_postgresql_store_of_the_last_release_moves_its_key_in_place(pg_url): 
     store.close()
 
     store = Store(pg_url)
-    assert store.scalar("SELECT MAX(version) FROM schema_version") == 8
+    assert store.scalar("SELECT MAX(version) FROM schema_version") == pg_migrations.latest_version()
     definition = store.scalar("SELECT indexdef FROM pg_indexes WHERE indexname = 'recalls_key'")
     assert "(source, country, recall_number)" in definition
     assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'idx_enrichment_country_recall_number'") == 0

@@ -430,3 +430,33 @@ def test_second_scheduler_process_refuses_to_start(db_path):
             first.communicate(timeout=15)
         except subprocess.TimeoutExpired:
             first.kill()
+
+
+def _unreachable_source(source_id, port):
+    class Unreachable(BaseCrawler):
+        source = source_id
+        country = source_id.upper()[:2]
+        endpoints = {"site": f"http://127.0.0.1:{port}"}   # nothing listens: connection refused
+
+        def fetch(self):
+            yield self.http.get_json(self.url("site", "/list"))
+
+        def parse(self, raw):
+            return None
+    return Unreachable
+
+
+def test_once_with_every_source_unreachable_ends_on_the_offline_hint(registry, db_path, capsys, monkeypatch):
+    import socket
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    registry.sources.update(un=_unreachable_source("un", port), u2=_unreachable_source("u2", port))
+    monkeypatch.setenv("BASECRAWLER_LAUNCHER", "scripts/run")   # as scripts/run exports it
+    assert main(["--db", db_path, "schedule", "--once"]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert "schedule: incremental run done" in "\n".join(lines[:-1])   # the job's closing line came first
+    assert lines[-1].endswith("every source was unreachable (offline?); to fill the store from the recorded "
+                              "replay set instead, type: scripts/run --replay"), lines[-3:]
+    assert sum("every source was unreachable" in line for line in lines) == 1

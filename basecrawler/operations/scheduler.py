@@ -241,7 +241,9 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
         except CrawlerError as exc:
             return _skipped(report, f"database unreachable: {exc}", logging.ERROR)
         try:
-            report.summary = run_sources(crawlers, settings=settings, mode=mode, stop=stop, store=store)
+            # The offline hint is what to type next, so it comes after this job's closing line.
+            report.summary = run_sources(crawlers, settings=settings, mode=mode, stop=stop, store=store,
+                                         hint_offline=False)
             if stop is not None and stop.is_set():
                 report.translation = "skipped: stop requested"
             elif translate:
@@ -255,6 +257,9 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
     level = logging.INFO if report.ok else logging.ERROR
     log.log(level, "schedule: %s run done: %s%s", mode, report.summary.summary_line(),
             f"; translation: {report.translation}" if report.translation else "")
+    if report.summary.all_unreachable:
+        from basecrawler.fetch.replay import offline_hint
+        log.error(offline_hint(settings.db_path))
     return report
 
 

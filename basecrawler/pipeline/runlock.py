@@ -9,6 +9,13 @@ held by a connection of its own: crawlers on several machines share it, and a cr
 session ends, which releases it. There it is per source (`scope`): sources crawl in parallel on
 one server, a source never twice at once. On SQLite one writer at a time is the point, so the
 scope is ignored.
+
+A server restart ends the lock's session, and with it the lock. The store's connection to the
+same database notices the restart at its next statement and reconnects; right then (before that
+statement, so before the next batch is written) the held lock checks its own session and, if it
+is gone, takes the lock back on a new one. If another crawl took it meanwhile, `RunLockLost`
+(one line) stops this run, and until `release()` the store's connection writes nothing but the
+run's own record (pg.py's fence), so not even the batch it refused is flushed later.
 """
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ import zlib
 from pathlib import Path
 
 from basecrawler.store.engines import is_postgres_url, redact
-from basecrawler.errors import RunLockTimeout
+from basecrawler.errors import CrawlerError, RunLockTimeout
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +103,12 @@ class RunLock:
         self.release()
 
 
+class RunLockLost(CrawlerError):
+    """The PostgreSQL run lock went with a server restart and another crawl holds it now."""
+
+    kind = "run_lock_lost"
+
+
 # First half of every two-key advisory lock this project takes, so its locks cannot collide
 # with another application's on the same database ("bc").
 LOCK_NAMESPACE = 0x6263
@@ -112,6 +125,7 @@ class PgRunLock(RunLock):
         self.timeout_s = timeout_s
         self.path = Path(f"{scope or 'crawl'}.lock")
         self._conn = None
+        self._watching = False   # registered to take the lock back after a reconnect
 
     @property
     def key(self) -> int:
@@ -126,8 +140,11 @@ class PgRunLock(RunLock):
         return self._conn
 
     def try_acquire(self) -> bool:
-        return bool(self._connect().execute("SELECT pg_try_advisory_lock(%s, %s)",
-                                            [LOCK_NAMESPACE, self.key]).fetchone()[0])
+        taken = bool(self._connect().execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                             [LOCK_NAMESPACE, self.key]).fetchone()[0])
+        if taken:
+            self._watch()
+        return taken
 
     def acquire(self) -> None:
         """Wait in the server's lock queue (no polling); lock_timeout bounds the wait."""
@@ -138,6 +155,7 @@ class PgRunLock(RunLock):
             conn.execute(f"SET lock_timeout = {max(int(self.timeout_s * 1000), 1)}")
         try:
             conn.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, self.key])
+            self._watch()
         except psycopg.errors.LockNotAvailable:
             raise RunLockTimeout(f"another crawl (pid {self.holder_pid()}) still held {self.path.name} on "
                                  f"{redact(self.url)} after {self.timeout_s:.0f}s") from None
@@ -159,7 +177,36 @@ class PgRunLock(RunLock):
         except ValueError:
             return None
 
+    def _watch(self) -> None:
+        from basecrawler.store.engines.pg import add_reconnect_hook
+        if not getattr(self, "_watching", False):
+            add_reconnect_hook(self.url, self._take_back)
+            self._watching = True
+
+    def _take_back(self) -> None:
+        """After a reconnect to the database: keep the lock if its session lived, else take it
+        again on a new session, or raise RunLockLost when another crawl holds it now."""
+        import psycopg
+
+        try:
+            self._conn.execute("SELECT 1")
+            return   # only the store's session was cut: the lock's own still holds it
+        except psycopg.Error:
+            self._conn.close()
+            self._conn = None
+        if bool(self._connect().execute("SELECT pg_try_advisory_lock(%s, %s)",
+                                        [LOCK_NAMESPACE, self.key]).fetchone()[0]):
+            log.warning("run lock %s on %s lost with the server's restart; taken back", self.path.name,
+                        redact(self.url))
+            return
+        raise RunLockLost(f"run lock {self.path.name} on {redact(self.url)} lost with the server's restart and "
+                          f"taken by another crawl (pid {self.holder_pid()}) meanwhile; this run stops here")
+
     def release(self) -> None:
+        if getattr(self, "_watching", False):
+            from basecrawler.store.engines.pg import remove_reconnect_hook
+            remove_reconnect_hook(self.url, self._take_back)
+            self._watching = False
         # Closing the session releases every advisory lock it holds.
         if self._conn is not None:
             self._conn.close()

@@ -9,7 +9,9 @@ counts are written once.
   it stored and records its run `interrupted`; sources after it are not started (they are
   listed as `not_started`).
 - Offline: when every source failed because its hosts could not be reached (name resolution,
-  connection refused), the summary says so and points at the offline replay set.
+  connection refused), the summary says so and points at the offline replay set, as the last
+  line: a caller that prints a closing line of its own (the scheduler) passes
+  `hint_offline=False` and logs `offline_hint` after it.
 - Job hooks: code outside the framework (the translation worker) joins the daily job through
   `register_job_hook` or the entry-point group `basecrawler.job_hooks`, so `basecrawler/`
   never imports it.
@@ -75,7 +77,8 @@ class RunSummary:
 
 def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str = "incremental",
                 since=None, until=None, transport=None, stop: threading.Event | None = None,
-                progress_factory: Callable[[str], object] | None = None, store: Store | None = None) -> RunSummary:
+                progress_factory: Callable[[str], object] | None = None, store: Store | None = None,
+                hint_offline: bool = True) -> RunSummary:
     """Run each crawler class in `crawlers` (source id → class) in order, isolated."""
     summary = RunSummary()
     own_store = store is None
@@ -110,7 +113,7 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
     if len(crawlers) > 1:  # ERROR only when a source failed; a requested stop is handled (WARNING)
         level = logging.ERROR if summary.failed_sources else logging.WARNING if summary.stopped else logging.INFO
         log.log(level, "all: %s", summary.summary_line())
-    if summary.all_unreachable:
+    if hint_offline and summary.all_unreachable:
         from basecrawler.fetch.replay import offline_hint
         log.error(offline_hint(settings.db_path))
     return summary

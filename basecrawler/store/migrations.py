@@ -307,8 +307,54 @@ def _m008_source_in_identity(db: sqlite_utils.Database) -> None:
         db["dead_letters"].add_column("record_type", str)
 
 
+def refill_derived_columns(conn, type_name: str) -> int:
+    """Recompute the derived columns of `type_name`'s stored rows from its declaration (on a
+    sqlite3 or PgConnection); returns how many rows changed. The declaration is looked up
+    rather than imported, so a rule table moving module keeps this working. Rows are read in
+    id order pages, so a big store is never held in memory at once."""
+    from basecrawler.recordtypes import get_record_type
+
+    rt = get_record_type(type_name)
+    derived = list(rt.derived_columns)
+    if rt.derived is None or not derived:
+        return 0
+    changed, last_id = 0, 0
+    while True:
+        cursor = conn.execute(f"SELECT * FROM {rt.table} WHERE id > ? ORDER BY id LIMIT 1000", [last_id])
+        names = [d[0] for d in cursor.description]
+        rows = [dict(zip(names, values)) for values in cursor.fetchall()]
+        if not rows:
+            return changed
+        last_id = rows[-1]["id"]
+        updates = []
+        for row in rows:
+            fresh = rt.derived(row)
+            if any(fresh.get(name) != row.get(name) for name in derived):
+                updates.append([fresh.get(name) for name in derived] + [row["id"]])
+        if updates:
+            sets = ", ".join(f"{name} = ?" for name in derived)
+            conn.executemany(f"UPDATE {rt.table} SET {sets} WHERE id = ?", updates)
+            changed += len(updates)
+
+
+def refill_maker_keys(conn) -> int:
+    """Migration 9's work on either engine (PostgreSQL's step 9 calls it too)."""
+    changed = refill_derived_columns(conn, "vehicle_recall")
+    if changed:
+        log.info("manufacturer keys refilled for %d stored recalls", changed)
+    return changed
+
+
+def _m009_refill_maker_keys(db: sqlite_utils.Database) -> None:
+    """Maker names the rule table learned later (katakana ones such as フィアット → FIAT) gave
+    rows stored before an unnormalised key; recompute the vehicle recalls' derived columns.
+    The full-text trigger fires only for indexed columns (migration 7), so this is quick."""
+    refill_maker_keys(db.conn)
+
+
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
-              _m006_fts_fed_per_batch, _m007_translation_claims, _m008_source_in_identity]
+              _m006_fts_fed_per_batch, _m007_translation_claims, _m008_source_in_identity,
+              _m009_refill_maker_keys]
 
 
 

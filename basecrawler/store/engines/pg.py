@@ -21,6 +21,13 @@ default 5 s), a statement timeout (BASECRAWLER_PG_STATEMENT_TIMEOUT_S, default 3
 and TCP keepalives (a server that vanished mid-statement is noticed within about a minute).
 Values the URL sets itself (`?connect_timeout=…`, `options=-c statement_timeout=…`) win.
 
+A server that stops answering after it accepted the connection (a frozen host, a SIGSTOPped
+server) never sends the statement timeout's cancel either, and keepalives are answered by the
+kernel: a watchdog (`_Watchdog`) shuts the socket of any statement still waiting past the
+statement timeout plus the connect timeout, and the statement raises a ConnectionLost that is
+not retried (one line). A transaction that turned the statement timeout off (migrations' SET
+LOCAL) is not watched. So no statement waits longer than connect + statement timeouts.
+
 A lost connection (server restart, network cut) is re-established with back-off for up to
 BASECRAWLER_PG_RECONNECT_S (default 60 s). A statement outside a transaction that only reads is
 simply run again on the new connection. Inside a transaction, or for a lone write, the
@@ -36,6 +43,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 from decimal import Decimal
 from typing import Any, Iterable
@@ -67,6 +75,10 @@ STATEMENT_TIMEOUT_S = 300.0
 RECONNECT_S = 60.0
 RECONNECT_FIRST_WAIT_S = 0.25
 RECONNECT_MAX_WAIT_S = 5.0
+# url → callables run after each reconnect of a PgConnection to that url, before the statement
+# that needed it: the run lock (pipeline/runlock.py) takes back the advisory lock a server
+# restart dropped, or raises to stop the crawl when another holder has it by now.
+_reconnect_hooks: dict[str, list] = {}
 # SQLSTATEs of a connection the server ended or cannot serve yet (besides libpq's own
 # "server closed the connection", which has none): admin / crash shutdown, starting up.
 _LOST_STATES = {"57P01", "57P02", "57P03"}
@@ -132,6 +144,77 @@ def connection_params(url: str) -> dict:
     return params
 
 
+class _Watchdog:
+    """One daemon thread for the process: shuts down the socket of every watched statement
+    still running at its deadline (the blocked read then returns at once)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._watched: dict[int, tuple[float, psycopg.Connection, list]] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, raw: psycopg.Connection, seconds: float | None) -> list:
+        """Start watching `raw` for `seconds`; returns the flag list (non-empty once fired)."""
+        fired: list = []
+        if not seconds:
+            return fired
+        with self._lock:
+            self._watched[id(fired)] = (time.monotonic() + seconds, raw, fired)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="pg-watchdog", daemon=True)
+                self._thread.start()
+        return fired
+
+    def done(self, fired: list) -> None:
+        with self._lock:
+            self._watched.pop(id(fired), None)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(0.2)
+            now = time.monotonic()
+            with self._lock:
+                due = [key for key, (deadline, _, _) in self._watched.items() if deadline <= now]
+                expired = [self._watched.pop(key) for key in due]
+            for _, raw, fired in expired:
+                fired.append(True)
+                _shut(raw)
+
+
+def _shut(raw: psycopg.Connection) -> None:
+    try:
+        fd = raw.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:   # the dup shares the connection's socket
+            sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, psycopg.Error, ValueError):
+        pass   # already closed: nothing waits on it
+
+
+_watchdog = _Watchdog()
+
+
+def _no_answer(url: str, seconds: float) -> "ConnectionLost":
+    return ConnectionLost(f"{redact(url)} did not answer within {seconds:g}s (statement timeout + connect "
+                          "timeout): server hung or host frozen?", retryable=False)
+
+
+def answer_deadline_s(params: dict, statement_timeout: bool = True) -> float | None:
+    """How long a statement may wait for the server before the watchdog cuts it: the
+    statement timeout plus the connect timeout (None: no statement timeout, not watched)."""
+    seconds = _url_statement_timeout_s(params) if statement_timeout else None
+    if seconds is None:
+        ms = statement_timeout_ms(params) if statement_timeout else None
+        seconds = ms / 1000 if ms else None
+    return seconds + float(params["connect_timeout"]) if seconds else None
+
+
+def _url_statement_timeout_s(params: dict) -> float | None:
+    found = re.search(r"statement_timeout\s*=\s*(\d+(?:\.\d+)?)\s*(ms|s|min)?", str(params.get("options") or ""))
+    if not found:
+        return None
+    return float(found[1]) * {"ms": 0.001, "s": 1, "min": 60, None: 0.001}[found[2]]
+
+
 def connect(url: str, *, statement_timeout: bool = True) -> psycopg.Connection:
     """An autocommit psycopg connection with the defaults above. A server that cannot be
     reached raises DatabaseUnreachable (a psycopg.OperationalError) with one line that names the
@@ -141,8 +224,20 @@ def connect(url: str, *, statement_timeout: bool = True) -> psycopg.Connection:
     try:
         raw = psycopg.connect(autocommit=True, **params)
         if ms is not None:
-            # SET rather than a startup `options`, which PgBouncer refuses by default.
-            raw.execute(f"SET statement_timeout = {ms}")
+            # SET rather than a startup `options`, which PgBouncer refuses by default. A server
+            # that accepted the startup and then stalls is cut after the connect timeout.
+            fired = _watchdog.watch(raw, float(params["connect_timeout"]))
+            try:
+                raw.execute(f"SET statement_timeout = {ms}")
+            except psycopg.OperationalError:
+                if fired:
+                    raw.close()
+                    raise DatabaseUnreachable(f"cannot connect to {redact(url)}: no answer within "
+                                              f"{params['connect_timeout']}s after the connection was accepted "
+                                              "(server hung?)") from None
+                raise
+            finally:
+                _watchdog.done(fired)
         return raw
     except psycopg.OperationalError as exc:
         raise DatabaseUnreachable(f"cannot connect to {redact(url)}: {one_line(exc, url)}") from None
@@ -257,6 +352,10 @@ class PgConnection:
         self.url = url
         self._in_tx = False      # between the caller's BEGIN and its COMMIT / ROLLBACK
         self._lost = False       # the connection broke inside that transaction
+        self._unwatched = False  # this transaction turned the statement timeout off
+        self._hung = False       # the watchdog cut the last statement: one reconnect attempt, no back-off
+        self._fence = None       # (hook, error) of a reconnect hook that refused this connection
+        self._deadline_s = answer_deadline_s(connection_params(url))
         self.raw = self._connect()
 
     def _connect(self) -> psycopg.Connection:
@@ -266,7 +365,8 @@ class PgConnection:
 
     def _reconnect(self) -> None:
         """A new connection, waiting with growing pauses while the server is down or starting."""
-        budget = _seconds("BASECRAWLER_PG_RECONNECT_S", RECONNECT_S)
+        # A server that just hung gets one attempt (its connect timeout), not a minute of back-off.
+        budget = 0.0 if self._hung else _seconds("BASECRAWLER_PG_RECONNECT_S", RECONNECT_S)
         started, wait = time.monotonic(), RECONNECT_FIRST_WAIT_S
         self.raw.close()
         while True:
@@ -276,13 +376,25 @@ class PgConnection:
                 waited = time.monotonic() - started
                 if waited + wait > budget:
                     cause = str(exc).split(": ", 1)[-1]   # connect() already named the database
+                    if self._hung:
+                        raise ConnectionLost(f"{redact(self.url)} did not answer (server hung?) and took no new "
+                                             f"connection: {cause}", retryable=False) from None
                     raise ConnectionLost(f"{redact(self.url)} unreachable for {waited:.0f}s "
                                          f"(BASECRAWLER_PG_RECONNECT_S={budget:g}): {cause}",
                                          retryable=False) from None
                 time.sleep(wait)
                 wait = min(wait * 2, RECONNECT_MAX_WAIT_S)
                 continue
+            self._hung = False
             log.info("PostgreSQL: reconnected to %s after %.1fs", redact(self.url), time.monotonic() - started)
+            for hook in list(_reconnect_hooks.get(self.url, ())):
+                try:
+                    hook()
+                except CrawlerError as exc:
+                    # Refused (the run lock went to another crawl): until that hook is removed,
+                    # this connection writes nothing but the run's own record (crawl_runs).
+                    self._fence = (hook, exc)
+                    raise
             return
 
     @property
@@ -307,14 +419,20 @@ class PgConnection:
             if not begins:
                 raise ConnectionLost(f"connection to {redact(self.url)} lost in this transaction")
             self._lost = self._in_tx = False
+        if self._fence is not None:
+            self._check_fence(sql, begins or ends)
         if self.raw.closed and not self._in_tx:
             self._reconnect()
         try:
-            result = run(self.raw)
+            result = self._watched(sql, run)
         except psycopg.Error as exc:
             if not is_connection_lost(exc, self.raw):
                 raise
             self.raw.close()
+            if isinstance(exc, ConnectionLost) and not exc.retryable:   # the server hung: no reconnect
+                self._lost = self._in_tx
+                self._unwatched = False
+                raise
             if self._in_tx or not (begins or _READ_ONLY.match(sql)):
                 # What the server kept of this transaction (or lone write) is unknown: the
                 # caller runs it again from its BEGIN (the store's retry line reports it).
@@ -322,12 +440,39 @@ class PgConnection:
                 raise ConnectionLost(f"connection to {redact(self.url)} lost: {one_line(exc, self.url)}") from None
             log.warning("PostgreSQL: connection to %s lost (%s); reconnecting", redact(self.url), one_line(exc, self.url))
             self._reconnect()
-            result = run(self.raw)
+            result = self._watched(sql, run)
         if begins:
             self._in_tx = True
         elif ends:
-            self._in_tx = False
+            self._in_tx = self._unwatched = False
         return result
+
+    def _check_fence(self, sql: str, bracket: bool) -> None:
+        hook, exc = self._fence
+        if hook not in _reconnect_hooks.get(self.url, ()):
+            self._fence = None   # the lock was released: the fence goes with it
+            return
+        head = sql.lstrip()[:10].upper()
+        if bracket or head.startswith(("SAVEPOINT", "RELEASE", "ROLLBACK")) or _READ_ONLY.match(sql) \
+                or "crawl_runs" in sql:
+            return
+        raise exc
+
+    def _watched(self, sql: str, run):
+        """`run(raw)` under the watchdog (module docstring); a cut statement raises
+        ConnectionLost, not retried."""
+        if "statement_timeout" in sql and sql.lstrip()[:3].upper() == "SET":
+            self._unwatched = True   # SET LOCAL statement_timeout = 0: a long step on purpose
+        fired = _watchdog.watch(self.raw, None if self._unwatched else self._deadline_s)
+        try:
+            return run(self.raw)
+        except psycopg.OperationalError:
+            if fired:
+                self._hung = True
+                raise _no_answer(self.url, self._deadline_s) from None
+            raise
+        finally:
+            _watchdog.done(fired)
 
     def execute(self, sql: str, params: Iterable | dict | None = None) -> Cursor:
         bound, named = _bind(params)
@@ -405,6 +550,19 @@ class PgDatabase:
             "ORDER BY table_name").fetchall()]
 
 
+def add_reconnect_hook(url: str, hook) -> None:
+    """Run `hook()` after every reconnect to `url` (it may raise to refuse the new session)."""
+    _reconnect_hooks.setdefault(url, []).append(hook)
+
+
+def remove_reconnect_hook(url: str, hook) -> None:
+    hooks = _reconnect_hooks.get(url, [])
+    if hook in hooks:
+        hooks.remove(hook)
+    if not hooks:
+        _reconnect_hooks.pop(url, None)
+
+
 def application_name() -> str:
     """`basecrawler <host> <pid>` (63 bytes at most, PostgreSQL's limit)."""
     return f"{APPLICATION_PREFIX} {socket.gethostname()[:40]} {os.getpid()}"
@@ -419,4 +577,4 @@ def is_retryable(exc: BaseException) -> bool:
 
 
 __all__ = ["PgConnection", "PgDatabase", "Cursor", "ConnectionLost", "DatabaseUnreachable", "InvalidDatabaseUrl", "connect",
-           "connection_params", "one_line", "is_connection_lost", "translate", "application_name", "is_retryable"]
+           "connection_params", "one_line", "add_reconnect_hook", "remove_reconnect_hook", "is_connection_lost", "translate", "application_name", "is_retryable"]

@@ -48,7 +48,15 @@ def _p008_version_history(conn) -> None:
     conn.execute("UPDATE schema_version SET step = 'baseline (derived schema up to 0880bd7)' WHERE step IS NULL")
 
 
-STEPS: list[Step] = [_p008_version_history]
+def _p009_refill_maker_keys(conn) -> None:
+    """SQLite's migration 9 on PostgreSQL: the vehicle recalls' derived columns (the maker key)
+    recomputed for rows stored before the maker table learned their names."""
+    from basecrawler.store.migrations import refill_maker_keys
+
+    refill_maker_keys(conn)
+
+
+STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys]
 
 
 def latest_version() -> int:
