@@ -93,7 +93,7 @@ def test_no_module_of_basecrawler_imports_translate():
 
 
 def test_the_framework_holds_no_ddl_of_the_translation_memory():
-    """Its schema belongs to translate/ (translate/schema.py, a `basecrawler.store.schema` extension)."""
+    """Its schema belongs to translate/ (translate/schema.py, a `basecrawler.schema` extension)."""
     import re
     ddl = re.compile(r"""CREATE\s+TABLE[^;]*translation_memory|\[["']translation_memory["']\]\.create""", re.I)
     found = [f"{path.relative_to(PACKAGE.parent)}" for path in PACKAGE.rglob("*.py") if ddl.search(path.read_text())]

@@ -1,6 +1,6 @@
 """The translate package's tables in the store, as a schema extension of the framework.
 
-The framework runs these migrations after its own (entry point `basecrawler.store.schema` →
+The framework runs these migrations after its own (entry point `basecrawler.schema` →
 `translate.schema:MIGRATIONS` in pyproject.toml), tracks how many ran in its
 `schema_extensions` table, and derives the PostgreSQL tables from them like its own; it never
 imports this package. Rules as for `basecrawler/store/schema.py`: append, never edit an old one.

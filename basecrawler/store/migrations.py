@@ -14,7 +14,7 @@ import logging
 
 import sqlite_utils
 
-log = logging.getLogger("basecrawler.store.schema")
+log = logging.getLogger(__name__)
 
 # These columns were the one record table of the store; today the `recalls` table is the
 # vehicle_recall type's, derived from record_types/vehicle_recall.py by recordtypes/tables.py

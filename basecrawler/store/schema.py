@@ -9,7 +9,7 @@ declaration on open.
 
 Schema extensions: a package that keeps its own tables in the store (the translate package's
 `translation_memory`) owns their migrations and hands them to the framework, which never
-imports it: an entry point in the group `basecrawler.store.schema` naming a list of migration
+imports it: an entry point in the group `basecrawler.schema` naming a list of migration
 functions (or `register_schema_extension(name, migrations)` in-process). `migrate()` runs the
 core migrations, then each extension's (by name) that the database has not had yet; how many
 of an extension's migrations ran is kept in the `schema_extensions` table (name → version),
@@ -48,7 +48,7 @@ def ensure_types(db: sqlite_utils.Database) -> None:
 
 
 # ---- schema extensions --------------------------------------------------------------------
-SCHEMA_ENTRY_POINTS = "basecrawler.store.schema"
+SCHEMA_ENTRY_POINTS = "basecrawler.schema"
 # The bookkeeping table of extension versions: the migration machinery's own, like
 # `PRAGMA user_version`, so it is left out of the reference schema (and of `migrate --to`).
 EXTENSIONS_TABLE = "schema_extensions"
