@@ -6,7 +6,7 @@ Listing them is the store's (`Store.list_dead_letters`); the `dead-letters` comm
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -16,8 +16,23 @@ from basecrawler.pipeline.records import Raw
 from basecrawler.pipeline.runlock import RunLock
 from basecrawler.store.core import decode_raw
 
-if TYPE_CHECKING:
-    from basecrawler.pipeline.crawler import BaseCrawler
+
+
+class BaseCrawler(Protocol):
+    """What dead letters need of a running crawler (BaseCrawler is one). A protocol rather than
+    an import: the crawler imports this module, so naming its class here, even for type
+    checking only, would draw the import circle crawler ↔ deadletters back in."""
+
+    source: str
+    store: Any
+    run_id: int | None
+    settings: Any
+    counts: Any
+    record_type: str
+
+    def records_from(self, raw: Any) -> Any: ...
+
+    def prepare_record(self, record: Any) -> Any: ...
 
 log = logging.getLogger("basecrawler")
 
