@@ -28,8 +28,8 @@ def register(sub) -> None:
     which.add_argument("--all", action="store_true", help="every registered source")
     run.add_argument("--mode", choices=["incremental", "full"], default="incremental",
                      help="incremental: from the newest stored date minus an overlap (default); full: everything")
-    run.add_argument("--since", type=iso_date, help="lower bound on recall_date (YYYY-MM-DD)")
-    run.add_argument("--until", type=iso_date, help="upper bound on recall_date (YYYY-MM-DD)")
+    run.add_argument("--since", type=iso_date, help="lower bound on each record's date (YYYY-MM-DD)")
+    run.add_argument("--until", type=iso_date, help="upper bound on each record's date (YYYY-MM-DD)")
     run.add_argument("--record", metavar="DIR", help="save every HTTP exchange into DIR")
     run.add_argument("--replay", metavar="DIR", help="serve every HTTP request from DIR (offline)")
     run.set_defaults(func=cmd_run)

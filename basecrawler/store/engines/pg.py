@@ -480,7 +480,7 @@ class PgConnection:
         def run(raw):
             cursor = raw.cursor()
             # Never as a prepared statement: its generic plan cannot see the values, and for
-            # `recall_number = ANY(…)` on a young table it scanned every row of the country (40×
+            # a keyed `number = ANY(…)` lookup on a young table it scanned every row of the country (40×
             # slower). executemany keeps psycopg's preparing, where one plan serves many rows.
             cursor.execute(translate(sql, named), bound, prepare=False)
             return Cursor(cursor)
