@@ -166,7 +166,7 @@ class UpsertPlan:
             # Derived columns (a normalised maker key) come from the row, never from a source.
             derived = self.record_type.derived(row) if self.record_type.derived else {}
             params.extend(map(derived.get, self.derived))
-        params += (row[INPUT_HASH], now, now)
+        params += (row.get(INPUT_HASH), now, now)
         return params
 
     # ---- SQL ----------------------------------------------------------------------------

@@ -292,7 +292,11 @@ class Store:
     def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
         key = plan.key
-        stored = self.rows_by_key(plan.record_type, (key(r) for r in rows), (*plan.written, INPUT_HASH))
+        # First only each stored row's input hash (a re-run of the same input needs nothing
+        # more); the whole stored rows only for the keys whose input differs.
+        hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), (INPUT_HASH,))
+        differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
+        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, plan.written) if differing else {})}
         now = utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
@@ -309,7 +313,7 @@ class Store:
             if old is None:
                 to_write.append((row, "new"))
                 continue
-            if old[INPUT_HASH] == row[INPUT_HASH] or column_values(merged := plan.merge(old, row)) == column_values(old):
+            if old.get(INPUT_HASH) == row[INPUT_HASH] or column_values(merged := plan.merge(old, row)) == column_values(old):
                 # The same input as the write that made the stored row, or a merge that changes nothing.
                 result.unchanged += 1
                 result.by_key[key(row)] = "unchanged"
