@@ -192,7 +192,7 @@ def plain_type(path: str, rt, prepared: list[list]) -> Timer:
     store = Store(path)
     store.ensure_type_tables()
     plan = plan_for(rt)
-    cols = [*plan.written, *plan.derived, "first_seen_at", "updated_at"]
+    cols = [*plan.written, *plan.derived, "input_hash", "first_seen_at", "updated_at"]
     sql = f"INSERT INTO [{rt.table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
     feed = feed_fts_sql(rt)
     conn = store.db.conn
@@ -227,7 +227,11 @@ def second_type(tmp: str, n: int, repeats: int):
     from basecrawler.recordtypes.upsert import plan_for
     rows = alert_rows(n)
     plan = plan_for(rt)
-    prepared = [plan.params(plan.row_of(model.model_validate(r), "bench"), "t") for r in rows]
+    def hashed(row: dict) -> dict:   # the store writes each row's input_hash: so does the reference
+        if hasattr(plan, "input_hash"):
+            row["input_hash"] = plan.input_hash(row)
+        return row
+    prepared = [plan.params(hashed(plan.row_of(model.model_validate(r), "bench")), "t") for r in rows]
     plains, stores = [], []
     for rep in range(repeats):
         plains.append(plain_type(os.path.join(tmp, f"tp{rep}.db"), rt, prepared))
