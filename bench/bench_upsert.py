@@ -12,7 +12,7 @@ neighbour hurts all of them alike); the table shows the median and the min–max
 wall-clock time and of this process's CPU time (steadier on a shared machine: SQLite runs in
 process and WAL commits with synchronous=NORMAL do not wait for the disk).
 
-    python bench/bench_upsert.py [N] [REPEATS] [--profile TOP]
+    python bench/bench_upsert.py [N] [REPEATS] [--profile TOP] [--batch 500]
 
 "Like for like" (issue #23.1): the plain reference does the same work as the store on the same
 rows — the same table and indexes, the trigram index fed the same way (per row by trigger, or
@@ -263,7 +263,10 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=100_000)
     parser.add_argument("repeats", nargs="?", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, metavar="TOP")
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help="records per store call (= per commit); the pipeline commits per 5,000 since #23.2")
     args = parser.parse_args()
+    globals()["BATCH"] = args.batch
     n, repeats = args.n, args.repeats
     rows = raw_rows(n)
     prepared = [
