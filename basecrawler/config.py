@@ -37,7 +37,8 @@ BOUND_SETTINGS = {
 class Settings:
     db_path: str = "basecrawler.db"
     overlap_days: int = 14
-    batch_size: int = 500
+    # Records per store commit; the pipeline also commits every COMMIT_EVERY_S (crawler.py).
+    batch_size: int = 5000
     # HTTP
     user_agent: str = DEFAULT_USER_AGENT
     timeout_s: float = 30.0

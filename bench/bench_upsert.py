@@ -12,7 +12,7 @@ neighbour hurts all of them alike); the table shows the median and the min–max
 wall-clock time and of this process's CPU time (steadier on a shared machine: SQLite runs in
 process and WAL commits with synchronous=NORMAL do not wait for the disk).
 
-    python bench/bench_upsert.py [N] [REPEATS] [--profile TOP]
+    python bench/bench_upsert.py [N] [REPEATS] [--profile TOP] [--batch 500]
 
 "Like for like" (issue #23.1): the plain reference does the same work as the store on the same
 rows — the same table and indexes, the trigram index fed the same way (per row by trigger, or
@@ -192,7 +192,7 @@ def plain_type(path: str, rt, prepared: list[list]) -> Timer:
     store = Store(path)
     store.ensure_type_tables()
     plan = plan_for(rt)
-    cols = [*plan.written, *plan.derived, "first_seen_at", "updated_at"]
+    cols = [*plan.written, *plan.derived, "input_hash", "first_seen_at", "updated_at"]
     sql = f"INSERT INTO [{rt.table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
     feed = feed_fts_sql(rt)
     conn = store.db.conn
@@ -227,7 +227,11 @@ def second_type(tmp: str, n: int, repeats: int):
     from basecrawler.recordtypes.upsert import plan_for
     rows = alert_rows(n)
     plan = plan_for(rt)
-    prepared = [plan.params(plan.row_of(model.model_validate(r), "bench"), "t") for r in rows]
+    def hashed(row: dict) -> dict:   # the store writes each row's input_hash: so does the reference
+        if hasattr(plan, "input_hash"):
+            row["input_hash"] = plan.input_hash(row)
+        return row
+    prepared = [plan.params(hashed(plan.row_of(model.model_validate(r), "bench")), "t") for r in rows]
     plains, stores = [], []
     for rep in range(repeats):
         plains.append(plain_type(os.path.join(tmp, f"tp{rep}.db"), rt, prepared))
@@ -259,7 +263,10 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=100_000)
     parser.add_argument("repeats", nargs="?", type=int, default=3)
     parser.add_argument("--profile", type=int, default=0, metavar="TOP")
+    parser.add_argument("--batch", type=int, default=BATCH,
+                        help="records per store call (= per commit); the pipeline commits per 5,000 since #23.2")
     args = parser.parse_args()
+    globals()["BATCH"] = args.batch
     n, repeats = args.n, args.repeats
     rows = raw_rows(n)
     prepared = [

@@ -29,6 +29,9 @@ from basecrawler.pipeline.runlock import RunLock
 from basecrawler.pipeline.source_api import MODES, SourceAPI
 
 log = logging.getLogger("basecrawler")
+# A commit per batch_size records or per this many seconds, whichever comes first: few commits
+# on a fast source, and a kill -9 of a slow one loses (and its resumed run redoes) little.
+COMMIT_EVERY_S = 2.0
 
 
 class BaseCrawler(SourceAPI, abc.ABC):
@@ -132,7 +135,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         batches: dict[RecordType, list[tuple[BaseModel, Any]]] = {}
         fetch_error: Exception | None = None
         interrupted = False
-        window = Window(self.since, self.until)
+        window, self._commit_due = Window(self.since, self.until), time.monotonic() + COMMIT_EVERY_S
         try:
             self._check_stop()
             for item in self.fetch():
@@ -150,9 +153,9 @@ class BaseCrawler(SourceAPI, abc.ABC):
                         continue
                     batch = batches.setdefault(record_type, [])
                     batch.append((record, raw))
-                    if len(batch) >= self.settings.batch_size:
-                        # Every type's batch goes: the ledger then marks done only items whose
-                        # records of every type are stored.
+                    if len(batch) >= self.settings.batch_size or time.monotonic() >= self._commit_due:
+                        # Every type's batch goes, in one commit each: the ledger then marks
+                        # done only items whose records of every type are stored.
                         self._flush_all(batches)
                 self._check_stop()  # item boundary: everything parsed so far is kept
         except Interrupted:
@@ -202,6 +205,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
             yield record_type, record, raw
 
     def _flush_all(self, batches: dict[RecordType, list[tuple[BaseModel, Any]]]) -> None:
+        self._commit_due = time.monotonic() + COMMIT_EVERY_S
         for record_type, batch in batches.items():
             self._flush(record_type, batch)
         batches.clear()

@@ -116,8 +116,8 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
                         _key_text(record_type, record), field, url)
             extra = {**(extra or {}), f"{field}_text": str(url)}
             update[field] = None
-        elif public_url is not None:
-            update[field] = public_url(url)
+        elif public_url is not None and (public := public_url(url)) != url:
+            update[field] = public   # a copy of the record only when a link really moved
     if public_url is not None and extra:
         extra = _public_links(extra, public_url)
     if extra is not extra_before and "extra" in fields:
@@ -128,6 +128,8 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
 def _is_web_link(url: Any) -> bool:
     if not isinstance(url, str) or "://" not in url:
         return False
+    if url.isascii() and "[" not in url and "]" not in url and url.lstrip()[:8].lower().startswith(("http://", "https://")):
+        return True   # what urlsplit would say, without its cost (it only raises on brackets or non-ASCII hosts)
     try:
         return urlsplit(url.strip()).scheme.lower() in ("http", "https")
     except ValueError:   # "http://[broken": not a link anyone can follow
@@ -147,12 +149,16 @@ def in_window(record_type: RecordType, record: BaseModel, window: "Window") -> b
 
 
 def _public_links(value: Any, public_url: Callable[[str], str]) -> Any:
+    """`value` with every link on an overridden endpoint moved to the public host; the same
+    object when nothing moved (so the record is not copied for nothing)."""
     if isinstance(value, str):
         return public_url(value) if "://" in value else value
     if isinstance(value, dict):
-        return {key: _public_links(item, public_url) for key, item in value.items()}
+        moved = {key: _public_links(item, public_url) for key, item in value.items()}
+        return value if all(moved[key] is item for key, item in value.items()) else moved
     if isinstance(value, list):
-        return [_public_links(item, public_url) for item in value]
+        moved = [_public_links(item, public_url) for item in value]
+        return value if all(new is old for new, old in zip(moved, value)) else moved
     return value
 
 

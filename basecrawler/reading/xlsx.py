@@ -51,9 +51,10 @@ class Column:
 
 
 def is_internal(column: str) -> bool:
-    """The store's bookkeeping: the row id, the translator's status, note and claims
-    (`translated_at`, when a row was translated, is kept: readers ask that)."""
-    return column == "id" or column.startswith("translation_") or "claim" in column
+    """The store's bookkeeping: the row id, the translator's status, note and claims, the hash
+    of the input that last wrote the row (`translated_at`, when a row was translated, is kept:
+    readers ask that)."""
+    return column in ("id", "input_hash") or column.startswith("translation_") or "claim" in column
 
 
 def layout(record_type: RecordType, columns: list[str]) -> list[Column]:

@@ -27,6 +27,9 @@ BOOKKEEPING_COLUMNS: dict[str, type] = {
     # A translation worker's claim on the row (several workers on one store never send a row twice).
     "translation_claimed_at": str,
     "translation_claimed_by": str,
+    # A digest of the incoming row that last wrote the record (upsert.py): the same input again
+    # is `unchanged` without merging and comparing it column by column.
+    "input_hash": str,
 }
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

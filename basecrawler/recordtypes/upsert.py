@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import json
 from operator import itemgetter
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
 
 EXTRA = "extra"
+INPUT_HASH = "input_hash"
 
 
 def json_default(value: Any) -> Any:
@@ -96,6 +98,15 @@ class UpsertPlan:
         row["source"] = source
         return row
 
+    def input_hash(self, row: dict) -> str:
+        """A digest of an incoming row's written values. Merging the same incoming row into
+        the row it produced changes nothing (the COALESCE rule is idempotent), so a stored
+        row whose `input_hash` equals it is unchanged without a merge or a comparison. Any
+        representation works as long as it is stable for equal input: `repr` of plain values
+        (str, int, float, None, a dict in the source's own key order) is, and is cheaper than JSON."""
+        get = row.get
+        return hashlib.blake2b(repr([get(c) for c in self.written]).encode(), digest_size=12).hexdigest()
+
     def column_values(self, row: dict) -> tuple:
         """The compared columns in their stored types (what the database holds after a write)."""
         get = row.get
@@ -155,13 +166,13 @@ class UpsertPlan:
             # Derived columns (a normalised maker key) come from the row, never from a source.
             derived = self.record_type.derived(row) if self.record_type.derived else {}
             params.extend(map(derived.get, self.derived))
-        params += (now, now)
+        params += (row.get(INPUT_HASH), now, now)
         return params
 
     # ---- SQL ----------------------------------------------------------------------------
     def _build_sql(self) -> str:
         rt, table = self.record_type, self.table
-        cols = [*self.written, *self.derived, "first_seen_at", "updated_at"]
+        cols = [*self.written, *self.derived, INPUT_HASH, "first_seen_at", "updated_at"]
         sets = []
         for col in self.data_columns:
             if col in self.key_columns:
@@ -180,6 +191,7 @@ class UpsertPlan:
             any_changed = " OR ".join(changed_any)
             for col in ("translated_at", "translation_status", "translation_note"):
                 sets.append(f"{col} = CASE WHEN {any_changed} THEN NULL ELSE [{table}].{col} END")
+        sets.append(f"{INPUT_HASH} = excluded.{INPUT_HASH}")
         sets.append("updated_at = excluded.updated_at")
         return (f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))}) "
                 f"ON CONFLICT({', '.join(self.key_columns)}) DO UPDATE SET {', '.join(sets)}")
@@ -190,4 +202,4 @@ def plan_for(record_type: RecordType) -> UpsertPlan:
     return UpsertPlan(record_type)
 
 
-__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default"]
+__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH"]

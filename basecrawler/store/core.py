@@ -41,7 +41,7 @@ from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
-from basecrawler.recordtypes.upsert import UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.recordtypes.upsert import INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
 from basecrawler.store.schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
@@ -279,6 +279,8 @@ class Store:
             row["_raw"] = raws[index] if raws is not None else row
             rows.append(row)
         folded = plan.fold(rows)
+        for row in folded:
+            row[INPUT_HASH] = plan.input_hash(row)
         result = self.write(lambda db: self._upsert_batch(db, plan, folded))
         result.merged += len(rows) - len(folded)
         return result
@@ -290,7 +292,11 @@ class Store:
     def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
         key = plan.key
-        stored = self.rows_by_key(plan.record_type, (key(r) for r in rows), plan.written)
+        # First only each stored row's input hash (a re-run of the same input needs nothing
+        # more); the whole stored rows only for the keys whose input differs.
+        hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), (INPUT_HASH,))
+        differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
+        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, plan.written) if differing else {})}
         now = utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
@@ -307,12 +313,12 @@ class Store:
             if old is None:
                 to_write.append((row, "new"))
                 continue
-            merged = plan.merge(old, row)
-            if column_values(merged) == column_values(old):
+            if old.get(INPUT_HASH) == row[INPUT_HASH] or column_values(merged := plan.merge(old, row)) == column_values(old):
+                # The same input as the write that made the stored row, or a merge that changes nothing.
                 result.unchanged += 1
                 result.by_key[key(row)] = "unchanged"
             else:
-                to_write.append((merged | {"_raw": row["_raw"]}, "updated"))
+                to_write.append((merged | {"_raw": row["_raw"], INPUT_HASH: row[INPUT_HASH]}, "updated"))
         for row, outcome in self._write_bisecting(db, plan, to_write, now):
             if outcome in ("new", "updated"):
                 setattr(result, outcome, getattr(result, outcome) + 1)

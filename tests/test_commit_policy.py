@@ -1,0 +1,35 @@
+"""The pipeline commits per `batch_size` records or every COMMIT_EVERY_S seconds, whichever
+comes first (issue #23.2): a slow source's records are stored while it still runs."""
+from basecrawler.pipeline import crawler as crawler_module
+from support import ItemsCrawler
+
+
+class Slow(ItemsCrawler):
+    source = "slow"
+
+    def fetch(self):
+        for n in range(1, 5):
+            # What the store holds when item n is fetched: everything parsed before it, since
+            # the commit deadline (0 s here) has passed at every record.
+            self.seen.append(self.store.count("vehicle_recall", "slow"))
+            yield n
+
+    def parse(self, raw):
+        return {"recall_number": f"S{raw}", "recall_date": "2024-05-01", "summary_original": f"s {raw}"}
+
+
+def test_a_commit_is_due_by_time_even_below_batch_size(store, settings, monkeypatch):
+    monkeypatch.setattr(crawler_module, "COMMIT_EVERY_S", 0.0)
+    crawler = Slow(store, settings=settings.with_(batch_size=1000), mode="full")
+    crawler.seen = []
+    result = crawler.run()
+    assert result.status == "succeeded" and result.counts.new == 4
+    assert crawler.seen == [0, 1, 2, 3]
+
+
+def test_without_the_deadline_records_wait_for_batch_size(store, settings, monkeypatch):
+    monkeypatch.setattr(crawler_module, "COMMIT_EVERY_S", 3600.0)
+    crawler = Slow(store, settings=settings.with_(batch_size=1000), mode="full")
+    crawler.seen = []
+    assert crawler.run().counts.new == 4
+    assert crawler.seen == [0, 0, 0, 0]
