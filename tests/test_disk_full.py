@@ -39,6 +39,9 @@ class Later(Filling):
 
 @pytest.fixture
 def small_disk(monkeypatch):
+    # Commits of 500 records, so several land before the one that fills the disk (the default
+    # commit of 5,000 would hold all 3,000 rows in one).
+    monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", "500")
     class SmallDisk(Store):
         def __init__(self, path):
             super().__init__(path)

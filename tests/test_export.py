@@ -86,7 +86,8 @@ def test_xlsx_opens_with_openpyxl_and_has_every_row(filled, tmp_path):
     out = tmp_path / "recalls.xlsx"
     assert export_recalls(filled.db.conn, RecallFilter(), "xlsx", out) == 3
     _, header, rows = xlsx_rows(filled.db.conn, tmp_path)
-    internal = {"id", "translation_status", "translation_note", "translation_claimed_at", "translation_claimed_by"}
+    internal = {"id", "input_hash", "translation_status", "translation_note", "translation_claimed_at",
+                "translation_claimed_by"}
     # every column a reader needs, none lost, and the text the record is shown by
     assert len(header) == len(set(table_columns(filled)) - internal) + 1
     assert [r["Recall number"] for r in rows] == ["JP-4980", "24V-101", "2024-150"]
