@@ -32,7 +32,7 @@ from datasette.utils import path_with_added_args, path_with_removed_args
 from basecrawler.reading.browse import types_by_table
 
 TYPES = types_by_table()
-SELECT_PREFIX = "_bcf_"            # ?_bcf_model_year=2020
+SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
 DATE_UNKNOWN = "date unknown"
 SENTINEL_FLOOR = "1970-01-01"      # a sentinel date (vehicle recalls) is never a month
 WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may take this long
