@@ -152,6 +152,8 @@ class UpsertPlan:
             if self.has_extra:
                 merged[EXTRA] = json.loads(merged[EXTRA]) if merged.get(EXTRA) else {}
             merged["_raw"] = row["_raw"]
+            merged[INPUT_HASH] = None   # made of several inputs: the store hashes its values
+            merged.pop("_input_hash_given", None)
             by_key[key] = merged
         return list(by_key.values())
 
