@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from basecrawler.errors import Skip
 from basecrawler.pipeline import deadletters
 from basecrawler.pipeline.records import (DATE_KNOWN, Entry, Raw, Window, as_date, entries, hash_context, in_window,
-                                          stored_candidates, stored_input_hash, validate)
+                                          prepare, stored_candidates, stored_input_hash, validate)
 from basecrawler.recordtypes import RecordType
 
 if TYPE_CHECKING:
@@ -55,6 +55,11 @@ class Intake:
         self._stored_keys: dict[tuple, str] = {}          # (type name, key) → how this run counted it
         self._recognised_for_detail: list[SimpleNamespace] = []
         self._contexts: dict[RecordType, str] = {}
+        # Fixed for the run: asked once, not per item.
+        self._default_type = crawler.default_type()
+        self._defaults = crawler.record_defaults()
+        self._today = None   # per lookup round: a run may cross midnight
+        self._public_url = crawler.public_url if crawler._overridden_bases() else None
 
     # ---- parse ----------------------------------------------------------------------------
     def parse_item(self, item: Any) -> None:
@@ -63,8 +68,8 @@ class Intake:
         raw = item.data if isinstance(item, Raw) else item
         letters_before = counts.dead_lettered
         try:
-            made = entries(crawler.parse(raw), default_type=crawler.default_type(),
-                           defaults=crawler.record_defaults(), context_of=self._context)
+            made = entries(crawler.parse(raw), default_type=self._default_type, defaults=self._defaults,
+                           context_of=self._context)
         except Skip as skip:
             counts.skip(skip.reason)
             log.debug("%s: item skipped: %s", crawler.source, skip.reason)
@@ -104,6 +109,7 @@ class Intake:
         parsed, self.parsed, self.parsed_entries = self.parsed, [], 0
         if not parsed:
             return
+        self._today = self.crawler.today()
         known = self._known(parsed)
         made_items = []
         for item in parsed:
@@ -172,7 +178,8 @@ class Intake:
 
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
-        record = self.crawler.prepare_record(record, record_type)
+        record = prepare(record_type, record, source=self.crawler.source, today=self._today,
+                         public_url=self._public_url)   # as crawler.prepare_record, its inputs asked once
         # Dates never read stay in; so do records of a list item an earlier run left.
         if not (in_window(record_type, record, self.window) or item.beyond_window):
             self.crawler.counts.out_of_range += 1
