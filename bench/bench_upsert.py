@@ -133,6 +133,8 @@ def type_and_rows(name: str):
 def fresh_store(path: str) -> Store:
     store = Store(path)
     store.ensure_type_tables()
+    if os.environ.get("BENCH_CACHE_KIB"):   # to compare page cache sizes (the store sets its own)
+        store.db.conn.execute(f"PRAGMA cache_size = -{int(os.environ['BENCH_CACHE_KIB'])}")
     return store
 
 
