@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from basecrawler.pipeline import deadletters
 from basecrawler.operations import upkeep
 from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
+from basecrawler.pipeline.collector import fewer_collections
 from basecrawler.pipeline.intake import Intake
 from basecrawler.pipeline.records import Raw, Window
 from basecrawler.recordtypes import Record
@@ -103,7 +104,8 @@ class BaseCrawler(SourceAPI, abc.ABC):
             self._resolve_window()
             self.store.update_run(self.run_id, since=self.since and self.since.isoformat(),
                                   until=self.until and self.until.isoformat())
-            self._pipeline(result)
+            with fewer_collections():
+                self._pipeline(result)
         except Interrupted:
             result.status = "interrupted"
         except Exception as exc:  # a failing source never escapes run(); it is a failed run
