@@ -246,8 +246,15 @@ def profile_pipeline(path: str, rt: RecordType, rows: list[dict], top: int) -> s
 
 
 def scale(tmp: str, rt: RecordType, make_rows, step: int = 50_000) -> None:
-    """Store upsert rate of `step` new records into a store holding 100k and 500k."""
+    """Store upsert rate of `step` new records into a store holding 100k and 500k, and the
+    engine's own rate (a plain executemany of another `step` new records, the index fed per
+    batch) at the same sizes: how much of a slow-down is the engine's."""
     store = fresh_store(os.path.join(tmp, "scale.db"))
+    plan = plan_for(rt)
+    cols = [*plan.written, *plan.derived, "input_hash", "first_seen_at", "updated_at"]
+    sql = f"INSERT INTO [{rt.table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
+    feed = feed_fts_sql(rt)
+    conn = store.db.conn
     held, rates = 0, {}
     for mark in (100_000, 500_000):
         while held < mark:
@@ -255,10 +262,22 @@ def scale(tmp: str, rt: RecordType, make_rows, step: int = 50_000) -> None:
             held = min(held + step, mark)
         timer, result = through_store(store, rt, make_rows(step, start=10_000_000 + held))
         assert result.new == step
-        rates[mark] = (step / timer.wall, step / timer.cpu)
-    print(f"store upsert of {step:,} new records: into 100k rows {rates[100_000][0]:,.0f} rec/s wall "
-          f"{rates[100_000][1]:,.0f} CPU; into 500k rows {rates[500_000][0]:,.0f} wall {rates[500_000][1]:,.0f} CPU; "
-          f"500k / 100k = {rates[500_000][0] / rates[100_000][0]:.2f} wall, {rates[500_000][1] / rates[100_000][1]:.2f} CPU")
+        params = plain_params(rt, make_rows(step, start=20_000_000 + held))
+        with Timer() as plain_timer:
+            conn.execute("BEGIN")
+            for i in range(0, step, BATCH):
+                last_id = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{rt.table}]").fetchone()[0]
+                conn.executemany(sql, params[i:i + BATCH])
+                if feed:
+                    conn.execute(feed, [last_id])
+            conn.execute("COMMIT")
+        held += 2 * step
+        rates[mark] = {"store": timer, "plain": plain_timer}
+    for what in ("store", "plain"):
+        low, high = rates[100_000][what], rates[500_000][what]
+        print(f"{what:>5}: {step:,} new records into 100k rows {step / low.wall:,.0f} rec/s wall {step / low.cpu:,.0f} CPU; "
+              f"into 500k rows {step / high.wall:,.0f} wall {step / high.cpu:,.0f} CPU; "
+              f"500k / 100k = {low.wall / high.wall:.2f} wall, {low.cpu / high.cpu:.2f} CPU")
 
 
 def main() -> None:

@@ -140,6 +140,16 @@ def test_a_recognised_record_a_later_batch_changes_counts_as_updated(tmp_path, m
     assert (result.counts.saved, result.counts.updated, result.counts.unchanged, result.counts.merged) == (1, 1, 0, 1)
 
 
+def test_a_key_the_model_normalises_is_not_found_by_its_raw_form_and_goes_the_whole_way(tmp_path, validations):
+    store = Store(tmp_path / "s.db")
+    items = [recall("24V1", country="us"), recall(" 24V2 ")]   # the model upper-cases; whitespace is stripped
+    run(store, items, mode="full")
+    validations.clear()
+    again = run(store, items, mode="full")
+    assert [entry.fields["country"] for entry in validations] == ["us"]   # " 24V2 " was found as "24V2"
+    assert (again.counts.unchanged, again.counts.updated, again.counts.new) == (2, 0, 0)
+
+
 def test_an_item_whose_record_fails_validation_is_still_one_whole_dead_letter(tmp_path):
     store = Store(tmp_path / "s.db")
     good, bad = recall("24V1"), recall("24V2", affected_units="many")

@@ -3,7 +3,7 @@ counted and batched per type in item order.
 
 Each fetched item is parsed at once (a failing parse() is its dead letter at once); its records
 wait, as typed entries with their input hashes (records.py), until a round of them is looked up
-together. A record whose input hash is the one its stored row was last written from is
+together, by their key as parse() gave it. A record whose input hash is the one its stored row was last written from is
 **unchanged without being validated, prepared or compared** (issue #23.3: a re-run of unchanged
 data costs parse() and one indexed lookup per 500 records); its stored date still decides the
 window, so the counts are the ones the whole way would give. Everything else is validated,
@@ -143,27 +143,27 @@ class Intake:
                 else:
                     self._add(entry, record, item)
 
-    def _known(self, parsed: list[_Parsed]) -> dict[RecordType, dict[str, dict]]:
-        wanted: dict[RecordType, list[str]] = {}
+    def _known(self, parsed: list[_Parsed]) -> dict[RecordType, dict[tuple, dict]]:
+        """The stored rows at the raw keys of the parsed entries, per type (one keyed query per
+        500 keys)."""
+        source = self.crawler.source
+        wanted: dict[RecordType, set[tuple]] = {}
         for item in parsed:
             for entry in item.entries:
-                if entry.input_hash is not None:
-                    wanted.setdefault(entry.record_type, []).extend(stored_candidates(entry.record_type,
-                                                                                      entry.input_hash))
-        return {record_type: self.crawler.store.known_inputs(record_type, hashes)
-                for record_type, hashes in wanted.items()}
+                if entry.raw_key is not None:
+                    wanted.setdefault(entry.record_type, set()).add((source, *entry.raw_key))
+        return {record_type: self.crawler.store.known_inputs(record_type, keys)
+                for record_type, keys in wanted.items()}
 
     def _recognised(self, entry: Entry, known: dict) -> dict | None:
         """The stored row made from this very input (and code), or None."""
-        if entry.input_hash is None:
+        if entry.raw_key is None:
             return None
-        rows = known.get(entry.record_type, {})
-        for candidate in stored_candidates(entry.record_type, entry.input_hash):
-            row = rows.get(candidate)
-            if row is not None and row["source"] == self.crawler.source:
-                row["_key"] = tuple(row[c] for c in entry.record_type.key_columns)
-                return row
-        return None
+        row = known.get(entry.record_type, {}).get((self.crawler.source, *entry.raw_key))
+        if row is None or row["input_hash"] not in stored_candidates(entry.record_type, entry.input_hash):
+            return None
+        row["_key"] = (self.crawler.source, *entry.raw_key)
+        return row
 
     def _count_recognised(self, record_type: RecordType, row: dict, beyond_window: bool) -> None:
         # A known own date is the stored date (records.stored_input_hash); an unknown one is

@@ -67,6 +67,9 @@ class Entry:
     record_type: RecordType
     fields: Any
     input_hash: str | None = None
+    # The key fields as parse() gave them (text stripped): where the stored row made from the
+    # same input would be. A key the model normalises otherwise is simply not found there.
+    raw_key: tuple | None = None
 
 
 def entries(produced: Any, *, default_type: RecordType, defaults: dict,
@@ -96,9 +99,24 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict,
             made.append(Entry(record_type, fields))
         else:
             fields = {**_defaults_for(record_type, frozen), **fields}
-            made.append(Entry(record_type, fields,
-                              None if context_of is None else input_hash_of(fields, context_of(record_type))))
+            if context_of is None:
+                made.append(Entry(record_type, fields))
+            else:
+                made.append(Entry(record_type, fields, input_hash_of(fields, context_of(record_type)),
+                                  _raw_key(record_type, fields)))
     return made
+
+
+def _raw_key(record_type: RecordType, fields: dict) -> tuple | None:
+    key = []
+    for name in record_type.key:
+        value = fields.get(name)
+        if value.__class__ is str:
+            value = value.strip()
+        elif value.__class__ is not int:
+            return None   # no key, or one the store keeps in another form (a date…): not looked up
+        key.append(value)
+    return tuple(key)
 
 
 def validate(entry: Entry) -> BaseModel:

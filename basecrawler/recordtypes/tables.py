@@ -52,7 +52,7 @@ def needs_ensure(conn, record_type: RecordType) -> bool:
     if _unique_key_index(conn, record_type) is None:
         return True
     present = {row[1] for row in conn.execute(f"PRAGMA index_list([{record_type.table}])")}
-    if any(index_name(record_type, columns) not in present for columns in all_indexes(record_type)):
+    if any(index_name(record_type, columns) not in present for columns in read_indexes(record_type)):
         return True
     return bool(record_type.text_index_columns) and _fts_columns(conn, record_type) != list(record_type.text_index_columns)
 
@@ -77,7 +77,7 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
         # the new key make the CREATE fail loudly rather than lose a row.
         db.execute(f"DROP INDEX IF EXISTS [{key_index(record_type)}]")
         table.create_index(list(record_type.key_columns), unique=True, index_name=key_index(record_type))
-    for columns in all_indexes(record_type):
+    for columns in read_indexes(record_type):
         table.create_index(list(columns), index_name=index_name(record_type, columns), if_not_exists=True)
     _ensure_fts(db, record_type)
 
@@ -96,17 +96,6 @@ def read_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
         if not facet.multi and facet.field != "source":   # source leads the key and the watermark index
             wanted.append((facet.field,))
     return list(dict.fromkeys(wanted))
-
-
-def write_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
-    """The index the write path needs besides the unique key: `input_hash`, by which the
-    pipeline finds the stored rows made from the very inputs a run hands over again (issue
-    #23.3), before validating them."""
-    return [("input_hash",)]
-
-
-def all_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
-    return list(dict.fromkeys([*read_indexes(record_type), *write_indexes(record_type)]))
 
 
 def index_name(record_type: RecordType, columns: tuple[str, ...]) -> str:
