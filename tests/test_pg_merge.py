@@ -205,3 +205,23 @@ def test_two_writers_on_overlapping_keys_both_finish_with_the_right_rows(pg_url,
         row = rows[f"R{n:04d}"]
         assert row["summary_original"] == (f"A{rounds - 1} {n}" if n < 1000 else None)
         assert row["model_original"] == (f"B{rounds - 1} {n}" if n >= 500 else None)
+
+
+def test_a_second_type_with_a_list_column_a_boolean_and_no_date_sentinel(store, row_by_row):
+    from record_types.product_alert import ProductAlert
+
+    def alert(n, **fields):
+        return ProductAlert(**{"country": "CA", "alert_id": f"A{n}", "alert_date": "2024-03-01",
+                               "title_original": f"Alert {n}", **fields})
+    first = store.upsert("product_alert", [alert(1, category=["toys", "food"], archived=True),
+                                           alert(2, alert_date=None)], source="hc")
+    assert counts(first) == (2, 0, 0, 0)
+    again = store.upsert("product_alert", [alert(1, category=[], archived=None, alert_date=None),
+                                           alert(2, alert_date="2024-04-02")], source="hc")
+    assert again.by_key == {("hc", "CA", "A1"): "unchanged", ("hc", "CA", "A2"): "updated"}
+    one = store.get("product_alert", {"source": "hc", "country": "CA", "alert_id": "A1"})
+    two = store.get("product_alert", {"source": "hc", "country": "CA", "alert_id": "A2"})
+    assert (one["category"], one["archived"], one["alert_date"], one["date_unknown"]) == \
+        (["toys", "food"], 1, "2024-03-01", 0)
+    assert (two["alert_date"], two["date_unknown"]) == ("2024-04-02", 0)
+    assert row_by_row == []

@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+from typing import Iterable
 
 import psycopg
 from psycopg.adapt import Dumper
@@ -164,12 +165,11 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result) -> bool:
     key = plan.key
     rows = sorted(rows, key=key)
     now = utc_now_iso()
-    params = [plan.params(row, now) for row in rows]
     conn = db.conn
     conn.execute(f"SAVEPOINT {SAVEPOINT}")
     try:
         conn._run(sql.create, lambda raw: raw.execute(sql.create))
-        conn._run(sql.copy, lambda raw: _copy(raw, sql.copy, params))
+        conn._run(sql.copy, lambda raw: _copy(raw, sql.copy, (plan.params(row, now) for row in rows)))
         written = conn._run(sql.merge, lambda raw: raw.execute(sql.merge).fetchall())
     except (psycopg.Error, TypeError, ValueError, OverflowError) as exc:
         if is_connection_lost(exc) or is_retryable(exc):
@@ -188,7 +188,9 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result) -> bool:
     return True
 
 
-def _copy(raw: psycopg.Connection, statement: str, params: list[list]) -> None:
+def _copy(raw: psycopg.Connection, statement: str, params: Iterable[list]) -> None:
+    """COPY the rows' values, each computed as the one before it travels: the server reads the
+    stream while the client prepares the rest."""
     cursor = raw.cursor()
     cursor.adapters.register_dumper(bool, _BoolAsInt)
     with cursor.copy(statement) as copy:
