@@ -144,6 +144,16 @@ def test_one_refused_row_in_a_batch_of_500_is_the_only_failure(store, row_by_row
     assert row_by_row and row_by_row[0][0] == ("us", "US", "R0000")   # the batch went row by row
 
 
+def test_a_value_that_cannot_be_encoded_fails_its_row_only(store, row_by_row):
+    # A lone surrogate (text decoded with surrogateescape) has no UTF-8: psycopg refuses it mid-COPY.
+    result = store.upsert(TYPE, [recall(n, extra={"note": "bad \udcff" if n == 7 else "ok"}) for n in range(20)],
+                          source="us")
+    assert counts(result) == (19, 0, 0, 1)
+    (row, error), = result.failed
+    assert row["recall_number"] == "R0007" and "UnicodeEncodeError" in error
+    assert store.count(TYPE) == 19 and len(row_by_row[0]) == 20   # the batch went row by row
+
+
 def test_extra_the_server_cannot_read_goes_row_by_row_and_is_kept(store, row_by_row):
     # jsonb has no \u0000: the merge cannot compare this extra, the row-by-row merge can.
     store.upsert(TYPE, [recall(1, extra={"plant": "Ulsan"})], source="us")
