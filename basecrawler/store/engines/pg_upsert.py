@@ -180,11 +180,16 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result) -> bool:
                   type(exc).__name__, str(exc).split("\n")[0])
         return False
     conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
-    outcomes = {tuple(key_values): "new" if inserted else "updated" for *key_values, inserted in written}
-    for row in rows:
-        outcome = outcomes.get(key(row), "unchanged")
-        result.by_key[key(row)] = outcome
-        setattr(result, outcome, getattr(result, outcome) + 1)
+    outcomes = dict.fromkeys(map(key, rows), "unchanged")
+    for *key_values, inserted in written:
+        outcomes[tuple(key_values)] = "new" if inserted else "updated"
+    if len(outcomes) != len(rows):   # a returned key that is no row's (a key value stored as another type)
+        raise RuntimeError(f"{plan.table}: the merge returned keys the batch does not have")
+    new = sum(1 for row in written if row[-1])
+    result.new += new
+    result.updated += len(written) - new
+    result.unchanged += len(rows) - len(written)
+    result.by_key.update(outcomes)
     return True
 
 
