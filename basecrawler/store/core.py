@@ -310,6 +310,10 @@ class Store:
 
     def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
+        if self.engine == "postgresql":   # COPY + one merge statement; a refused batch goes on row by row below
+            from basecrawler.store.engines.pg_upsert import merge_batch
+            if merge_batch(db, plan, rows, result):
+                return result
         key = plan.key
         # First only each stored row's input hash (a re-run of the same input needs nothing
         # more); the whole stored rows only for the keys whose input differs.
