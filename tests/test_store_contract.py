@@ -44,6 +44,15 @@ from test_enrichment import (  # noqa: F401
     test_detail_that_adds_an_original_queues_the_row_for_translation,
     test_full_run_requeues_gone_items,
 )
+from test_unchanged_input import (  # noqa: F401
+    validations,
+    test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_once,
+    test_a_key_the_model_normalises_is_not_found_by_its_raw_form_and_goes_the_whole_way,
+    test_a_recognised_record_is_windowed_by_its_own_date,
+    test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whole_way,
+    test_only_the_changed_records_of_a_rerun_are_validated_and_written,
+    test_records_of_a_type_without_a_date_and_of_two_types_from_one_item,
+)
 from test_search import (  # noqa: F401
     filled,
     test_all_words_must_match,

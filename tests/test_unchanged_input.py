@@ -76,8 +76,7 @@ def test_a_rerun_of_unchanged_input_validates_nothing_writes_nothing_and_counts_
     assert store.db.conn.total_changes - changes <= run_rows + 2
 
 
-def test_only_the_changed_records_of_a_rerun_are_validated_and_written(tmp_path, validations):
-    store = Store(tmp_path / "s.db")
+def test_only_the_changed_records_of_a_rerun_are_validated_and_written(store, validations):
     items = [recall(f"24V{n:04d}") for n in range(50)]
     run(store, items, mode="full")
     validations.clear()
@@ -88,8 +87,7 @@ def test_only_the_changed_records_of_a_rerun_are_validated_and_written(tmp_path,
     assert store.get_recall("US", "24V0007")["summary_original"] == "Brake hose chafes on the frame"
 
 
-def test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_once(tmp_path, validations, monkeypatch):
-    store = Store(tmp_path / "s.db")
+def test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_once(store, validations, monkeypatch):
     items = [recall(f"24V{n:04d}") for n in range(20)]
     run(store, items, mode="full")
     before = stored(store)
@@ -103,8 +101,7 @@ def test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_
     assert validations == []                    # … and pointed the rows at this code's hashes
 
 
-def test_a_recognised_record_is_windowed_by_its_own_date(tmp_path, validations):
-    store = Store(tmp_path / "s.db")
+def test_a_recognised_record_is_windowed_by_its_own_date(store, validations):
     old, new, undated = recall("OLD", recall_date="2020-01-01"), recall("NEW", recall_date="2024-06-01"), \
         recall("NODATE", recall_date="soon")
     run(store, [old, new, undated], mode="full")
@@ -116,9 +113,8 @@ def test_a_recognised_record_is_windowed_by_its_own_date(tmp_path, validations):
     assert (windowed.counts.out_of_range, windowed.counts.unchanged) == (1, 2)
 
 
-def test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whole_way(tmp_path, validations):
+def test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whole_way(store, validations):
     """The batch folds the two as it always did: the later input wins where it has a value."""
-    store = Store(tmp_path / "s.db")
     first = recall("24V1", summary_original="Original summary", remedy_original=None)
     run(store, [first], mode="full")
     changed = recall("24V1", summary_original="A changed summary", remedy_original="Replace the hose")
@@ -140,8 +136,7 @@ def test_a_recognised_record_a_later_batch_changes_counts_as_updated(tmp_path, m
     assert (result.counts.saved, result.counts.updated, result.counts.unchanged, result.counts.merged) == (1, 1, 0, 1)
 
 
-def test_a_key_the_model_normalises_is_not_found_by_its_raw_form_and_goes_the_whole_way(tmp_path, validations):
-    store = Store(tmp_path / "s.db")
+def test_a_key_the_model_normalises_is_not_found_by_its_raw_form_and_goes_the_whole_way(store, validations):
     items = [recall("24V1", country="us"), recall(" 24V2 ")]   # the model upper-cases; whitespace is stripped
     run(store, items, mode="full")
     validations.clear()
@@ -171,8 +166,7 @@ def test_an_implausible_date_is_judged_again_on_every_run(tmp_path, validations)
     assert [entry.fields["recall_number"] for entry in validations] == ["FUTURE"]
 
 
-def test_records_of_a_type_without_a_date_and_of_two_types_from_one_item(tmp_path, validations):
-    store = Store(tmp_path / "s.db")
+def test_records_of_a_type_without_a_date_and_of_two_types_from_one_item(store, validations):
     alert = Record("product_alert", {"country": "CA", "alert_id": "RA-1", "title_original": "Kettle recalled",
                                      "category": ["Electrical"]})
     items = [[recall("24V1"), alert]]

@@ -41,7 +41,7 @@ from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
-from basecrawler.recordtypes.upsert import INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
 from basecrawler.store.schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ class Store:
             row = plan.row_of(record, source)
             row["_raw"] = raws[index] if raws is not None else row
             row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
-            row[_GIVEN_HASH] = row[INPUT_HASH] is not None
+            row[GIVEN_HASH] = row[INPUT_HASH] is not None
             rows.append(row)
         folded = plan.fold(rows)
         for row in folded:
@@ -346,7 +346,7 @@ class Store:
                 # too (its hash is all that is written), so the next run recognises it unvalidated.
                 result.unchanged += 1
                 result.by_key[key(row)] = "unchanged"
-                if row.get(_GIVEN_HASH):   # (a hash of its own values would name no input)
+                if row.get(GIVEN_HASH):   # (a hash of its own values would name no input)
                     rehashed.append((row[INPUT_HASH], old["id"]))
             else:
                 to_write.append((merged | {"_raw": row["_raw"], INPUT_HASH: row[INPUT_HASH]}, "updated"))
@@ -762,10 +762,6 @@ class Store:
 
     def get_meta(self, key: str) -> str | None:
         return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
-
-
-# A row flag: its input hash came from the pipeline (the input it was made from).
-_GIVEN_HASH = "_input_hash_given"
 
 
 def pid_alive(pid: int | None) -> bool:

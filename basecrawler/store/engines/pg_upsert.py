@@ -44,7 +44,7 @@ from psycopg.postgres import types as pg_types
 
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
-from basecrawler.recordtypes.upsert import EXTRA, INPUT_HASH, UpsertPlan
+from basecrawler.recordtypes.upsert import EXTRA, GIVEN_HASH, INPUT_HASH, UpsertPlan
 from basecrawler.store.engines.pg import is_connection_lost, is_retryable
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,11 @@ class MergeSql:
         self.create = (f"CREATE TEMP TABLE IF NOT EXISTS {self.stage} ON COMMIT DELETE ROWS AS "
                        f"SELECT {cols} FROM {_q(plan.table)} WITH NO DATA")
         self.copy = f"COPY {self.stage} ({cols}) FROM STDIN"
+        # An unchanged row pointed at the input it was seen with this time (bookkeeping only, as
+        # the row-by-row path does), in the store's dialect (engines/pg.py translates it).
+        self.rehash = (f"UPDATE [{plan.table}] SET [{INPUT_HASH}] = ? WHERE "
+                       + " AND ".join(f"[{c}] = ?" for c in plan.key_columns)
+                       + f" AND ([{INPUT_HASH}] IS NULL OR [{INPUT_HASH}] <> ?)")
         keys = ", ".join(map(_q, plan.key_columns))
         # Text keys in byte order (COLLATE "C"): the code-point order Python sorts the fallback path's rows in.
         order = ", ".join(_q(c) + (' COLLATE "C"' if rt.column_types.get(c, str) is str else "")
@@ -190,6 +195,10 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result) -> bool:
     result.updated += len(written) - new
     result.unchanged += len(rows) - len(written)
     result.by_key.update(outcomes)
+    rehash = [[row[INPUT_HASH], *key(row), row[INPUT_HASH]] for row in rows
+              if row.get(GIVEN_HASH) and outcomes[key(row)] == "unchanged"]
+    if rehash:   # so the next run recognises these rows unvalidated (pipeline/intake.py)
+        conn.executemany(sql.rehash, rehash)
     return True
 
 
