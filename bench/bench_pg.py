@@ -202,7 +202,10 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     The trigram index is a GIN index on the columns themselves: every variant feeds it alike."""
     import psycopg
 
-    records = [recall("US", n) for n in range(count)]
+    # A source names a few hundred makers, not one per recall: so does this data (the store
+    # derives a normalised maker key per row, cached per name).
+    records = [recall("US", n).model_copy(update={"manufacturer_original": f"Maker {word(n % 300)}"})
+               for n in range(count)]
     cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     rows = []
     for r in records:
