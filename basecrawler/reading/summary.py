@@ -1,0 +1,153 @@
+"""What a search matched, counted in one pass: how many records, and per declared facet the
+records per stored value, and per month of the date field (#23.5).
+
+A search page shows its count and every facet. Counted one query per facet, a term in a
+million records costs a second or more per facet (each re-runs the search); read once, the
+matching rows' facet columns give all of them together. The web view keeps the result per
+search and data version (basecrawler/reading/web/plugins/basecrawler_facets.py), so a page
+seen before answers from it.
+
+The counts are the ones the facet queries give (`_raw_values_sql`, the month facet): a
+multi-valued facet counts each element of its JSON list (a value that is not JSON counts as
+itself), a month is the first seven characters of a known date after the sentinel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from basecrawler.reading.search import RecallFilter, build_query
+
+SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
+
+
+@dataclass
+class SearchSummary:
+    count: int = 0
+    values: dict[str, dict] = field(default_factory=dict)    # facet field → stored value → records
+    months: dict[str, int] = field(default_factory=dict)     # YYYY-MM → records
+    date_unknown: int = 0
+
+    def value_rows(self, column: str) -> list[dict]:
+        """The facet query's rows for `column`: [{"value", "count"}]."""
+        return [{"value": v, "count": n} for v, n in self.values.get(column, {}).items()]
+
+    def month_rows(self) -> list[dict]:
+        """The month facet's rows, newest month first."""
+        return [{"value": m, "count": n} for m, n in sorted(self.months.items(), reverse=True)]
+
+
+def _multi_elements(column: str) -> str:
+    """A multi-valued column's elements as one JSON list (json_each's values: a value that is
+    not JSON is one element)."""
+    return (f"(SELECT json_group_array(e.value) FROM json_each(CASE WHEN json_valid(r.[{column}]) "
+            f"THEN r.[{column}] ELSE json_array(r.[{column}]) END) AS e WHERE e.value IS NOT NULL)")
+
+
+def summarise(conn, filters: RecallFilter) -> SearchSummary:
+    """Count, facet values and months of the records `filters` selects (SQLite)."""
+    import json
+
+    record_type = filters.declaration()
+    facets = list(record_type.facets)
+    selected = [(_multi_elements(f.field) if f.multi else f"r.[{f.field}]") for f in facets]
+    date = record_type.date_field
+    if date:
+        unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
+        selected += [f"r.[{date}]", unknown]
+    sql, params = build_query(filters, columns=", ".join(selected) or "1", ordered=False, driven=True)
+    summary = SearchSummary(values={f.field: {} for f in facets})
+    for row in conn.execute(sql, params):
+        summary.count += 1
+        for facet, value in zip(facets, row):
+            counts = summary.values[facet.field]
+            if facet.multi:
+                if value is None:
+                    continue
+                for element in json.loads(value):
+                    element = int(element) if isinstance(element, bool) else element
+                    if isinstance(element, (list, dict)):
+                        element = json.dumps(element, separators=(",", ":"), ensure_ascii=False)
+                    counts[element] = counts.get(element, 0) + 1
+            else:
+                counts[value] = counts.get(value, 0) + 1
+        if date:
+            day, unknown = row[len(facets)], row[len(facets) + 1]
+            if unknown == 1:
+                summary.date_unknown += 1
+            if isinstance(day, str) and day > SENTINEL_FLOOR and not (record_type.date_optional and unknown):
+                month = day[:7]
+                summary.months[month] = summary.months.get(month, 0) + 1
+    return summary
+
+
+
+
+
+# ---- kept per search and data version, for the web view ---------------------------------------
+def search_covers(table: str) -> bool:
+    """Whether the web view answers `?_search=` on `table` with `build_query` (the CLI's own
+    search, which the summary runs), rather than its LIKE over another type's columns."""
+    sql, _ = build_query(RecallFilter(text="x"), columns="r.id", ordered=False)
+    return f"FROM {table} AS r" in sql
+
+
+RUNNING_TTL_S = 60       # while a run is going, a summary lasts a minute
+SUMMARY_CACHE_SIZE = 64
+_summaries: dict[tuple, SearchSummary] = {}
+_summarising: dict[tuple, "object"] = {}
+
+
+async def run_marker(datasette, database: str, table: str) -> tuple:
+    """Changes whenever a run may have changed the table's counts: a run started or finished,
+    a record added; the current minute while a run is going."""
+    import time
+
+    db = datasette.get_database(database)
+    try:
+        run = (await db.execute("SELECT max(id) AS id, max(finished_at) AS finished, "
+                                "sum(status = 'running') AS running FROM crawl_runs")).first()
+        marker = (run["id"], run["finished"], int(time.time() // RUNNING_TTL_S) if run["running"] else None)
+    except Exception:   # a database without the runs table: the minute
+        marker = (int(time.time() // RUNNING_TTL_S),)
+    top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
+    return (*marker, top["id"])
+
+
+async def cached_summary(datasette, database: str, table: str, filters: RecallFilter,
+                         wait_s: float) -> SearchSummary | None:
+    """The summary of `filters` over the data as it is now: from the cache when this search
+    was summarised since the data last changed, else counted (in Datasette's thread pool,
+    once however many pages ask) and awaited up to `wait_s` — None when it takes longer; it
+    goes on and the next visit finds it."""
+    import asyncio
+
+    from basecrawler.errors import ConfigError
+
+    key = (database, table, filters, await run_marker(datasette, database, table))
+    if key in _summaries:
+        return _summaries[key]
+    task = _summarising.get(key)
+    if task is None:
+        def count(conn) -> SearchSummary:
+            try:
+                return summarise(conn, filters)
+            except ConfigError:   # a query too large is not run: it matches nothing
+                return SearchSummary()
+
+        async def run() -> SearchSummary:
+            try:
+                summary = await datasette.get_database(database).execute_fn(count)
+                if len(_summaries) >= SUMMARY_CACHE_SIZE:
+                    _summaries.pop(next(iter(_summaries)))
+                _summaries[key] = summary
+                return summary
+            finally:
+                _summarising.pop(key, None)
+        task = _summarising[key] = asyncio.get_running_loop().create_task(run())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())   # a failed count is dropped
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), wait_s)
+    except asyncio.TimeoutError:
+        return None
+__all__ = ["SearchSummary", "summarise", "cached_summary", "run_marker", "search_covers"]
