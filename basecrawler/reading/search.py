@@ -45,6 +45,7 @@ WALK_SHARE = 0.05      # a term in at least this share of the records is tested 
 WALK_MIN = 2_000       # … and in at least this many (a small store sorts its matches at once)
 WALK_PAGE_ROWS = 1_000  # deeper pages than this collect the matches (a walk would go far)
 COUNT_CAP = 10_000     # `search` counts matches up to this, then says "more than"
+SAMPLE_ROWS = 20_000   # a 1–2 character term's share is judged on the newest this many records
 MAX_QUERY_TERMS = 64
 MAX_QUERY_CHARS = 1_000
 DEFAULT_TYPE = DEFAULT_RECORD_TYPE
@@ -171,6 +172,11 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     if len(term) >= TRIGRAM and _has_case(term):
         params.append(fts_phrase(term))
         likes.append(f"EXISTS (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? AND rowid = {alias}.id)")
+    if len(term) < TRIGRAM and not walk:
+        # A rare short term: one pass over the table in storage order, then sort what it
+        # found; walking the date index instead reads the rows in random order, twice as slow.
+        inner = [like.replace(f"{alias}.[", "s.[") for like in likes]
+        return f"{alias}.id IN (SELECT s.id FROM [{record_type.table}] AS s WHERE {' OR '.join(inner)})"
     return "(" + " OR ".join(likes) + ")"
 
 
@@ -316,6 +322,12 @@ def text_conditions(filters: RecallFilter, *, walk: frozenset[str], alias: str) 
     return " AND ".join(where) or "1 = 1", params
 
 
+def short_terms(filters: RecallFilter) -> frozenset[str]:
+    """Terms the trigram index cannot answer: a query that reads the table in storage order
+    anyway (a count, a summary) tests them on each row it reads."""
+    return frozenset(t for t in filters.terms() if len(t) < TRIGRAM)
+
+
 def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     """The terms of 3+ characters a page should test row by row while walking the newest-first
     index, instead of collecting every row the full-text index returns and sorting them.
@@ -326,7 +338,7 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     is the whole query: another filter may make the walk long. Counting to the threshold reads
     the full-text index only (it stops there). Never changes which rows match."""
     record_type = filters.declaration()
-    terms = {t for t in filters.terms() if len(t) >= TRIGRAM}
+    terms = set(filters.terms())
     if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns or \
             replace(filters, text=None) != replace(RecallFilter(record_type=filters.record_type), text=None):
         return frozenset()
@@ -335,9 +347,17 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     fts = fts_table(record_type)
     walk = set()
     for term in terms:
-        found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
-                             [fts_phrase(term), threshold]).fetchone()[0]
-        if found >= threshold:
+        if len(term) >= TRIGRAM:
+            found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
+                                 [fts_phrase(term), threshold]).fetchone()[0]
+            common = found >= threshold
+        else:   # no index can count it: its share among the newest SAMPLE_ROWS records
+            params: list = []
+            condition = _text_condition(record_type, term, params, walk=True)
+            found = conn.execute(f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
+                                 [top - SAMPLE_ROWS, *params]).fetchone()[0]
+            common = found >= WALK_SHARE * min(SAMPLE_ROWS, top)
+        if common:
             walk.add(term)
     return frozenset(walk)
 
@@ -383,7 +403,8 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     """The number of matching records, or `cap + 1` when there are more than `cap` (a screen
     then says "more than"): counting a million matches exactly takes longer than the page.
     The first term of 3+ characters drives the count from its index, so it stops at the cap."""
-    sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True)
+    sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
+                              walk=short_terms(filters))
     return conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
 
 
@@ -445,4 +466,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]

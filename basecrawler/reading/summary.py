@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
-from basecrawler.reading.search import RecallFilter, build_query
+from basecrawler.reading.search import RecallFilter, build_query, short_terms
 
 SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
 
@@ -37,51 +37,47 @@ class SearchSummary:
         return [{"value": m, "count": n} for m, n in sorted(self.months.items(), reverse=True)]
 
 
-def _multi_elements(column: str) -> str:
-    """A multi-valued column's elements as one JSON list (json_each's values: a value that is
-    not JSON is one element)."""
-    return (f"(SELECT json_group_array(e.value) FROM json_each(CASE WHEN json_valid(r.[{column}]) "
-            f"THEN r.[{column}] ELSE json_array(r.[{column}]) END) AS e WHERE e.value IS NOT NULL)")
+MATCHED = "temp.bc_matched"   # the matching rows' facet columns, for the length of one summary
 
 
 def summarise(conn, filters: RecallFilter) -> SearchSummary:
-    """Count, facet values and months of the records `filters` selects (SQLite)."""
-    import json
-
+    """Count, facet values and months of the records `filters` selects (SQLite). The
+    matching rows' facet columns are read once into a temporary table (the connection's own;
+    the database is only read) and counted there with the facet queries' own SQL, so the
+    work stays in SQLite and off Python's lock, which the web view's event loop needs."""
     record_type = filters.declaration()
     facets = list(record_type.facets)
-    selected = [(_multi_elements(f.field) if f.multi else f"r.[{f.field}]") for f in facets]
     date = record_type.date_field
+    selected = [f"r.[{f.field}] AS [{f.field}]" for f in facets]
     if date:
         unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
-        selected += [f"r.[{date}]", unknown]
-    sql, params = build_query(filters, columns=", ".join(selected) or "1", ordered=False, driven=True)
-    summary = SearchSummary(values={f.field: {} for f in facets})
-    for row in conn.execute(sql, params):
-        summary.count += 1
-        for facet, value in zip(facets, row):
-            counts = summary.values[facet.field]
-            if facet.multi:
-                if value is None:
-                    continue
-                for element in json.loads(value):
-                    element = int(element) if isinstance(element, bool) else element
-                    if isinstance(element, (list, dict)):
-                        element = json.dumps(element, separators=(",", ":"), ensure_ascii=False)
-                    counts[element] = counts.get(element, 0) + 1
-            else:
-                counts[value] = counts.get(value, 0) + 1
+        selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
+    sql, params = build_query(filters, columns=", ".join(selected) or "1 AS bc_one", ordered=False, driven=True,
+                              walk=short_terms(filters))
+    conn.execute(f"DROP TABLE IF EXISTS {MATCHED}")
+    conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
+    try:
+        summary = SearchSummary(count=conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0])
+        for facet in facets:
+            summary.values[facet.field] = dict(conn.execute(_values_sql(facet.field, facet.multi)).fetchall())
         if date:
-            day, unknown = row[len(facets)], row[len(facets) + 1]
-            if unknown == 1:
-                summary.date_unknown += 1
-            if isinstance(day, str) and day > SENTINEL_FLOOR and not (record_type.date_optional and unknown):
-                month = day[:7]
-                summary.months[month] = summary.months.get(month, 0) + 1
-    return summary
+            summary.months = dict(conn.execute(
+                f"SELECT substr(bc_date, 1, 7), count(*) FROM {MATCHED} WHERE bc_date IS NOT NULL "
+                f"AND bc_date > '{SENTINEL_FLOOR}' AND bc_unknown = 0 GROUP BY 1").fetchall())
+            summary.date_unknown = conn.execute(f"SELECT count(*) FROM {MATCHED} WHERE bc_unknown = 1").fetchone()[0]
+        return summary
+    finally:
+        conn.execute(f"DROP TABLE IF EXISTS {MATCHED}")
 
 
-
+def _values_sql(column: str, multi: bool) -> str:
+    """Records per stored value (each element of a JSON list for a multi-valued facet): the
+    web facet's own query (`_raw_values_sql`) over the matching rows."""
+    if multi:
+        return (f"SELECT element.value, count(*) FROM {MATCHED} AS t, json_each(CASE WHEN json_valid(t.[{column}]) "
+                f"THEN t.[{column}] ELSE json_array(t.[{column}]) END) AS element "
+                f"WHERE t.[{column}] IS NOT NULL AND element.value IS NOT NULL GROUP BY element.value")
+    return f"SELECT [{column}], count(*) FROM {MATCHED} GROUP BY [{column}]"
 
 
 # ---- kept per search and data version, for the web view ---------------------------------------

@@ -102,8 +102,7 @@ def filters_from_request(request, database, table, datasette):
         note = description
         if _search_only(request.args.keys()) and not (request.args.get("_sort") or request.args.get("_sort_desc")):
             walk = await db.execute_fn(lambda conn: plan_terms(conn, filters))
-            if walk:
-                where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]"))
+            where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]"))
             if request.args.get("_nocount"):
                 summary = await cached_summary(datasette, database, table, filters, SUMMARY_WAIT_S)
                 note += f" ({summary.count:,} records)" if summary is not None else " (counting…)"
