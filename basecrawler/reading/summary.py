@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
-from basecrawler.reading.search import RecallFilter, build_query, short_terms
+from dataclasses import replace
+
+from basecrawler.reading.search import TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_terms
 
 SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
 
@@ -52,10 +54,14 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
     if date:
         unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
         selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
+    filters = _without_terms_in_every_record(conn, filters)
     sql, params = build_query(filters, columns=", ".join(selected) or "1 AS bc_one", ordered=False, driven=True,
                               walk=short_terms(filters))
-    conn.execute(f"DROP TABLE IF EXISTS {MATCHED}")
-    conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
+    _drop(conn)
+    if params:
+        conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
+    else:   # nothing narrows the table: count it through its own indexes (a view is flattened)
+        conn.execute(f"CREATE VIEW {MATCHED} AS {sql}")
     try:
         summary = SearchSummary(count=conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0])
         for facet in facets:
@@ -67,7 +73,27 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
             summary.date_unknown = conn.execute(f"SELECT count(*) FROM {MATCHED} WHERE bc_unknown = 1").fetchone()[0]
         return summary
     finally:
-        conn.execute(f"DROP TABLE IF EXISTS {MATCHED}")
+        _drop(conn)
+
+
+def _drop(conn) -> None:
+    name = MATCHED.split(".")[1]
+    for (kind,) in conn.execute("SELECT type FROM temp.sqlite_master WHERE name = ?", [name]).fetchall():
+        conn.execute(f"DROP {kind.upper()} {MATCHED}")
+
+
+def _without_terms_in_every_record(conn, filters: RecallFilter) -> RecallFilter:
+    """`filters` less the terms of 3+ characters its full-text index finds in every record of
+    the table: ANDed with the rest they change nothing, and a search for a word every record
+    has (a component heading) is then counted from the table's indexes."""
+    record_type = filters.declaration()
+    if not record_type.text_index_columns or not any(len(t) >= TRIGRAM for t in filters.terms()):
+        return filters
+    fts = fts_table(record_type)
+    total = conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0]
+    kept = [t for t in filters.terms() if len(t) < TRIGRAM or conn.execute(
+        f"SELECT count(*) FROM [{fts}] WHERE [{fts}] MATCH ?", [fts_phrase(t)]).fetchone()[0] != total]
+    return replace(filters, text=" ".join(kept) or None)
 
 
 def _values_sql(column: str, multi: bool) -> str:
