@@ -147,7 +147,8 @@ def subprocess_rows(url: str) -> list[tuple]:
 
     with tempfile.TemporaryDirectory() as tmp:
         empty = os.path.join(tmp, "empty.db")
-        subprocess.run([sys.executable, "-m", "basecrawler", "--db", empty, "migrate"], capture_output=True, env=env)
+        from basecrawler.store.core import Store
+        Store(empty).close()
         start_up = statistics.median(run(empty, "brake") for _ in range(REPEATS))
     out = [("CLI search subprocess: start-up (empty store)", None, start_up, "")]
     for label, term in TERMS:
@@ -184,21 +185,16 @@ def main() -> int:
         if not Path(url).exists():
             print(f"generated {args.rows:,} recalls in {read_data.generate_sqlite(url, args.rows):.0f} s "
                   f"({Path(url).stat().st_size / 1e6:,.0f} MB)")
+    print(f"{'measure':<58} {'first s':>8} {'warm s':>8}  note", flush=True)
     try:
-        rows = []
-        if "cli" not in skip:
-            rows += cli_rows(url)
-        if "subprocess" not in skip:
-            rows += subprocess_rows(url)
-        if "web" not in skip:
-            rows += web_rows(url)
+        for part, measure in (("cli", cli_rows), ("subprocess", subprocess_rows), ("web", web_rows)):
+            if part not in skip:
+                for name, first, warm, note in measure(url):
+                    show = lambda v: f"{v:>8.3f}" if v is not None else f"{'—':>8}"   # noqa: E731
+                    print(f"{name:<58} {show(first)} {show(warm)}  {note}", flush=True)
     finally:
         if cluster is not None:
             cluster.stop()
-    print(f"{'measure':<58} {'first s':>8} {'warm s':>8}  note")
-    for name, first, warm, note in rows:
-        show = lambda v: f"{v:>8.3f}" if v is not None else f"{'—':>8}"   # noqa: E731
-        print(f"{name:<58} {show(first)} {show(warm)}  {note}")
     return 0
 
 
