@@ -11,7 +11,7 @@
 
     python bench/bench_read.py                          # 1,000,000 recalls, SQLite
     python bench/bench_read.py --db /tmp/read1m/bench.db   # keeps / reuses the file
-    python bench/bench_read.py --pg [--url postgresql://…]  # PostgreSQL (a throw-away cluster)
+    python bench/bench_read.py --pg [--url postgresql://…]  # PostgreSQL (a throw-away cluster; --url reuses its rows)
     python bench/bench_read.py --skip web,subprocess
 
 On PostgreSQL `browse` serves a SQLite snapshot (browse.py), so the web rows are the SQLite
@@ -178,7 +178,8 @@ def main() -> int:
             cluster = pgcluster.Cluster(pgcluster._bin_dir())
             cluster.start()
             url = cluster.new_database()
-        print(f"generated {args.rows:,} recalls in {read_data.generate_pg(url, args.rows):.0f} s (PostgreSQL)")
+        if read_data.pg_rows(url) < args.rows:
+            print(f"generated {args.rows:,} recalls in {read_data.generate_pg(url, args.rows):.0f} s (PostgreSQL)")
         skip.add("web")
     else:
         url = args.db or os.path.join(tempfile.mkdtemp(prefix="bench-read-"), "bench.db")

@@ -89,3 +89,13 @@ def generate_pg(url: str, count: int, step: int = 50_000) -> float:
         conn.autocommit = True
         conn.execute("ANALYZE recalls")
     return time.monotonic() - started
+
+
+def pg_rows(url: str) -> int:
+    """Records already in the store at `url` (0 when it has no table yet)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        if conn.execute("SELECT to_regclass('recalls')").fetchone()[0] is None:
+            return 0
+        return conn.execute("SELECT count(*) FROM recalls").fetchone()[0]

@@ -366,7 +366,9 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
                  ) -> tuple[list[str], Iterator[tuple]]:
     """(column names, row tuples) straight from a cursor: rows are read one at a time, never
     collected, so callers can stream any number of them."""
-    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn))
+    # A short term is tested on each row of the newest-first walk (as before plans): an export
+    # streams rows in that order and never sorts a copy of them.
+    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
@@ -395,7 +397,8 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
 
 
 def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
-    sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn))
+    sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn),
+                              walk=short_terms(filters))
     return conn.execute(sql, params).fetchone()[0]
 
 
