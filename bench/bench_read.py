@@ -102,7 +102,11 @@ def cli_rows(url: str) -> list[tuple]:
     from basecrawler.commands.status import collect_status
     from basecrawler.pipeline.registry import discover
     from basecrawler.reading.export import export_recalls
-    from basecrawler.reading.search import RecallFilter, count, iter_recalls, search
+    from basecrawler.reading import search as searching
+    from basecrawler.reading.search import RecallFilter, iter_recalls, search
+    # What the command counts with: `count_upto` (stops at COUNT_CAP) where it exists, else
+    # the exact `count` (before #23.5).
+    count = getattr(searching, "count_upto", searching.count)
     from basecrawler.store.core import Store
 
     store = Store(url)
@@ -149,10 +153,10 @@ def subprocess_rows(url: str) -> list[tuple]:
         empty = os.path.join(tmp, "empty.db")
         from basecrawler.store.core import Store
         Store(empty).close()
-        start_up = statistics.median(run(empty, "brake") for _ in range(REPEATS))
+        start_up = statistics.median(run(empty, "brake") for _ in range(2 * REPEATS + 1))
     out = [("CLI search subprocess: start-up (empty store)", None, start_up, "")]
     for label, term in TERMS:
-        total = statistics.median(run(url, term) for _ in range(REPEATS))
+        total = statistics.median(run(url, term) for _ in range(2 * REPEATS + 1))
         out.append((f"CLI search subprocess: {label}", None, total, f"{total - start_up:.2f} s above start-up"))
     return out
 

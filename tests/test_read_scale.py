@@ -129,3 +129,14 @@ def test_a_search_summary_is_counted_again_after_a_run_adds_records(filled, db_p
     first, after = asyncio.run(scenario())
     assert after.count == first.count + 1
     assert after.values["source"]["test"] == first.values["source"]["test"] + 1
+
+
+def test_a_summary_keeps_the_ids_of_a_small_result_and_not_of_a_large_one(filled, monkeypatch):
+    import basecrawler.reading.summary as summary_module
+
+    conn = filled.db.conn
+    small = RecallFilter(text="zz x")
+    assert sorted(summarise(conn, RecallFilter(text="x")).ids) == sorted(_ids(conn, RecallFilter(text="x"), frozenset()))
+    assert summarise(conn, small).ids == []
+    monkeypatch.setattr(summary_module, "IDS_MAX", 3)
+    assert summarise(conn, RecallFilter(text="brake")).ids is None

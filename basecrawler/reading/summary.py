@@ -29,6 +29,7 @@ class SearchSummary:
     values: dict[str, dict] = field(default_factory=dict)    # facet field → stored value → records
     months: dict[str, int] = field(default_factory=dict)     # YYYY-MM → records
     date_unknown: int = 0
+    ids: list[int] | None = None   # the matching records' ids, when there are at most IDS_MAX
 
     def value_rows(self, column: str) -> list[dict]:
         """The facet query's rows for `column`: [{"value", "count"}]."""
@@ -39,6 +40,7 @@ class SearchSummary:
         return [{"value": m, "count": n} for m, n in sorted(self.months.items(), reverse=True)]
 
 
+IDS_MAX = 10_000   # a summary keeps the ids of a search that matched at most this many records
 MATCHED = "temp.bc_matched"   # the matching rows' facet columns, for the length of one summary
 
 
@@ -50,12 +52,12 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
     record_type = filters.declaration()
     facets = list(record_type.facets)
     date = record_type.date_field
-    selected = [f"r.[{f.field}] AS [{f.field}]" for f in facets]
+    selected = ["r.id AS bc_id", *(f"r.[{f.field}] AS [{f.field}]" for f in facets)]
     if date:
         unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
         selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
     filters = _without_terms_in_every_record(conn, filters)
-    sql, params = build_query(filters, columns=", ".join(selected) or "1 AS bc_one", ordered=False, driven=True,
+    sql, params = build_query(filters, columns=", ".join(selected), ordered=False, driven=True,
                               walk=short_terms(filters))
     _drop(conn)
     if params:
@@ -64,6 +66,8 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
         conn.execute(f"CREATE VIEW {MATCHED} AS {sql}")
     try:
         summary = SearchSummary(count=conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0])
+        if summary.count <= IDS_MAX:
+            summary.ids = [row[0] for row in conn.execute(f"SELECT bc_id FROM {MATCHED}")]
         for facet in facets:
             summary.values[facet.field] = dict(conn.execute(_values_sql(facet.field, facet.multi)).fetchall())
         if date:

@@ -28,8 +28,8 @@ from datasette.filters import FilterArguments
 
 from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
 from basecrawler.errors import ConfigError
-from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, text_conditions,
-                                       translation_progress)
+from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_terms,
+                                       text_conditions, translation_progress)
 from basecrawler.reading.summary import cached_summary, search_covers
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
@@ -37,6 +37,7 @@ from basecrawler.reading.summary import cached_summary, search_covers
 # at a million records. Smaller tables count as Datasette does.
 SUMMARY_COUNT_ROWS = 50_000
 SUMMARY_WAIT_S = 0.3
+RARE_SHORT_WAIT_S = 2.0   # a rare 1–2 character term's page waits this long for the pass that finds it
 
 ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
 TYPES = types_by_table()
@@ -104,8 +105,19 @@ def filters_from_request(request, database, table, datasette):
             walk = await db.execute_fn(lambda conn: plan_terms(conn, filters))
             where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]"))
             if request.args.get("_nocount"):
-                summary = await cached_summary(datasette, database, table, filters, SUMMARY_WAIT_S)
+                rare_short = bool(short_terms(filters) - walk)
+                summary = await cached_summary(datasette, database, table, filters,
+                                               RARE_SHORT_WAIT_S if rare_short else SUMMARY_WAIT_S)
                 note += f" ({summary.count:,} records)" if summary is not None else " (counting…)"
+                if rare_short and summary is not None and summary.ids is not None:
+                    # The summary's pass found them: the page reads them by id.
+                    where, named = "id IN (SELECT value FROM json_each(:bc_ids))", {"bc_ids": json.dumps(summary.ids)}
+                elif rare_short and summary is None:
+                    # Only a pass over every record finds a 1–2 character term few of them hold,
+                    # longer than a page may take: the pass goes on, the page says so.
+                    where, named = "0 = 1", {}
+                    note += (" — still searching: a term of 1–2 characters that few records hold is looked for "
+                             "in every record; reload in a few seconds")
         if has_korean(text):
             # As the CLI says it: Korean words only find rows the translator has reached.
             translated, total = await db.execute_fn(lambda conn: translation_progress(conn, filters))
