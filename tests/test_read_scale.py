@@ -140,3 +140,52 @@ def test_a_summary_keeps_the_ids_of_a_small_result_and_not_of_a_large_one(filled
     assert summarise(conn, small).ids == []
     monkeypatch.setattr(summary_module, "IDS_MAX", 3)
     assert summarise(conn, RecallFilter(text="brake")).ids is None
+
+
+def test_keyset_pages_of_a_walked_search_hold_every_match_once_in_order(filled, db_path, monkeypatch):
+    """The web view's `_next` pages over a term it walks, in pages of 50."""
+    from datasette.app import Datasette
+
+    from basecrawler.reading.browse import WEB_DIR, build_metadata
+
+    monkeypatch.setattr(search_module, "WALK_MIN", 50)   # Datasette runs in this process
+    filters = RecallFilter(text="brake")
+    assert plan_terms(filled.db.conn, filters) == {"brake"}
+    expected = _ids(filled.db.conn, filters, frozenset())
+    assert len(expected) > 100
+
+    async def pages():
+        ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"))
+        await ds.invoke_startup()
+        name = next(n for n in ds.databases if n != "_internal")
+        seen, next_token = [], None
+        while True:
+            path = f"/{name}/recalls.json?_search=brake&_size=50&_shape=objects&_col=recall_number"
+            response = await ds.client.get(path + (f"&_next={next_token}" if next_token else ""))
+            body = response.json()
+            seen += [row["id"] for row in body["rows"]]
+            next_token = body.get("next")
+            if not next_token:
+                return seen
+
+    assert asyncio.run(pages()) == expected
+
+
+def test_status_counts_from_partial_indexes_equal_the_stores_counts(filled):
+    from basecrawler.reading.counts import translation_by_source
+    from basecrawler.reading.search import date_unknown_by_source
+    from basecrawler.recordtypes import get_record_type
+
+    conn = filled.db.conn
+    filled.upsert_recalls([Recall(country="US", recall_number="U-1", recall_date="unknown", date_unknown=True),
+                           Recall(country="US", recall_number="U-2", recall_date="2024-01-01")], source="other")
+    filled.write(lambda db: db.conn.execute(
+        "UPDATE recalls SET translated_at = '2024-01-02', translation_status = CASE WHEN id % 3 = 0 THEN 'failed' "
+        "WHEN id % 3 = 1 THEN NULL ELSE 'translated' END WHERE id % 2 = 0"))
+    found = translation_by_source(conn)
+    assert found == {source: filled.translation_counts(source) for source in ("test", "other")}
+    assert set(found["test"]) == {"pending", "failed", "translated"}
+    recalls = get_record_type("vehicle_recall")
+    assert date_unknown_by_source(conn, recalls) == {"other": 1}
+    present = {row[1] for row in conn.execute("PRAGMA index_list(recalls)")}
+    assert {"idx_recalls_undated_source", "idx_recalls_pending_source", "idx_recalls_translated_source"} <= present
