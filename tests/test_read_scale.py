@@ -189,3 +189,34 @@ def test_status_counts_from_partial_indexes_equal_the_stores_counts(filled):
     assert date_unknown_by_source(conn, recalls) == {"other": 1}
     present = {row[1] for row in conn.execute("PRAGMA index_list(recalls)")}
     assert {"idx_recalls_undated_source", "idx_recalls_pending_source", "idx_recalls_translated_source"} <= present
+
+
+def test_a_rare_short_term_on_a_large_table_reads_the_ids_its_summary_found(filled, db_path, monkeypatch):
+    """Over a large table (the threshold lowered here) a 1–2 character term few records hold
+    is found by the summary's pass; the page shows those records, newest first, with the
+    count, and no Datasette count."""
+    from datasette.app import Datasette
+
+    from basecrawler.reading.browse import WEB_DIR, build_metadata
+
+    filled.upsert_recalls([Recall(country="US", recall_number=f"Q-{n}", recall_date=f"2024-0{n}-01",
+                                  summary_original=f"only here: Q7 variant {n}") for n in (1, 2)], source="test")
+    expected = [r["recall_number"] for r in search(filled.db.conn, RecallFilter(text="Q7"), limit=50)]
+    assert expected == ["Q-2", "Q-1"]
+
+    async def page():
+        ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"))
+        from datasette.plugins import pm
+        for plugin in pm.get_plugins():
+            if hasattr(plugin, "SUMMARY_COUNT_ROWS"):
+                monkeypatch.setattr(plugin, "SUMMARY_COUNT_ROWS", 0)
+        await ds.invoke_startup()
+        name = next(n for n in ds.databases if n != "_internal")
+        html = (await ds.client.get(f"/{name}/recalls?_search=Q7&_col=recall_number")).text
+        data = (await ds.client.get(f"/{name}/recalls.json?_search=Q7&_shape=objects&_col=recall_number")).json()
+        return html, data
+
+    html, data = asyncio.run(page())
+    assert [row["recall_number"] for row in data["rows"]] == expected
+    assert "(2 records)" in html and "still searching" not in html
+    assert html.index("Q-2") < html.index("Q-1")
