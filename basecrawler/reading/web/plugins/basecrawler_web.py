@@ -158,11 +158,13 @@ def _redirect_location(datasette, scope) -> str | None:
 
 
 async def _summary_counts(datasette, scope) -> bool:
-    """Whether this request is an HTML page of a large type table that only searches (its
-    count then comes from the search's summary)."""
+    """Whether this request is a page (HTML or JSON) of a large type table that only searches
+    (its count then comes from the search's summary, in the page's description)."""
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
     parts = scope["path"].split("/")
+    if len(parts) == 3 and parts[2].endswith(".json"):
+        parts[2] = parts[2][: -len(".json")]
     if len(parts) != 3 or parts[2] not in TYPES or not _cli_search_covers(parts[2]):
         return False
     pairs = urllib.parse.parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
