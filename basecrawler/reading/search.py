@@ -329,14 +329,16 @@ def short_terms(filters: RecallFilter) -> frozenset[str]:
 
 
 def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
-    """The terms of 3+ characters a page should test row by row while walking the newest-first
-    index, instead of collecting every row the full-text index returns and sorting them.
+    """The terms a page should test row by row while walking the newest-first index, instead
+    of collecting every row that matches and sorting them.
 
-    A term in a large share of the records (at least WALK_SHARE of them, and WALK_MIN) finds a
-    page of the newest within a few hundred rows of the walk; collecting and sorting its
-    matches costs a second at a million. A rarer term is cheaper as a set. Only when the text
-    is the whole query: another filter may make the walk long. Counting to the threshold reads
-    the full-text index only (it stops there). Never changes which rows match."""
+    A term in a large share of the records (at least WALK_SHARE of them, and WALK_MIN for one
+    of 3+ characters) finds a page of the newest within a few hundred rows of the walk;
+    collecting and sorting its matches costs a second at a million. A rarer term is cheaper as
+    a set. A term of 3+ characters is counted in its full-text index up to the threshold (the
+    count stops there); a shorter one, which no index holds, by its share among the newest
+    SAMPLE_ROWS records. Only when the text is the whole query: another filter may make the
+    walk long. Never changes which rows match."""
     record_type = filters.declaration()
     terms = set(filters.terms())
     if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns or \
