@@ -13,8 +13,8 @@ from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.registry import UnknownRecordType
 from basecrawler.pipeline.registry import discover
-from basecrawler.reading.search import (BEST_TEXT, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter, check_facets,
-                      check_query_size, count, search, untranslated_hint)
+from basecrawler.reading.search import (BEST_TEXT, COUNT_CAP, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter,
+                                       check_facets, check_query_size, count_upto, search, untranslated_hint)
 from basecrawler.store.core import Store
 from basecrawler.reading.tables import clip, display_width, render_table
 from basecrawler.commands import check_source, iso_date, positive_int, require_database
@@ -83,7 +83,7 @@ def cmd_search(args) -> int:
     store = Store(args.settings.db_path)
     try:
         rows = search(store.db.conn, filters, limit=args.limit)
-        total = count(store.db.conn, filters) if not args.json else None
+        total = count_upto(store.db.conn, filters) if not args.json else None
         hint = untranslated_hint(store.db.conn, filters) if not rows else None
     finally:
         store.close()
@@ -95,7 +95,8 @@ def cmd_search(args) -> int:
     record_type = filters.declaration()
     print_table(record_type, rows, sys.stdout)
     noun = record_type.title.lower()
-    print(f"{len(rows)} of {total} matching {noun}" + (" (newest first; --limit for more)" if total > len(rows) else ""))
+    matching = f"more than {COUNT_CAP:,}" if total > COUNT_CAP else f"{total}"
+    print(f"{len(rows)} of {matching} matching {noun}" + (" (newest first; --limit for more)" if total > len(rows) else ""))
     if hint:
         print(hint)
     return 0

@@ -11,6 +11,7 @@ import json
 from basecrawler.pipeline.registry import discover
 from basecrawler.store.engines import redact
 from basecrawler.recordtypes import record_types
+from basecrawler.reading.counts import translation_by_source
 from basecrawler.reading.search import counts_by_type, date_unknown_by_source
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.store.core import Store
@@ -53,6 +54,7 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     now = now or dt.datetime.now(dt.timezone.utc)
     by_type = counts_by_type(store.db.conn)
     undated = {name: date_unknown_by_source(store.db.conn, record_types()[name]) for name in by_type}
+    translation = translation_by_source(store.db.conn)
     sources = {}
     known = set(source_ids) | store.sources_with_runs() | {s for counts in by_type.values() for s in counts}
     for source_id in sorted(known):
@@ -67,7 +69,7 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
             "dead_letters_open": store.count_open_dead_letters(source_id),
             **freshness(store, source_id, now, per_type),
             "enrichment": store.enrichment_counts(source_id),
-            "translation": store.translation_counts(source_id),
+            "translation": translation.get(source_id, {}),
         }
         entry["ledger"] = ledger_status(store, source_id)
         if last:

@@ -41,6 +41,11 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 
 TRIGRAM = 3
+WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
+WALK_MIN = 2_000       # … and in at least this many (a small store sorts its matches at once)
+WALK_PAGE_ROWS = 1_000  # deeper pages than this collect the matches (a walk would go far)
+COUNT_CAP = 10_000     # `search` counts matches up to this, then says "more than"
+SAMPLE_ROWS = 20_000   # a 1–2 character term's share is judged on the newest this many records
 MAX_QUERY_TERMS = 64
 MAX_QUERY_CHARS = 1_000
 DEFAULT_TYPE = DEFAULT_RECORD_TYPE
@@ -146,17 +151,41 @@ def pg_search_document(record_type: RecordType, alias: str = "r.") -> str:
     return " || ' ' || ".join(f"COALESCE({alias}{c}, '')" for c in record_type.text_index_columns)
 
 
-def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite") -> str:
+def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
+                    walk: bool = False, alias: str = "r") -> str:
+    """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
+    index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
+    over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
+    case, the trigram index folds all of Unicode: LIKE ⇒ MATCH), else the index asked about
+    that one row — the same rows either way, in whatever order the query walks."""
     columns = record_type.text_index_columns
     if dialect == "postgresql":
         params.append(_like_pattern(term))
         return f"({pg_search_document(record_type)}) ILIKE ? ESCAPE '\\'"
-    if len(term) >= TRIGRAM:
+    fts = fts_table(record_type)
+    if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))
-        return f"r.id IN (SELECT rowid FROM [{fts_table(record_type)}] WHERE [{fts_table(record_type)}] MATCH ?)"
+        return f"{alias}.id IN (SELECT rowid FROM [{fts}] WHERE [{fts}] MATCH ?)"
     pattern = _like_pattern(term)
     params.extend([pattern] * len(columns))
-    return "(" + " OR ".join(f"r.[{col}] LIKE ? ESCAPE '\\'" for col in columns) + ")"
+    likes = [f"{alias}.[{col}] LIKE ? ESCAPE '\\'" for col in columns]
+    if len(term) >= TRIGRAM and _has_case(term):
+        params.append(fts_phrase(term))
+        likes.append(f"EXISTS (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? AND rowid = {alias}.id)")
+    if len(term) < TRIGRAM and not walk:
+        # A rare short term: one pass over the table in storage order, then sort what it
+        # found; walking the date index instead reads the rows in random order, twice as slow.
+        inner = [like.replace(f"{alias}.[", "s.[") for like in likes]
+        return f"{alias}.id IN (SELECT s.id FROM [{record_type.table}] AS s WHERE {' OR '.join(inner)})"
+    return "(" + " OR ".join(likes) + ")"
+
+
+def _has_case(term: str) -> bool:
+    """Whether `term` has a letter with an upper and a lower case. Without one (Japanese,
+    Korean, digits, signs) the trigram index's case folding cannot make it match anything LIKE
+    does not, so LIKE alone is the index's answer; with one, Unicode folds more than LIKE's
+    ASCII (Ä/ä, the Kelvin sign), so a row LIKE misses is asked of the index."""
+    return any(ch.lower() != ch.upper() for ch in term)
 
 
 def _either_language(column: str, value: str, params: list) -> str:
@@ -213,16 +242,30 @@ def _needs(record_type: RecordType, option: str, *columns: str) -> None:
 
 
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
-                offset: int = 0, ordered: bool = True, dialect: str = "sqlite") -> tuple[str, list]:
+                offset: int = 0, ordered: bool = True, dialect: str = "sqlite",
+                walk: frozenset[str] = frozenset(), driven: bool = False) -> tuple[str, list]:
     """SQL and parameters selecting the records that match `filters`, newest first
-    (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on)."""
+    (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on).
+
+    How, never which rows: `walk` names terms tested row by row (`plan_terms`); `driven`
+    (SQLite) reads the first term of 3+ characters as a join from its FTS5 index, so a query
+    with a LIMIT and no order stops after that many index entries (`count_upto`)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
     where: list[str] = []
     params: list = []
+    driver = None
+    if driven and dialect == "sqlite" and record_type.text_index_columns:
+        driver = next((t for t in filters.terms() if len(t) >= TRIGRAM), None)
+    joined = False
     for term in filters.terms():
-        where.append(_text_condition(record_type, term, params, dialect))
+        if term == driver and not joined:
+            params.append(fts_phrase(term))
+            where.append(f"[{fts_table(record_type)}] MATCH ?")
+            joined = True
+            continue
+        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk))
     if filters.countries:
         _needs(record_type, "--country", "country")
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
@@ -249,6 +292,9 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     for field, value in filters.facets:
         where.append(_facet_condition(record_type, field, value, params, dialect))
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
+    if joined:
+        sql = (f"SELECT {columns} FROM [{fts_table(record_type)}] JOIN {record_type.table} AS r "
+               f"ON r.id = [{fts_table(record_type)}].rowid")
     if where:
         sql += " WHERE " + " AND ".join(where)
     if ordered:
@@ -266,11 +312,65 @@ def best_text(record_type: RecordType, row: dict) -> str | None:
     return korean or original
 
 
+def text_conditions(filters: RecallFilter, *, walk: frozenset[str], alias: str) -> tuple[str, list]:
+    """The text terms of `filters` alone as one condition on table `alias` (SQLite), for a
+    query the caller writes (the web view's page walks its own table)."""
+    check_query_size(filters.text)
+    record_type = filters.declaration()
+    params: list = []
+    where = [_text_condition(record_type, t, params, walk=t in walk, alias=alias) for t in filters.terms()]
+    return " AND ".join(where) or "1 = 1", params
+
+
+def short_terms(filters: RecallFilter) -> frozenset[str]:
+    """Terms the trigram index cannot answer: a query that reads the table in storage order
+    anyway (a count, a summary) tests them on each row it reads."""
+    return frozenset(t for t in filters.terms() if len(t) < TRIGRAM)
+
+
+def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
+    """The terms a page should test row by row while walking the newest-first index, instead
+    of collecting every row that matches and sorting them.
+
+    A term in a large share of the records (at least WALK_SHARE of them, and WALK_MIN for one
+    of 3+ characters) finds a page of the newest within a few hundred rows of the walk;
+    collecting and sorting its matches costs a second at a million. A rarer term is cheaper as
+    a set. A term of 3+ characters is counted in its full-text index up to the threshold (the
+    count stops there); a shorter one, which no index holds, by its share among the newest
+    SAMPLE_ROWS records. Only when the text is the whole query: another filter may make the
+    walk long. Never changes which rows match."""
+    record_type = filters.declaration()
+    terms = set(filters.terms())
+    if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns or \
+            replace(filters, text=None) != replace(RecallFilter(record_type=filters.record_type), text=None):
+        return frozenset()
+    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    threshold = max(WALK_MIN, int(top * WALK_SHARE))
+    fts = fts_table(record_type)
+    walk = set()
+    for term in terms:
+        if len(term) >= TRIGRAM:
+            found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
+                                 [fts_phrase(term), threshold]).fetchone()[0]
+            common = found >= threshold
+        else:   # no index can count it: its share among the newest SAMPLE_ROWS records
+            params: list = []
+            condition = _text_condition(record_type, term, params, walk=True)
+            found = conn.execute(f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
+                                 [top - SAMPLE_ROWS, *params]).fetchone()[0]
+            common = found >= WALK_SHARE * min(SAMPLE_ROWS, top)
+        if common:
+            walk.add(term)
+    return frozenset(walk)
+
+
 def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int | None = None
                  ) -> tuple[list[str], Iterator[tuple]]:
     """(column names, row tuples) straight from a cursor: rows are read one at a time, never
     collected, so callers can stream any number of them."""
-    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn))
+    # A short term is tested on each row of the newest-first walk (as before plans): an export
+    # streams rows in that order and never sorts a copy of them.
+    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
@@ -280,7 +380,8 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
     """One page of matching records as dicts (JSON columns decoded, `best_text` added), newest first."""
     record_type = filters.declaration()
     json_columns = [c for c in getattr(record_type, "json_columns", ("extra",))]
-    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn))
+    walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
+    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk)
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
@@ -298,8 +399,18 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
 
 
 def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
-    sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn))
+    sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn),
+                              walk=short_terms(filters))
     return conn.execute(sql, params).fetchone()[0]
+
+
+def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
+    """The number of matching records, or `cap + 1` when there are more than `cap` (a screen
+    then says "more than"): counting a million matches exactly takes longer than the page.
+    The first term of 3+ characters drives the count from its index, so it stops at the cap."""
+    sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
+                              walk=short_terms(filters))
+    return conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
 
 
 def count_by_source(conn, record_type: RecordType) -> dict[str, int]:
@@ -360,4 +471,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]

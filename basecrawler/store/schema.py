@@ -180,8 +180,8 @@ def reference_schema(*, types_only: bool = False) -> dict[str, dict]:
                 continue   # a full-text index and its shadow tables: SQLite's own
             info = conn.execute(f"PRAGMA table_info([{name}])").fetchall()
             indexes = []
-            for _, index, unique, origin, _ in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
-                if origin == "pk":
+            for _, index, unique, origin, partial in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
+                if origin == "pk" or partial:   # partial indexes reach PostgreSQL with their condition (pg_statements)
                     continue
                 cols = [r[2] for r in conn.execute(f"PRAGMA index_info([{index}])").fetchall()]
                 indexes.append((index, bool(unique), cols))

@@ -10,6 +10,11 @@ metadata; no record type is named here).
   for records whose date could not be read (`date_unknown = 1`) as a value of its own — never
   counted under the sentinel date 1970-01-01. Datasette facets by day only.
 
+A page that only searches (`?_search=` and no other filter) takes its facets from one pass
+over the matching records (basecrawler/reading/summary.py), kept per search and data version:
+counting each facet with its own query re-ran the search per facet, seconds at a million
+records.
+
 Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
 run stores records, so they are counted once per run (with a generous time limit, and ahead of
 the first visitor at start-up) instead of on every page; while a run is going the cache lasts a
@@ -21,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 
 from datasette import hookimpl
 from datasette.database import QueryInterrupted
@@ -30,6 +34,8 @@ from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
 from basecrawler.reading.browse import types_by_table
+from basecrawler.reading.search import RecallFilter
+from basecrawler.reading.summary import cached_summary, run_marker, search_covers
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
@@ -39,24 +45,10 @@ WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may tak
 BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
 BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
 CACHE_SIZE = 256
-RUNNING_TTL_S = 60
+SUMMARY_WAIT_S = 0.3               # a search page waits this long for its counts, then they follow
 
 _cache: dict[tuple, list[dict]] = {}
 _pending: dict[tuple, "asyncio.Future"] = {}
-
-
-async def run_marker(datasette, database: str, table: str) -> tuple:
-    """Changes whenever a run may have changed the table's counts: a run started or finished,
-    a record added; the current minute while a run is going."""
-    db = datasette.get_database(database)
-    try:
-        run = (await db.execute("SELECT max(id) AS id, max(finished_at) AS finished, "
-                                "sum(status = 'running') AS running FROM crawl_runs")).first()
-        marker = (run["id"], run["finished"], int(time.time() // RUNNING_TTL_S) if run["running"] else None)
-    except Exception:   # a database without the runs table: the minute
-        marker = (int(time.time() // RUNNING_TTL_S),)
-    top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
-    return (*marker, top["id"])
 
 
 async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
@@ -80,6 +72,19 @@ async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list
         raise
     finally:
         del _pending[key]
+
+
+def search_only(request, table: str) -> RecallFilter | None:
+    """The search of a page that only searches a type's table (a term and nothing else that
+    narrows it: no column filter, no facet selection, no `_where`), else None."""
+    declared = TYPES.get(table)
+    text = (request.args.get("_search") or "").strip() if request is not None else ""
+    if declared is None or not text or not search_covers(table):
+        return None
+    for key in request.args.keys():
+        if not key.startswith("_") or key.startswith(SELECT_PREFIX) or key in ("_where", "_filter_column"):
+            return None
+    return RecallFilter(text=text, record_type=declared.name)
 
 
 def _whole_table(sql: str) -> bool:
@@ -110,6 +115,18 @@ class _DeclaredFacet(Facet):
             "toggle_url": self.ds.urls.path(path_with_removed_args(self.request, {f"_facet_{self.type}": column})),
             "results": values, "truncated": truncated,
         }
+
+    async def _summary(self):
+        """The search-only page's one-pass counts (None: not a search-only page); raises
+        QueryInterrupted while they are still being counted (shown as timed out, finished in
+        the background for the next visit)."""
+        filters = search_only(self.request, self.table)
+        if filters is None:
+            return None
+        summary = await cached_summary(self.ds, self.database, self.table, filters, SUMMARY_WAIT_S)
+        if summary is None:
+            raise QueryInterrupted(None, "", {})
+        return summary
 
     async def _rows(self, sql: str) -> list[dict]:
         """The facet query's rows, from the per-run cache when this run already counted them.
@@ -149,10 +166,14 @@ class MonthFacet(_DeclaredFacet):
                    f"WHERE [{column}] IS NOT NULL AND [{column}] > '{SENTINEL_FLOOR}' {known} "
                    f"GROUP BY value ORDER BY value DESC LIMIT {size + 1}")
             try:
-                rows = await self._rows(sql)
-                unknown = 0
-                if may_be_unknown:
-                    unknown = (await self._rows(f"SELECT count(*) AS n FROM ({self.sql}) WHERE date_unknown = 1"))[0]["n"]
+                summary = await self._summary()
+                if summary is not None:
+                    rows, unknown = summary.month_rows()[: size + 1], summary.date_unknown
+                else:
+                    rows = await self._rows(sql)
+                    unknown = 0
+                    if may_be_unknown:
+                        unknown = (await self._rows(f"SELECT count(*) AS n FROM ({self.sql}) WHERE date_unknown = 1"))[0]["n"]
             except QueryInterrupted:
                 timed_out.append(column)
                 continue
@@ -203,7 +224,9 @@ class ValuesFacet(_DeclaredFacet):
             if facet is None:
                 continue
             try:
-                rows = await self._rows(_raw_values_sql(column, facet.multi, self.sql))
+                summary = await self._summary()
+                rows = summary.value_rows(column) if summary is not None else \
+                    await self._rows(_raw_values_sql(column, facet.multi, self.sql))
             except QueryInterrupted:
                 timed_out.append(column)
                 continue

@@ -6,7 +6,11 @@ declarations (basecrawler/recordtypes); no record type is named here.
   default columns (?_bc_all=1 shows every column).
 - Search: `?_search=` runs the CLI's own text condition (basecrawler.reading.search) where it covers the
   table, so terms of 1–2 characters (燃料, 브레) fall back to LIKE exactly as `basecrawler search`
-  does; other types search their declared text columns with LIKE.
+  does; other types search their declared text columns with LIKE. A page that only searches,
+  in the default order, walks the newest-first index testing each row for a term in a large
+  share of the records (`plan_terms`: the same rows, found within a few hundred instead of
+  sorting all of them); over a large table its count comes from the search's one-pass summary
+  (reading/summary.py, shared with the facets; `_nocount` spares Datasette's own count).
 - Cells: the best-text column shows the record's best text (the declaration's `display` chain:
   Korean when translated, else the original, with the original beside it); a link only for an
   http(s) URL, anything else as text.
@@ -24,7 +28,16 @@ from datasette.filters import FilterArguments
 
 from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
 from basecrawler.errors import ConfigError
-from basecrawler.reading.search import RecallFilter, build_query, has_korean, translation_progress
+from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_terms,
+                                       text_conditions, translation_progress)
+from basecrawler.reading.summary import cached_summary, search_covers
+
+# A search over a table larger than this shows the count of its one-pass summary (the one its
+# facets come from) instead of Datasette's own count query, which re-runs the search: seconds
+# at a million records. Smaller tables count as Datasette does.
+SUMMARY_COUNT_ROWS = 50_000
+SUMMARY_WAIT_S = 0.3
+RARE_SHORT_WAIT_S = 2.0   # a rare 1–2 character term's page waits this long for the pass that finds it
 
 ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
 TYPES = types_by_table()
@@ -50,8 +63,7 @@ def _named(sql: str, params: list) -> tuple[str, dict]:
 
 def _cli_search_covers(table: str) -> bool:
     """Whether basecrawler.reading.search's query reads `table` (then the web answers like the CLI)."""
-    sql, _ = build_query(RecallFilter(text="x"), columns="r.id", ordered=False)
-    return f"FROM {table} AS r" in sql
+    return search_covers(table)
 
 
 def _like_search(table: str, text: str) -> tuple[str, dict]:
@@ -77,23 +89,48 @@ def filters_from_request(request, database, table, datasette):
     if not _cli_search_covers(table):
         where, params = _like_search(table, text)
         return FilterArguments([where], params, [description], context)
+    filters = RecallFilter(text=text, record_type=TYPES[table].name)
     try:
-        sql, params = build_query(RecallFilter(text=text), columns="r.id", ordered=False)
+        sql, params = build_query(filters, columns="r.id", ordered=False)
     except ConfigError as exc:   # a search too large for the engine: say so, find nothing
         return FilterArguments(["0 = 1"], {}, [f"search not run: {exc}"], context)
-    sql, named = _named(sql, params)
-    if not has_korean(text):
-        return FilterArguments([f"id IN ({sql})"], named, [description], context)
+    where, named = _named(sql, params)
+    where = f"id IN ({where})"
 
-    async def with_translation_progress():
-        # As the CLI says it: Korean words only find rows the translator has reached.
+    async def conditions():
+        nonlocal where, named
         db = datasette.get_database(database)
-        translated, total = await db.execute_fn(lambda conn: translation_progress(conn, RecallFilter(text=text)))
         note = description
-        if translated < total:
-            note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
-        return FilterArguments([f"id IN ({sql})"], named, [note], context)
-    return with_translation_progress()
+        if _search_only(request.args.keys()) and not (request.args.get("_sort") or request.args.get("_sort_desc")):
+            walk = await db.execute_fn(lambda conn: plan_terms(conn, filters))
+            where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]"))
+            if request.args.get("_nocount"):
+                rare_short = bool(short_terms(filters) - walk)
+                summary = await cached_summary(datasette, database, table, filters,
+                                               RARE_SHORT_WAIT_S if rare_short else SUMMARY_WAIT_S)
+                note += f" ({summary.count:,} records)" if summary is not None else " (counting…)"
+                if rare_short and summary is not None and summary.ids is not None:
+                    # The summary's pass found them: the page reads them by id.
+                    where, named = "id IN (SELECT value FROM json_each(:bc_ids))", {"bc_ids": json.dumps(summary.ids)}
+                elif rare_short and summary is None:
+                    # Only a pass over every record finds a 1–2 character term few of them hold,
+                    # longer than a page may take: the pass goes on, the page says so.
+                    where, named = "0 = 1", {}
+                    note += (" — still searching: a term of 1–2 characters that few records hold is looked for "
+                             "in every record; reload in a few seconds")
+        if has_korean(text):
+            # As the CLI says it: Korean words only find rows the translator has reached.
+            translated, total = await db.execute_fn(lambda conn: translation_progress(conn, filters))
+            if translated < total:
+                note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
+        return FilterArguments([where], named, [note], context)
+    return conditions()
+
+
+def _search_only(keys) -> bool:
+    """No argument that narrows the rows besides `_search` (a column filter, a facet
+    selection `_bcf_…`, `_where`)."""
+    return not any(not k.startswith("_") or k.startswith("_bcf_") or k in ("_where", "_filter_column") for k in keys)
 
 
 # ---- opening on data -----------------------------------------------------------------------
@@ -120,12 +157,37 @@ def _redirect_location(datasette, scope) -> str | None:
                                     config.get("default_columns") or {})
 
 
+async def _summary_counts(datasette, scope) -> bool:
+    """Whether this request is a page (HTML or JSON) of a large type table that only searches
+    (its count then comes from the search's summary, in the page's description)."""
+    if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        return False
+    parts = scope["path"].split("/")
+    if len(parts) == 3 and parts[2].endswith(".json"):
+        parts[2] = parts[2][: -len(".json")]
+    if len(parts) != 3 or parts[2] not in TYPES or not _cli_search_covers(parts[2]):
+        return False
+    pairs = urllib.parse.parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
+    keys = [k for k, _ in pairs]
+    if not dict(pairs).get("_search", "").strip() or "_nocount" in keys or not _search_only(keys) \
+            or "_sort" in keys or "_sort_desc" in keys:
+        return False
+    try:
+        db = datasette.get_database(urllib.parse.unquote(parts[1]))
+        top = (await db.execute(f"SELECT max(rowid) AS n FROM [{parts[2]}]")).first()["n"] or 0
+    except Exception:   # not a database of ours: Datasette answers as it would
+        return False
+    return top > SUMMARY_COUNT_ROWS
+
+
 @hookimpl
 def asgi_wrapper(datasette):
     def wrap(app):
         async def open_on_data(scope, receive, send):
             location = _redirect_location(datasette, scope)
             if location is None:
+                if await _summary_counts(datasette, scope):
+                    scope = {**scope, "query_string": (scope.get("query_string") or b"") + b"&_nocount=1"}
                 await app(scope, receive, send)
                 return
             await send({"type": "http.response.start", "status": 302,

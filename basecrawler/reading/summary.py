@@ -1,0 +1,179 @@
+"""What a search matched, counted in one pass: how many records, and per declared facet the
+records per stored value, and per month of the date field (#23.5).
+
+A search page shows its count and every facet. Counted one query per facet, a term in a
+million records costs a second or more per facet (each re-runs the search); read once, the
+matching rows' facet columns give all of them together. The web view keeps the result per
+search and data version (basecrawler/reading/web/plugins/basecrawler_facets.py), so a page
+seen before answers from it.
+
+The counts are the ones the facet queries give (`_raw_values_sql`, the month facet): a
+multi-valued facet counts each element of its JSON list (a value that is not JSON counts as
+itself), a month is the first seven characters of a known date after the sentinel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from dataclasses import replace
+
+from basecrawler.reading.search import TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_terms
+
+SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
+
+
+@dataclass
+class SearchSummary:
+    count: int = 0
+    values: dict[str, dict] = field(default_factory=dict)    # facet field → stored value → records
+    months: dict[str, int] = field(default_factory=dict)     # YYYY-MM → records
+    date_unknown: int = 0
+    ids: list[int] | None = None   # the matching records' ids, when there are at most IDS_MAX
+
+    def value_rows(self, column: str) -> list[dict]:
+        """The facet query's rows for `column`: [{"value", "count"}]."""
+        return [{"value": v, "count": n} for v, n in self.values.get(column, {}).items()]
+
+    def month_rows(self) -> list[dict]:
+        """The month facet's rows, newest month first."""
+        return [{"value": m, "count": n} for m, n in sorted(self.months.items(), reverse=True)]
+
+
+IDS_MAX = 10_000   # a summary keeps the ids of a search that matched at most this many records
+MATCHED = "temp.bc_matched"   # the matching rows' facet columns, for the length of one summary
+
+
+def summarise(conn, filters: RecallFilter) -> SearchSummary:
+    """Count, facet values and months of the records `filters` selects (SQLite). The
+    matching rows' facet columns are read once into a temporary table (the connection's own;
+    the database is only read) and counted there with the facet queries' own SQL, so the
+    work stays in SQLite and off Python's lock, which the web view's event loop needs."""
+    record_type = filters.declaration()
+    facets = list(record_type.facets)
+    date = record_type.date_field
+    selected = ["r.id AS bc_id", *(f"r.[{f.field}] AS [{f.field}]" for f in facets)]
+    if date:
+        unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
+        selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
+    filters = _without_terms_in_every_record(conn, filters)
+    sql, params = build_query(filters, columns=", ".join(selected), ordered=False, driven=True,
+                              walk=short_terms(filters))
+    _drop(conn)
+    if params:
+        conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
+    else:   # nothing narrows the table: count it through its own indexes (a view is flattened)
+        conn.execute(f"CREATE VIEW {MATCHED} AS {sql}")
+    try:
+        summary = SearchSummary(count=conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0])
+        if summary.count <= IDS_MAX:
+            summary.ids = [row[0] for row in conn.execute(f"SELECT bc_id FROM {MATCHED}")]
+        for facet in facets:
+            summary.values[facet.field] = dict(conn.execute(_values_sql(facet.field, facet.multi)).fetchall())
+        if date:
+            summary.months = dict(conn.execute(
+                f"SELECT substr(bc_date, 1, 7), count(*) FROM {MATCHED} WHERE bc_date IS NOT NULL "
+                f"AND bc_date > '{SENTINEL_FLOOR}' AND bc_unknown = 0 GROUP BY 1").fetchall())
+            summary.date_unknown = conn.execute(f"SELECT count(*) FROM {MATCHED} WHERE bc_unknown = 1").fetchone()[0]
+        return summary
+    finally:
+        _drop(conn)
+
+
+def _drop(conn) -> None:
+    name = MATCHED.split(".")[1]
+    for (kind,) in conn.execute("SELECT type FROM temp.sqlite_master WHERE name = ?", [name]).fetchall():
+        conn.execute(f"DROP {kind.upper()} {MATCHED}")
+
+
+def _without_terms_in_every_record(conn, filters: RecallFilter) -> RecallFilter:
+    """`filters` less the terms of 3+ characters its full-text index finds in every record of
+    the table: ANDed with the rest they change nothing, and a search for a word every record
+    has (a component heading) is then counted from the table's indexes."""
+    record_type = filters.declaration()
+    if not record_type.text_index_columns or not any(len(t) >= TRIGRAM for t in filters.terms()):
+        return filters
+    fts = fts_table(record_type)
+    total = conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0]
+    kept = [t for t in filters.terms() if len(t) < TRIGRAM or conn.execute(
+        f"SELECT count(*) FROM [{fts}] WHERE [{fts}] MATCH ?", [fts_phrase(t)]).fetchone()[0] != total]
+    return replace(filters, text=" ".join(kept) or None)
+
+
+def _values_sql(column: str, multi: bool) -> str:
+    """Records per stored value (each element of a JSON list for a multi-valued facet): the
+    web facet's own query (`_raw_values_sql`) over the matching rows."""
+    if multi:
+        return (f"SELECT element.value, count(*) FROM {MATCHED} AS t, json_each(CASE WHEN json_valid(t.[{column}]) "
+                f"THEN t.[{column}] ELSE json_array(t.[{column}]) END) AS element "
+                f"WHERE t.[{column}] IS NOT NULL AND element.value IS NOT NULL GROUP BY element.value")
+    return f"SELECT [{column}], count(*) FROM {MATCHED} GROUP BY [{column}]"
+
+
+# ---- kept per search and data version, for the web view ---------------------------------------
+def search_covers(table: str) -> bool:
+    """Whether the web view answers `?_search=` on `table` with `build_query` (the CLI's own
+    search, which the summary runs), rather than its LIKE over another type's columns."""
+    sql, _ = build_query(RecallFilter(text="x"), columns="r.id", ordered=False)
+    return f"FROM {table} AS r" in sql
+
+
+RUNNING_TTL_S = 60       # while a run is going, a summary lasts a minute
+SUMMARY_CACHE_SIZE = 64
+_summaries: dict[tuple, SearchSummary] = {}
+_summarising: dict[tuple, "object"] = {}
+
+
+async def run_marker(datasette, database: str, table: str) -> tuple:
+    """Changes whenever a run may have changed the table's counts: a run started or finished,
+    a record added; the current minute while a run is going."""
+    import time
+
+    db = datasette.get_database(database)
+    try:
+        run = (await db.execute("SELECT max(id) AS id, max(finished_at) AS finished, "
+                                "sum(status = 'running') AS running FROM crawl_runs")).first()
+        marker = (run["id"], run["finished"], int(time.time() // RUNNING_TTL_S) if run["running"] else None)
+    except Exception:   # a database without the runs table: the minute
+        marker = (int(time.time() // RUNNING_TTL_S),)
+    top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
+    return (*marker, top["id"])
+
+
+async def cached_summary(datasette, database: str, table: str, filters: RecallFilter,
+                         wait_s: float) -> SearchSummary | None:
+    """The summary of `filters` over the data as it is now: from the cache when this search
+    was summarised since the data last changed, else counted (in Datasette's thread pool,
+    once however many pages ask) and awaited up to `wait_s` — None when it takes longer; it
+    goes on and the next visit finds it."""
+    import asyncio
+
+    from basecrawler.errors import ConfigError
+
+    key = (database, table, filters, await run_marker(datasette, database, table))
+    if key in _summaries:
+        return _summaries[key]
+    task = _summarising.get(key)
+    if task is None:
+        def count(conn) -> SearchSummary:
+            try:
+                return summarise(conn, filters)
+            except ConfigError:   # a query too large is not run: it matches nothing
+                return SearchSummary()
+
+        async def run() -> SearchSummary:
+            try:
+                summary = await datasette.get_database(database).execute_fn(count)
+                if len(_summaries) >= SUMMARY_CACHE_SIZE:
+                    _summaries.pop(next(iter(_summaries)))
+                _summaries[key] = summary
+                return summary
+            finally:
+                _summarising.pop(key, None)
+        task = _summarising[key] = asyncio.get_running_loop().create_task(run())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())   # a failed count is dropped
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), wait_s)
+    except asyncio.TimeoutError:
+        return None
+__all__ = ["SearchSummary", "summarise", "cached_summary", "run_marker", "search_covers"]
