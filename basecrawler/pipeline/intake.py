@@ -25,13 +25,14 @@ from pydantic import BaseModel, ValidationError
 from basecrawler.errors import Skip
 from basecrawler.pipeline import deadletters
 from basecrawler.pipeline.records import (DATE_KNOWN, Entry, Raw, Window, as_date, entries, hash_context, in_window,
-                                          prepare, stored_candidates, stored_input_hash, validate)
+                                          prepare, stored_input_hash, validate)
 from basecrawler.recordtypes import RecordType
 
 if TYPE_CHECKING:
     from basecrawler.pipeline.crawler import BaseCrawler
 
 log = logging.getLogger("basecrawler")
+_NOTHING: dict = {}
 # Entries looked up by input hash together: one indexed query per this many records.
 LOOKUP_EVERY = 500
 
@@ -54,7 +55,7 @@ class Intake:
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
         self._stored_keys: dict[tuple, str] = {}          # (type name, key) → how this run counted it
         self._recognised_for_detail: list[SimpleNamespace] = []
-        self._contexts: dict[RecordType, str] = {}
+        self._contexts: dict[str, str] = {}   # by type name
         # Fixed for the run: asked once, not per item.
         self._default_type = crawler.default_type()
         self._defaults = crawler.record_defaults()
@@ -90,10 +91,10 @@ class Intake:
             self.resolve()
 
     def _context(self, record_type: RecordType) -> str:
-        context = self._contexts.get(record_type)
+        context = self._contexts.get(record_type.name)
         if context is None:
-            context = self._contexts[record_type] = hash_context(record_type, self.crawler.source,
-                                                                 self.crawler._overridden_bases())
+            context = self._contexts[record_type.name] = hash_context(record_type, self.crawler.source,
+                                                                      self.crawler._overridden_bases())
         return context
 
     def _unparseable(self, item: Any, exc: Exception) -> None:
@@ -143,33 +144,38 @@ class Intake:
                 else:
                     self._add(entry, record, item)
 
-    def _known(self, parsed: list[_Parsed]) -> dict[RecordType, dict[tuple, dict]]:
-        """The stored rows at the raw keys of the parsed entries, per type (one keyed query per
-        500 keys)."""
+    def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, dict]]:
+        """The stored rows at the raw keys of the parsed entries, by type name (one keyed query
+        per 500 keys)."""
         source = self.crawler.source
-        wanted: dict[RecordType, set[tuple]] = {}
+        wanted: dict[str, tuple[RecordType, set[tuple]]] = {}
         for item in parsed:
             for entry in item.entries:
                 if entry.raw_key is not None:
-                    wanted.setdefault(entry.record_type, set()).add((source, *entry.raw_key))
-        return {record_type: self.crawler.store.known_inputs(record_type, keys)
-                for record_type, keys in wanted.items()}
+                    wanted.setdefault(entry.record_type.name, (entry.record_type, set()))[1].add((source, *entry.raw_key))
+        return {name: self.crawler.store.known_inputs(record_type, keys) for name, (record_type, keys) in wanted.items()}
 
-    def _recognised(self, entry: Entry, known: dict) -> dict | None:
+    def _recognised(self, entry: Entry, known: dict[str, dict[tuple, dict]]) -> dict | None:
         """The stored row made from this very input (and code), or None."""
         if entry.raw_key is None:
             return None
-        row = known.get(entry.record_type, {}).get((self.crawler.source, *entry.raw_key))
-        if row is None or row["input_hash"] not in stored_candidates(entry.record_type, entry.input_hash):
+        key = (self.crawler.source, *entry.raw_key)
+        row = known.get(entry.record_type.name, _NOTHING).get(key)
+        if row is None:
             return None
-        row["_key"] = (self.crawler.source, *entry.raw_key)
+        stored = row["input_hash"]
+        # The stored value is the input hash and one letter (records.stored_input_hash).
+        if stored is None or stored[:-1] != entry.input_hash:
+            return None
+        row["_key"] = key
         return row
 
     def _count_recognised(self, record_type: RecordType, row: dict, beyond_window: bool) -> None:
         # A known own date is the stored date (records.stored_input_hash); an unknown one is
         # always inside the window.
-        if (row["input_hash"].endswith(DATE_KNOWN) and not beyond_window
-                and not self.window.holds(as_date(row[record_type.date_field]))):
+        window = self.window
+        if ((window.since is not None or window.until is not None) and row["input_hash"].endswith(DATE_KNOWN)
+                and not beyond_window and not window.holds(as_date(row[record_type.date_field]))):
             self.crawler.counts.out_of_range += 1
             return
         self.count(record_type, row["_key"], "unchanged")

@@ -52,10 +52,17 @@ class Window:
         return not (self.since and date < self.since) and not (self.until and date > self.until)
 
 
-@functools.lru_cache(maxsize=None)
+_DEFAULTS: dict[tuple, dict] = {}
+
+
 def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]) -> dict:
-    """The source's defaults (country, source_lang) a type's model has fields for."""
-    return {name: value for name, value in defaults if name in record_type.model.model_fields}
+    """The source's defaults (country, source_lang) a type's model has fields for. Cached by
+    the type's name (a str hashes once; the declaration's own hash is a Python call)."""
+    cached = _DEFAULTS.get((record_type.name, defaults))
+    if cached is None:
+        cached = _DEFAULTS[(record_type.name, defaults)] = {
+            name: value for name, value in defaults if name in record_type.model.model_fields}
+    return cached
 
 
 @dataclass(slots=True)
@@ -168,13 +175,6 @@ def stored_input_hash(record_type: RecordType, input_hash: str | None, record: B
     if f"implausible_{record_type.date_field}" in (getattr(record, "extra", None) or {}):
         return None
     return input_hash + (DATE_NOT_KNOWN if is_date_unknown(record_type, record) else DATE_KNOWN)
-
-
-def stored_candidates(record_type: RecordType, input_hash: str) -> tuple[str, ...]:
-    """The stored values an input hash may have become (`stored_input_hash`)."""
-    if record_type.date_field is None:
-        return (input_hash + UNDATED,)
-    return (input_hash + DATE_KNOWN, input_hash + DATE_NOT_KNOWN)
 
 
 # The framework's own files that validate and prepare a record, besides the type's modules.
@@ -309,4 +309,4 @@ def as_date(value) -> dt.date | None:
 
 
 __all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of",
-           "stored_input_hash", "stored_candidates", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
+           "stored_input_hash", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
