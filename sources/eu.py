@@ -98,6 +98,7 @@ def _local(tag) -> str:
 
 # ---- text clean-up --------------------------------------------------------------------------
 _ABSENT = {"unknown", "null", "n/a", "-"}
+_ABSENT_LONGEST = max(map(len, _ABSENT))   # longer text is never a placeholder: no lower() copy of it
 
 
 def clean_text(value: str | None) -> str | None:
@@ -112,17 +113,18 @@ def clean_text(value: str | None) -> str | None:
     # Legacy reports prefix some fields with the literal word "null".
     while text and text[:5].lower() == "null ":
         text = text[5:].lstrip()
-    return None if not text or text.lower() in _ABSENT else text
+    return None if not text or (len(text) <= _ABSENT_LONGEST and text.lower() in _ABSENT) else text
 
 
 def _element_value(element: etree._Element) -> str | list[str] | None:
-    if element.get(XSI_NIL) == "true":
+    # values() first: most fields have no attribute, and a namespaced get() costs 3x more.
+    if element.values() and element.get(XSI_NIL) == "true":
         return None
     if not len(element):   # a leaf (most fields): its text is all of itertext()
         return clean_text(element.text or "")
     children = [child for child in element if isinstance(child.tag, str)]
     if children:  # e.g. <pictures><picture>…</picture></pictures>
-        values = [clean_text("".join(child.itertext())) for child in children]
+        values = [clean_text("".join(child.itertext()) if len(child) else child.text or "") for child in children]
         return [v for v in values if v] or None
     return clean_text("".join(element.itertext()))
 
