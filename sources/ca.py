@@ -15,9 +15,10 @@ Rules decided from the published data (see also fixtures/ca/README.md):
   soon as its last row has been read. For an adjacent file at most one recall is open at a
   time; a recall whose rows are scattered stays open until its last row (and is logged), so it
   is never emitted twice with half of its models each. Rows are kept whole as `csv` reads them
-  (parse() transposes them into columns in one C call); once a recall has many rows or turns
-  out to be scattered, its cells equal to the first row's become the first row's objects, so
-  a recall with thousands of rows repeating the same long comment costs little memory.
+  and a complete recall is handed on as columns (one C transposition; a column of equal cells
+  holds one string); once an open recall has many rows or turns out to be scattered, its cells
+  equal to the first row's become the first row's objects, so a recall with thousands of rows
+  repeating the same long comment costs little memory.
 - Affected units. UNIT_AFFECTED_NBR is the recall's count repeated on every row (the published
   rows of a recall carry the same "2,700.00"), not a per-model count: it is taken once, never
   summed over rows. When rows disagree (a revised count), the largest value is used and every
@@ -99,11 +100,10 @@ class CanadaCrawler(BaseCrawler):
         number = raw["recall_number"]
         if number is None:
             raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
-        # Every row of the group is as wide as the header (group_rows); one transposition
-        # gives each column's values over the rows: ~23 rows a recall, 800,000 in the full file.
-        rows = raw["rows"]
-        columns = dict(zip(raw["header"], zip(*rows)))
-        absent = (None,) * len(rows)
+        # Each column's values over the recall's rows (group_rows): ~23 rows a recall, 800,000
+        # in the full file.
+        columns = dict(zip(raw["header"], raw["columns"]))
+        absent = (None,) * len(raw["columns"][0])
 
         def column_values(column: str) -> tuple:
             return columns.get(column, absent)
@@ -209,9 +209,9 @@ SHARE_AFTER_ROWS = 64
 
 
 def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
-    """Pass two: yield {"recall_number", "header", "rows"} when the last row of a recall has
-    been read; every row as wide as the header (a short row is completed from the recall's
-    first row, a long one cut, as before: both logged)."""
+    """Pass two: yield {"recall_number", "header", "columns"} when the last row of a recall has
+    been read: each column's cells over the recall's rows; every row as wide as the header (a
+    short row is completed from the recall's first row, a long one cut, as before: both logged)."""
     handle, reader = open_csv(path)
     with handle:
         header = next(reader, None)
@@ -247,12 +247,24 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
                 _share_group(previous)      # its rows are not adjacent: it may stay open long
             previous = group
             if len(group["rows"]) >= rows_per_recall.get(number, 0):
-                del open_groups[number], group["shared"]
+                del open_groups[number]
                 previous = None
-                yield group
+                yield _as_columns(group)
         for group in open_groups.values():  # only if the file changed between the passes
-            del group["shared"]
-            yield group
+            yield _as_columns(group)
+
+
+def _as_columns(group: dict) -> dict:
+    """A complete recall as the item handed on: its columns (one C transposition of the rows),
+    a column whose cells are all equal as one string repeated. The pipeline holds a batch of
+    items until it is stored, so the item is kept small: thousands of recalls, not 115,000
+    copies of comment text."""
+    rows = group["rows"]
+    columns = []
+    for values in zip(*rows):
+        first = values[0]
+        columns.append((first,) * len(rows) if values.count(first) == len(rows) else values)
+    return {"recall_number": group["recall_number"], "header": group["header"], "columns": columns}
 
 
 def _to_width(cells: list, width: int, first: list | None) -> list:

@@ -1,5 +1,6 @@
 """sources/ca.py: how pass two keeps a recall's rows (whole, as wide as the header, equal cells
-shared with the first row once a recall is long or scattered) and what parse() reads from them."""
+shared with the first row once a recall is long or scattered), the columns it hands on, and
+what parse() reads from them."""
 import csv
 import logging
 
@@ -37,7 +38,7 @@ def test_a_short_later_row_repeats_the_first_rows_cells_and_a_long_row_is_cut(tm
     long = row("2020001", year="2022", model="PILOT") + ["stray"]
     with caplog.at_level(logging.WARNING, logger="sources.ca"):
         (group,) = groups(write(tmp_path / "f.csv", [row("2020001"), short, long]))
-    assert [len(cells) for cells in group["rows"]] == [15, 15, 15]
+    assert len(group["columns"]) == 15 and {len(values) for values in group["columns"]} == {3}
     record = parse(group)
     assert record["extra"]["vehicles"] == [{"make": "HONDA", "model": "CIVIC", "year": "2020"},
                                            {"make": "ACURA", "model": "CIVIC", "year": "2021"},
@@ -69,24 +70,44 @@ def test_the_first_non_empty_text_of_any_row_is_taken_in_row_order(tmp_path):
     assert parse(groups(write(tmp_path / "f.csv", rows))[0])["summary_original"] == "Second."
 
 
-def test_a_long_recall_shares_equal_cells_with_its_first_row(tmp_path):
+def held_rows(path):
+    """The rows of the open recalls just before the last one completes (what pass two holds)."""
+    import sources.ca as ca
+
+    seen = []
+    original = ca._as_columns
+    ca._as_columns = lambda group: seen.append(group["rows"]) or original(group)
+    try:
+        emitted = groups(path)
+    finally:
+        ca._as_columns = original
+    return seen, emitted
+
+
+def test_a_long_recall_shares_equal_cells_with_its_first_row_while_it_is_read(tmp_path):
     n = SHARE_AFTER_ROWS + 10
     rows = [row("2020005", year=str(1990 + i % 30), model=f"M{i}") for i in range(n)]
-    (group,) = groups(write(tmp_path / "f.csv", rows))
-    first, last = group["rows"][0], group["rows"][-1]
+    (held,), (group,) = held_rows(write(tmp_path / "f.csv", rows))
     comment = HEADER.index("COMMENT_ETXT")
-    assert last[comment] is first[comment]            # one string object, not a copy per row
-    assert last[HEADER.index("MODEL_NAME_NM")] == f"M{n - 1}"
+    assert held[-1][comment] is held[0][comment]      # one string object, not a copy per row
+    assert held[-1][HEADER.index("MODEL_NAME_NM")] == f"M{n - 1}"
     record = parse(group)
     assert len(record["extra"]["vehicles"]) == n and record["model_year"]
 
 
 def test_a_scattered_recall_is_emitted_once_whole_with_its_cells_shared(tmp_path):
     rows = [row("2020006", model="CIVIC"), row("2020007"), row("2020007", model="FIT"), row("2020006", model="PILOT")]
-    emitted = groups(write(tmp_path / "f.csv", rows))
+    held, emitted = held_rows(write(tmp_path / "f.csv", rows))
     assert [g["recall_number"] for g in emitted] == ["2020007", "2020006"]
-    scattered = emitted[1]
     comment = HEADER.index("COMMENT_ETXT")
-    assert scattered["rows"][1][comment] is scattered["rows"][0][comment]
-    assert parse(scattered)["model_original"] == "CIVIC, PILOT"
-    assert set(emitted[0]) == {"recall_number", "header", "rows"}     # no bookkeeping handed on
+    assert held[1][1][comment] is held[1][0][comment]
+    assert parse(emitted[1])["model_original"] == "CIVIC, PILOT"
+    assert set(emitted[0]) == {"recall_number", "header", "columns"}     # no bookkeeping handed on
+
+
+def test_a_column_of_equal_cells_is_handed_on_as_one_string(tmp_path):
+    rows = [row("2020008", year=str(2000 + i)) for i in range(5)]
+    (group,) = groups(write(tmp_path / "f.csv", rows))
+    columns = dict(zip(group["header"], group["columns"]))
+    assert len(set(map(id, columns["COMMENT_ETXT"]))) == 1 and len(columns["COMMENT_ETXT"]) == 5
+    assert columns["YEAR"] == ("2000", "2001", "2002", "2003", "2004")
