@@ -9,18 +9,22 @@
    queues the row again); the translators run until the crawlers are done and nothing is
    pending. Checked: every record stored exactly once with its last summary, every final
    summary translated, no text sent twice.
-3. Upsert rate: N records through the store (validation, COALESCE, counts) vs the engine doing
-   the same work on the same rows and schema: a plain psycopg executemany, and COPY into a
-   staging table + one INSERT … ON CONFLICT per batch (see `upsert_rate`).
+3. Upsert rate: N records through the store (COPY + one merge statement per batch,
+   basecrawler/store/engines/pg_upsert.py; COALESCE, counts) vs the engine doing the same work
+   on the same rows and schema: a plain psycopg executemany, and COPY into a staging table + one
+   INSERT … ON CONFLICT per batch (see `upsert_rate`); also the store's row-by-row path (what it
+   ran before the merge, and still runs for a batch the server refuses) and an unchanged re-run.
+   `--profile TOP` then prints the store's client profile and the merge's EXPLAIN ANALYZE.
 
 A throw-away cluster is started in a temp folder (tests/pgcluster.py; fsync off), or pass
 --url postgresql://… for a server of your own (it must allow CREATE DATABASE).
 
-    python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000]
+    python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--upsert-only] [--profile 25]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import multiprocessing as mp
 import statistics
@@ -188,14 +192,20 @@ class _Clock:
 def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     """The store against the engine doing the same work on the same rows and schema, each on a
     fresh database, variants interleaved per repetition: wall and client CPU time.
-    - store: `Store.upsert` / `upsert_recalls` per 500 (validation, lookup, COALESCE, counts);
+    - store: `Store.upsert` / `upsert_recalls` per 500 (COPY + one merge per batch, counts);
+    - store, row by row: the same with the merge switched off (the keyed lookups, the merge in
+      Python, executemany in a savepoint: the path before #23, and the fallback for a refused batch);
+    - store re-run: the store's rows sent again unchanged (0 rows written);
     - executemany: a plain psycopg `executemany` of ready rows, one transaction per 500;
     - copy + merge: `COPY` into a temporary staging table, then one `INSERT … SELECT … ON
       CONFLICT (key) DO UPDATE SET c = COALESCE(excluded.c, c)` per 500 (the same merge rule).
     The trigram index is a GIN index on the columns themselves: every variant feeds it alike."""
     import psycopg
 
-    records = [recall("US", n) for n in range(count)]
+    # A source names a few hundred makers, not one per recall: so does this data (the store
+    # derives a normalised maker key per row, cached per name).
+    records = [recall("US", n).model_copy(update={"manufacturer_original": f"Maker {word(n % 300)}"})
+               for n in range(count)]
     cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     rows = []
     for r in records:
@@ -203,11 +213,10 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
         rows.append([row.get(c) if c != "extra" else None for c in DATA_COLUMNS] + ["2024-01-01T00:00:00+00:00"] * 2)
     rows = [[int(v) if isinstance(v, bool) else v for v in row] for row in rows]
     insert = f"INSERT INTO recalls ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
-    timings: dict[str, list[_Clock]] = {"store": [], "executemany": [], "copy + merge": []}
+    timings: dict[str, list[_Clock]] = {"store": [], "store, row by row": [], "store re-run": [],
+                                        "executemany": [], "copy + merge": []}
 
-    for _ in range(repeats):
-        url = cluster.new_database()
-        store = Store(url)
+    def through_store(store) -> _Clock:
         generic = getattr(store, "upsert", None)
         with _Clock() as clock:
             for start in range(0, count, 500):
@@ -215,7 +224,17 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
                     generic("vehicle_recall", records[start:start + 500], source="us")
                 else:
                     store.upsert_recalls(records[start:start + 500], source="us")
-        timings["store"].append(clock)
+        return clock
+
+    for _ in range(repeats):
+        store = Store(cluster.new_database())
+        timings["store"].append(through_store(store))
+        timings["store re-run"].append(through_store(store))
+        store.close()
+
+        store = Store(cluster.new_database())
+        with _row_by_row():
+            timings["store, row by row"].append(through_store(store))
         store.close()
 
         url = cluster.new_database()
@@ -252,7 +271,64 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     return {"records": count, "repeats": repeats,
             "rates": {name: {clock: median(name, clock) for clock in ("wall", "cpu")} for name in timings},
             "ratios": {name: {clock: ratio(name, clock) for clock in ("wall", "cpu")}
-                       for name in ("executemany", "copy + merge")}}
+                       for name in ("executemany", "copy + merge")},
+            "row by row / store": {clock: ratio("store, row by row", clock) for clock in ("wall", "cpu")}}
+
+
+@contextlib.contextmanager
+def _row_by_row():
+    """The store with its PostgreSQL merge switched off: every batch takes the row-by-row path."""
+    from basecrawler.store.engines import pg_upsert
+    real = pg_upsert.merge_batch
+    pg_upsert.merge_batch = lambda *args: False
+    try:
+        yield
+    finally:
+        pg_upsert.merge_batch = real
+
+
+def profile_store(cluster, count: int, top: int) -> None:
+    """Where the store's time goes: cProfile of the client over `count` records, then EXPLAIN
+    ANALYZE of the merge statement for 500 new rows and for 500 unchanged ones."""
+    import cProfile
+    import pstats
+
+    from basecrawler.formats.dates import utc_now_iso
+    from basecrawler.recordtypes import get_record_type
+    from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for
+    from basecrawler.store.engines.pg_upsert import merge_sql
+
+    records = [recall("US", n) for n in range(count + 500)]
+    store = Store(cluster.new_database())
+    profiler = cProfile.Profile()
+    with _Clock() as clock:
+        profiler.enable()
+        for start in range(0, count, 500):
+            store.upsert("vehicle_recall", records[start:start + 500], source="us")
+        profiler.disable()
+    print(f"profile: {count} records through the store, {clock.wall:.2f} s wall, {clock.cpu:.2f} s client CPU "
+          "(under the profiler); by own time:")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+    plan = plan_for(get_record_type("vehicle_recall"))
+    sql, now = merge_sql(plan), utc_now_iso()
+
+    def staged(batch):
+        rows = [plan.row_of(r, "us") for r in batch]
+        for row in rows:
+            row[INPUT_HASH] = plan.input_hash(row)
+        return [[int(v) if isinstance(v, bool) else v for v in plan.params(row, now)] for row in sorted(rows, key=plan.key)]
+    raw = store.db.conn.raw
+    for label, values in (("500 new rows", staged(records[count:count + 500])), ("500 unchanged rows", staged(records[:500]))):
+        with raw.transaction(force_rollback=True):
+            raw.execute(sql.create)
+            with raw.cursor().copy(sql.copy) as copy:
+                for row in values:
+                    copy.write_row(row)
+            plan_text = "\n".join(r[0] for r in raw.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql.merge))
+        print(f"EXPLAIN ANALYZE of the merge, {label}:")
+        print("\n".join(line for line in plan_text.splitlines() if "Filter:" not in line))   # the filter is one long line
+    store.close()
 
 
 def main() -> None:
@@ -262,6 +338,8 @@ def main() -> None:
     parser.add_argument("--upsert", type=int, default=20000)
     parser.add_argument("--url", help="an existing server instead of a throw-away cluster")
     parser.add_argument("--upsert-only", action="store_true", help="only the upsert measurement")
+    parser.add_argument("--profile", type=int, metavar="TOP", help="then profile the store's upsert (cProfile top TOP, "
+                        "EXPLAIN ANALYZE of the merge)")
     args = parser.parse_args()
     from pgcluster import Cluster, _bin_dir
 
@@ -272,6 +350,8 @@ def main() -> None:
     try:
         if args.upsert_only:
             _print_upsert(upsert_rate(cluster, args.upsert))
+            if args.profile:
+                profile_store(cluster, args.upsert, args.profile)
             return
         print(f"translation scaling: {args.rows} rows × 3 texts, {args.latency * 1000:.0f} ms per request, "
               "batches of 20 rows, one request in flight per process")
@@ -302,6 +382,9 @@ def _print_upsert(u: dict) -> None:
         print(f"  ratio store / {name:<14} {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU")
     best = max(u["rates"][name]["wall"] for name in u["ratios"])
     print(f"  store / best plain path (wall): {u['rates']['store']['wall'] / best:.2f}")
+    r = u["row by row / store"]
+    print(f"  store (merge) / store row by row: {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU")
+    print(f"  store re-run / first run (wall): {u['rates']['store']['wall'] / u['rates']['store re-run']['wall']:.2f}")
 
 
 class _ExistingServer:

@@ -12,15 +12,17 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from basecrawler.recordtypes import Facet, RecordType
 
-from ._fields import TypeModel, distinct_list
+from ._fields import TypeModel
 
 
 class ProductAlert(TypeModel):
     date_field: ClassVar[str] = "alert_date"
+    upper_fields: ClassVar[tuple[str, ...]] = ("country",)
+    list_fields: ClassVar[tuple[str, ...]] = ("category",)
 
     country: str = Field(min_length=2, max_length=3)
     alert_id: str = Field(min_length=1)              # the publisher's id of the alert (NID, case number)
@@ -47,16 +49,6 @@ class ProductAlert(TypeModel):
     source_lang: str = "en"
     source_url: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("country")
-    @classmethod
-    def _upper_country(cls, value: str) -> str:
-        return value.upper()
-
-    @field_validator("category", mode="before")
-    @classmethod
-    def _categories(cls, value: Any) -> list[str]:
-        return distinct_list(value)
 
 
 PRODUCT_ALERT = RecordType(

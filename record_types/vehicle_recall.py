@@ -16,7 +16,7 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from basecrawler.recordtypes import Facet, RecordType
 from basecrawler.recordtypes.fields import (MAX_TEXT_CHARS, blank_to_none, clean_strings, date_or_unknown,
@@ -134,15 +134,25 @@ class Recall(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _normalise(cls, data: Any) -> Any:
+        # Every normalisation of this model in one before-validator: each Python validator
+        # pydantic calls costs a round trip from its core (per field, per record), and these
+        # used to be four (#23: validation was a third of the write path).
         if not isinstance(data, dict):
             return data
         data = date_or_unknown(clean_strings(data), "recall_date", SENTINEL_DATE)
         if data.get("extra") is None:
             data["extra"] = {}
+        country = data.get("country")
+        if country.__class__ is str:
+            data["country"] = country.upper()
+        if data.get("model_year") is not None:
+            data["model_year"] = normalize_model_year(data["model_year"])
         raw_units = data.get("affected_units")
         if raw_units is not None:
             units = parse_units(raw_units)
-            if units is None and is_number_like(raw_units):
+            if units is not None:
+                data["affected_units"] = units
+            elif is_number_like(raw_units):
                 # A number that does not fit a count (negative, fractional, 1e400, 10^23) must not
                 # cost the recall (10^23 overflowed SQLite's INTEGER and lost it): stored as
                 # unknown, the published value kept for a reader.
@@ -150,31 +160,13 @@ class Recall(BaseModel):
                 log.warning("%s %s: affected_units %.60r is not a plausible count; stored as unknown, raw value kept "
                             "in extra", data.get("country") or "", data.get("recall_number") or "", str(raw_units))
                 data["affected_units"] = None
+            else:
+                # Text that is no number at all ("many"): left as text, so the integer field
+                # refuses it and the item is a validation dead letter naming affected_units.
+                data["affected_units"] = str(raw_units)
         if data.get("source_lang") is None:
             data.pop("source_lang", None)
         return data
-
-    @field_validator("country")
-    @classmethod
-    def _upper_country(cls, value: str) -> str:
-        return value.upper()
-
-    @field_validator("model_year", mode="before")
-    @classmethod
-    def _model_year(cls, value: Any) -> str | None:
-        return normalize_model_year(value)
-
-    @field_validator("affected_units", mode="before")
-    @classmethod
-    def _units(cls, value: Any) -> int | None:
-        # A number that does not fit was already set aside by the normaliser; what is left
-        # unreadable here is text that is no number at all ("many"): a validation failure.
-        if value is None:
-            return None
-        units = parse_units(value)
-        if units is None:
-            raise ValueError(f"affected_units is not a count: {value!r}")
-        return units
 
     def to_row(self) -> dict[str, Any]:
         """The record as store columns (dates as ISO text; extra stays a dict)."""

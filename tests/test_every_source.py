@@ -59,9 +59,13 @@ def _rows(db: Path, sql: str, params=()) -> list[dict]:
 
 
 def _stored(db: Path, source_id: str) -> list[dict]:
-    """Every stored record of a source, of every type (a source may emit several types)."""
+    """Every stored record of a source, of every type (a source may emit several types), but
+    the bookkeeping `input_hash`: a re-run may point a row at the input it saw this time when
+    that input changes nothing (eu sends an addendum's alert without its date the second
+    time), which is what lets the next run recognise it unvalidated; the data stays."""
     tables = {row["name"] for row in _rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return [{"type": name, **row} for name, declared in record_types().items() if declared.table in tables
+    return [{"type": name, **{k: v for k, v in row.items() if k != "input_hash"}}
+            for name, declared in record_types().items() if declared.table in tables
             for row in _rows(db, f"SELECT * FROM {declared.table} WHERE source = ? ORDER BY id", (source_id,))]
 
 

@@ -52,7 +52,7 @@ NOT_YET_GENERIC = {
     "basecrawler/store/core.py": {"recall_number"},
     "basecrawler/pipeline/deadletters.py": {"recall_number"},
     "basecrawler/pipeline/source_api.py": {"recall_number"},
-    "basecrawler/pipeline/crawler.py": {"recall_number"},
+    "basecrawler/pipeline/intake.py": {"recall_number"},
     # The enrichment queue's table keeps the key columns it was made with (country,
     # recall_number, recall_date); tests and the us source read them.
     "basecrawler/pipeline/enrichment.py": {"recall_number", "recall_date"},

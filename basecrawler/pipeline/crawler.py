@@ -4,7 +4,8 @@ enrichment → run log, for records of any type. A source implements `fetch()` a
 
 What a source may use is on `self` (source_api.py); the counts and the run line are in
 results.py, dead letters in deadletters.py, making and preparing records and the window in
-records.py, the types themselves in recordtypes/.
+records.py, what happens between parse() and the store (recognising unchanged input, batching,
+counting) in intake.py, the types themselves in recordtypes/.
 """
 from __future__ import annotations
 
@@ -13,16 +14,17 @@ import datetime as dt
 import logging
 import os
 import time
-from typing import Any, ClassVar, Iterable, Iterator, final
+from typing import Any, ClassVar, Iterable, final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from basecrawler.pipeline import deadletters
-from basecrawler.pipeline import records
 from basecrawler.operations import upkeep
 from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
+from basecrawler.pipeline.collector import fewer_collections
+from basecrawler.pipeline.intake import Intake
 from basecrawler.pipeline.records import Raw, Window
-from basecrawler.recordtypes import Record, RecordType
+from basecrawler.recordtypes import Record
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.pipeline.results import RunCounts, RunResult, describe, judge, not_started, record_run
 from basecrawler.pipeline.runlock import RunLock
@@ -84,7 +86,6 @@ class BaseCrawler(SourceAPI, abc.ABC):
     def run(self) -> RunResult:
         started = time.monotonic()
         self.counts, self.warnings = RunCounts(), []
-        self._stored_keys: set[tuple] = set()   # (type name, key) stored by this run
         self._transport_bases = None
         lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
@@ -103,7 +104,8 @@ class BaseCrawler(SourceAPI, abc.ABC):
             self._resolve_window()
             self.store.update_run(self.run_id, since=self.since and self.since.isoformat(),
                                   until=self.until and self.until.isoformat())
-            self._pipeline(result)
+            with fewer_collections():
+                self._pipeline(result)
         except Interrupted:
             result.status = "interrupted"
         except Exception as exc:  # a failing source never escapes run(); it is a failed run
@@ -132,10 +134,10 @@ class BaseCrawler(SourceAPI, abc.ABC):
         return deadletters.retry(self)
 
     def _pipeline(self, result: RunResult) -> None:
-        batches: dict[RecordType, list[tuple[BaseModel, Any]]] = {}
         fetch_error: Exception | None = None
         interrupted = False
-        window, self._commit_due = Window(self.since, self.until), time.monotonic() + COMMIT_EVERY_S
+        intake = self._intake = Intake(self, Window(self.since, self.until))
+        self._commit_due = time.monotonic() + COMMIT_EVERY_S
         try:
             self._check_stop()
             for item in self.fetch():
@@ -144,25 +146,17 @@ class BaseCrawler(SourceAPI, abc.ABC):
                     item = Raw(item, url=self._http.last_url, response_sha256=self._http.last_sha256)
                 if self._progress is not None:
                     self._progress(self.counts.fetched, None)
-                for record_type, record, raw in self._parse_item(item):
-                    record = self.prepare_record(record, record_type)
-                    # Dates never read stay in; so do records of a list item an earlier run left.
-                    if not (records.in_window(record_type, record, window)
-                            or (self._ledger is not None and self._ledger.beyond_window)):
-                        self.counts.out_of_range += 1
-                        continue
-                    batch = batches.setdefault(record_type, [])
-                    batch.append((record, raw))
-                    if len(batch) >= self.settings.batch_size or time.monotonic() >= self._commit_due:
-                        # Every type's batch goes, in one commit each: the ledger then marks
-                        # done only items whose records of every type are stored.
-                        self._flush_all(batches)
+                intake.parse_item(item)
+                if intake.batched + intake.parsed_entries >= self.settings.batch_size or time.monotonic() >= self._commit_due:
+                    # Every type's batch goes, in one commit each: the ledger then marks
+                    # done only items whose records of every type are stored.
+                    self._flush_all()
                 self._check_stop()  # item boundary: everything parsed so far is kept
         except Interrupted:
             interrupted = True
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
-        self._flush_all(batches)   # and the ledger's items whose records are all stored now (or had none)
+        self._flush_all()   # and the ledger's items whose records are all stored now (or had none)
         if interrupted:
             raise Interrupted()
         if fetch_error is not None:
@@ -177,63 +171,11 @@ class BaseCrawler(SourceAPI, abc.ABC):
             result.enrichment_stats = enrichment.run_ladder(self)
         result.status = judge(self.source, self.mode, self.counts)
 
-    def _parse_item(self, item: Any) -> Iterator[tuple[RecordType, BaseModel, Any]]:
-        raw = item.data if isinstance(item, Raw) else item
-        letters_before = self.counts.dead_lettered
-        try:
-            produced = self.records_from(raw)
-        except Skip as skip:
-            self.counts.skip(skip.reason)
-            log.debug("%s: item skipped: %s", self.source, skip.reason)
-            return
-        except ValidationError as exc:
-            self.counts.unparseable += 1
-            self.dead_letter(item, deadletters.short_validation(exc), stage="parse", kind="validation")
-            return
-        except Exception as exc:
-            self.counts.unparseable += 1
-            self.dead_letter(item, exc, stage="parse", kind="parse_error")
-            return
-        if not produced:
-            if self.counts.dead_lettered > letters_before:
-                self.counts.unparseable += 1  # parse() kept its parts as dead letters itself
-            else:
-                self.counts.skip("no record")  # parse() returned nothing and said nothing
-            return
-        for record_type, record in produced:
-            self.counts.parsed += 1
-            yield record_type, record, raw
-
-    def _flush_all(self, batches: dict[RecordType, list[tuple[BaseModel, Any]]]) -> None:
+    def _flush_all(self) -> None:
         self._commit_due = time.monotonic() + COMMIT_EVERY_S
-        for record_type, batch in batches.items():
-            self._flush(record_type, batch)
-        batches.clear()
+        self._intake.flush()
         if self._ledger is not None:
             self._ledger.commit()  # the list items these records came from are collected
-
-    def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any]]) -> None:
-        if not batch:
-            return
-        batch_records = [record for record, _ in batch]
-        outcome = self.store.upsert(record_type, batch_records, source=self.source, raws=[raw for _, raw in batch])
-        self.counts.merged += outcome.merged  # same key twice in this batch: folded into one row
-        for key, what in outcome.by_key.items():
-            if (record_type.name, key) in self._stored_keys:
-                self.counts.merged += 1   # same key already stored by an earlier batch of this run
-                continue
-            self._stored_keys.add((record_type.name, key))
-            setattr(self.counts, what, getattr(self.counts, what) + 1)
-            self.counts.saved += 1
-        for row, error in outcome.failed:
-            self.counts.store_failed += 1
-            # The letter's key column holds the last key field (the publisher's number).
-            self.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
-                             recall_number=row.get(record_type.key[-1]))
-        if self.has_detail_phase() and record_type.name == self.record_type:
-            from basecrawler.pipeline import enrichment
-
-            enrichment.enqueue(self, batch_records, failed=[row for row, _ in outcome.failed])
 
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":

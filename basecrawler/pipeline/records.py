@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import logging
+import os
+import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -54,19 +58,35 @@ def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]
     return {name: value for name, value in defaults if name in record_type.model.model_fields}
 
 
-def make(produced: Any, *, default_type: RecordType, defaults: dict) -> list[tuple[RecordType, BaseModel]]:
-    """What `parse()` returned as validated records with their types: a dict (a record of the
-    source's default type, the source's `defaults` filled in), a model instance, a
-    `Record(type, fields)`, several of these, or None. Raises `Skip`, a ValidationError or an
-    unknown type's error on the first failure: the item is then one dead letter, whole."""
+@dataclass(slots=True)
+class Entry:
+    """One record as parse() handed it over, before validation: its type, its fields (a dict
+    with the source's defaults filled in, or a model instance) and, for a dict, the hash of
+    that input (`input_hash_of`), by which an unchanged record is recognised unvalidated."""
+
+    record_type: RecordType
+    fields: Any
+    input_hash: str | None = None
+    # The key fields as parse() gave them (text stripped): where the stored row made from the
+    # same input would be. A key the model normalises otherwise is simply not found there.
+    raw_key: tuple | None = None
+
+
+def entries(produced: Any, *, default_type: RecordType, defaults: dict,
+            context_of: Callable[[RecordType], str] | None = None) -> list[Entry]:
+    """What `parse()` returned as typed entries: a dict (a record of the source's default
+    type, the source's `defaults` filled in), a model instance, a `Record(type, fields)`,
+    several of these, or None. Raises `Skip`, or an unknown type's or a foreign model's error:
+    the item is then one dead letter, whole. With `context_of` (a type's `hash_context`), every dict
+    entry carries its input hash."""
     if produced is None:
         return []
     if isinstance(produced, Skip):
         raise produced
-    entries = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
+    listed = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
     frozen = tuple(defaults.items())
     made = []
-    for entry in entries:
+    for entry in listed:
         if isinstance(entry, Record):
             record_type, fields = get_record_type(entry.type), entry.fields
         else:
@@ -76,10 +96,117 @@ def make(produced: Any, *, default_type: RecordType, defaults: dict) -> list[tup
                 record_type = record_type_of_model(type(fields)) or record_type
             if not isinstance(fields, record_type.model):
                 raise TypeError(f"parse() returned a {type(fields).__name__}, the model of no record type")
-            made.append((record_type, fields))
+            made.append(Entry(record_type, fields))
         else:
-            made.append((record_type, record_type.model.model_validate({**_defaults_for(record_type, frozen), **fields})))
+            fields = {**_defaults_for(record_type, frozen), **fields}
+            if context_of is None:
+                made.append(Entry(record_type, fields))
+            else:
+                made.append(Entry(record_type, fields, input_hash_of(fields, context_of(record_type)),
+                                  _raw_key(record_type, fields)))
     return made
+
+
+def _raw_key(record_type: RecordType, fields: dict) -> tuple | None:
+    key = []
+    for name in record_type.key:
+        value = fields.get(name)
+        if value.__class__ is str:
+            value = value.strip()
+        elif value.__class__ is not int:
+            return None   # no key, or one the store keeps in another form (a date…): not looked up
+        key.append(value)
+    return tuple(key)
+
+
+def validate(entry: Entry) -> BaseModel:
+    """The entry as a validated model instance (raises a ValidationError)."""
+    if isinstance(entry.fields, BaseModel):
+        return entry.fields
+    return entry.record_type.model.model_validate(entry.fields)
+
+
+def make(produced: Any, *, default_type: RecordType, defaults: dict) -> list[tuple[RecordType, BaseModel]]:
+    """`entries`, validated: raises on the first failure (the item is then one dead letter, whole)."""
+    return [(entry.record_type, validate(entry)) for entry in entries(produced, default_type=default_type,
+                                                                        defaults=defaults)]
+
+
+# ---- the input hash ------------------------------------------------------------------------
+# A record's input hash says "this record was made from exactly this input, by exactly this
+# code". Equal to the hash of the input that last wrote the stored row, it means merging the
+# record again would change nothing (the COALESCE merge is idempotent), so the pipeline counts
+# it as unchanged without validating, preparing or comparing it (issue #23.3). The stored value
+# ends in one letter saying what the record's own date was (see `stored_input_hash`).
+DATE_KNOWN, DATE_NOT_KNOWN, UNDATED = "k", "u", "-"
+
+
+def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tuple[str, str]]) -> str:
+    """What besides parse()'s output decides the record: the code that validates and prepares
+    it (`code_fingerprint`), the source, and where links are rebased to."""
+    return f"{code_fingerprint(record_type)}|{source}|{sorted(public_bases)!r}|"
+
+
+def input_hash_of(fields: dict, context: str) -> str:
+    """The hash of one dict parse() returned (defaults filled in). `repr` of plain values (str,
+    int, float, None, date, lists and dicts in the source's own order) is stable for equal
+    input and cheaper than JSON; a value whose repr is not stable (a set, an object showing its
+    address) only makes the record look changed: it is then validated and compared as before."""
+    return hashlib.blake2b((context + repr(fields)).encode(), digest_size=16).hexdigest()
+
+
+def stored_input_hash(record_type: RecordType, input_hash: str | None, record: BaseModel) -> str | None:
+    """The value kept in the stored row for a record made from the input `input_hash`: the
+    hash and whether the record's own date was known ("k": the stored date is that date, so a
+    hit can be windowed by it), unknown ("u": always inside the window) or the type has none
+    ("-"). None when the record cannot be recognised later by its input: no dict input, or a
+    date `prepare` found implausible (that judgement moves with today's date)."""
+    if input_hash is None:
+        return None
+    if record_type.date_field is None:
+        return input_hash + UNDATED
+    if f"implausible_{record_type.date_field}" in (getattr(record, "extra", None) or {}):
+        return None
+    return input_hash + (DATE_NOT_KNOWN if is_date_unknown(record_type, record) else DATE_KNOWN)
+
+
+def stored_candidates(record_type: RecordType, input_hash: str) -> tuple[str, ...]:
+    """The stored values an input hash may have become (`stored_input_hash`)."""
+    if record_type.date_field is None:
+        return (input_hash + UNDATED,)
+    return (input_hash + DATE_KNOWN, input_hash + DATE_NOT_KNOWN)
+
+
+# The framework's own files that validate and prepare a record, besides the type's modules.
+_FRAMEWORK_FILES = ("recordtypes/fields.py", "formats/dates.py", "pipeline/records.py")
+
+
+@functools.lru_cache(maxsize=None)
+def code_fingerprint(record_type: RecordType) -> str:
+    """A digest of the code a record of this type is made with: the modules of its model and
+    of the model's bases (the type's own validators), the framework's field helpers and this
+    module, and pydantic's version. A fix to any of them changes every input hash, so the next
+    run validates everything again instead of keeping what the old code made. A model without
+    a source file (made at runtime) gets a value unique to this process: never recognised."""
+    import pydantic
+
+    digest = hashlib.blake2b(pydantic.VERSION.encode(), digest_size=16)
+    package = Path(__file__).resolve().parents[1]
+    files = [package / name for name in _FRAMEWORK_FILES]
+    for cls in record_type.model.__mro__:
+        module = sys.modules.get(cls.__module__)
+        if module is None or cls.__module__.startswith(("pydantic", "builtins")):
+            continue
+        path = getattr(module, "__file__", None)
+        if path is None:
+            return os.urandom(8).hex()
+        files.append(Path(path))
+    for path in dict.fromkeys(files):
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            return os.urandom(8).hex()
+    return digest.hexdigest()
 
 
 def is_date_unknown(record_type: RecordType, record: BaseModel) -> bool:
@@ -181,4 +308,5 @@ def as_date(value) -> dt.date | None:
     return dt.date.fromisoformat(str(value))
 
 
-__all__ = ["Raw", "Window", "make", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
+__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of",
+           "stored_input_hash", "stored_candidates", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]

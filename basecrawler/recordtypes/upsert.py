@@ -23,6 +23,9 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
 
 EXTRA = "extra"
 INPUT_HASH = "input_hash"
+# A row flag: its input hash came from the pipeline (names the input it was made from), so an
+# unchanged stored row may be pointed at it.
+GIVEN_HASH = "_input_hash_given"
 
 
 def json_default(value: Any) -> Any:
@@ -152,6 +155,8 @@ class UpsertPlan:
             if self.has_extra:
                 merged[EXTRA] = json.loads(merged[EXTRA]) if merged.get(EXTRA) else {}
             merged["_raw"] = row["_raw"]
+            merged[INPUT_HASH] = None   # made of several inputs: the store hashes its values
+            merged.pop(GIVEN_HASH, None)
             by_key[key] = merged
         return list(by_key.values())
 
@@ -202,4 +207,4 @@ def plan_for(record_type: RecordType) -> UpsertPlan:
     return UpsertPlan(record_type)
 
 
-__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH"]
+__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH", "GIVEN_HASH"]

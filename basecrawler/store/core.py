@@ -41,7 +41,7 @@ from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
-from basecrawler.recordtypes.upsert import INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
 from basecrawler.store.schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
@@ -268,22 +268,41 @@ class Store:
         return self._fts_feed(get_record_type(DEFAULT_RECORD_TYPE)) is not None
 
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
-               raws: list | None = None) -> UpsertResult:
+               raws: list | None = None, input_hashes: list[str | None] | None = None) -> UpsertResult:
         """Store one batch of validated records of one type with the COALESCE rule; exact new /
         updated / unchanged / merged counts. `raws` (same order as `records`) is what a failing
-        row's dead letter keeps."""
+        row's dead letter keeps; `input_hashes` (same order; the pipeline's, see
+        pipeline/records.py) say which input each record was made from: a record without one
+        gets the hash of its own values."""
         plan = plan_for(_type(record_type))
         rows = []
         for index, record in enumerate(records):
             row = plan.row_of(record, source)
             row["_raw"] = raws[index] if raws is not None else row
+            row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
+            row[GIVEN_HASH] = row[INPUT_HASH] is not None
             rows.append(row)
         folded = plan.fold(rows)
         for row in folded:
-            row[INPUT_HASH] = plan.input_hash(row)
+            if row[INPUT_HASH] is None:
+                row[INPUT_HASH] = plan.input_hash(row)
         result = self.write(lambda db: self._upsert_batch(db, plan, folded))
         result.merged += len(rows) - len(folded)
         return result
+
+    def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple]) -> dict[tuple, dict]:
+        """What the pipeline needs of the stored rows with these keys (tuples in `key_columns`
+        order) to count a record made from the same input as unchanged without validating
+        it: the row's `input_hash` and date. Read through the unique key's index, the one
+        every write maintains anyway (an index on the hash itself doubled the insert cost of a
+        large store: every insert landed on a random page)."""
+        rt = _type(record_type)
+        columns = [INPUT_HASH]
+        if rt.date_field:
+            columns.append(rt.date_field)
+        if rt.has_date_unknown:
+            columns.append(DATE_UNKNOWN)
+        return self.rows_by_key(rt, keys, columns)
 
     def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
         """`upsert` of the default type (vehicle recalls), as callers before record types wrote it."""
@@ -291,12 +310,16 @@ class Store:
 
     def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
         result = UpsertResult()
+        if self.engine == "postgresql":   # COPY + one merge statement; a refused batch goes on row by row below
+            from basecrawler.store.engines.pg_upsert import merge_batch
+            if merge_batch(db, plan, rows, result):
+                return result
         key = plan.key
         # First only each stored row's input hash (a re-run of the same input needs nothing
         # more); the whole stored rows only for the keys whose input differs.
         hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), (INPUT_HASH,))
         differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
-        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, plan.written) if differing else {})}
+        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, ("id", *plan.written)) if differing else {})}
         now = utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
@@ -304,6 +327,7 @@ class Store:
         last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
                    if feed else None)   # only the SQLite index feed needs it
         to_write: list[tuple[dict, str]] = []
+        rehashed: list[tuple[str, int]] = []
         if self.engine == "postgresql":
             # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
             rows = sorted(rows, key=key)
@@ -313,10 +337,17 @@ class Store:
             if old is None:
                 to_write.append((row, "new"))
                 continue
-            if old.get(INPUT_HASH) == row[INPUT_HASH] or column_values(merged := plan.merge(old, row)) == column_values(old):
-                # The same input as the write that made the stored row, or a merge that changes nothing.
+            if old.get(INPUT_HASH) == row[INPUT_HASH]:
+                # The same input as the write that made the stored row: merging it changes nothing.
                 result.unchanged += 1
                 result.by_key[key(row)] = "unchanged"
+            elif column_values(merged := plan.merge(old, row)) == column_values(old):
+                # Another input that changes nothing: the stored row now stands for this input
+                # too (its hash is all that is written), so the next run recognises it unvalidated.
+                result.unchanged += 1
+                result.by_key[key(row)] = "unchanged"
+                if row.get(GIVEN_HASH):   # (a hash of its own values would name no input)
+                    rehashed.append((row[INPUT_HASH], old["id"]))
             else:
                 to_write.append((merged | {"_raw": row["_raw"], INPUT_HASH: row[INPUT_HASH]}, "updated"))
         for row, outcome in self._write_bisecting(db, plan, to_write, now):
@@ -327,6 +358,8 @@ class Store:
                 result.failed.append((row, outcome))
         if result.new and feed:
             db.conn.execute(feed, [last_id])
+        if rehashed:   # bookkeeping only: updated_at and the counts stay as they are
+            db.conn.executemany(f"UPDATE [{plan.table}] SET {INPUT_HASH} = ? WHERE id = ?", rehashed)
         return result
 
     def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],

@@ -1,0 +1,258 @@
+"""Between parse() and the store: the records of the items parsed since the last commit, made,
+counted and batched per type in item order.
+
+Each fetched item is parsed at once (a failing parse() is its dead letter at once); its records
+wait, as typed entries with their input hashes (records.py), until a round of them is looked up
+together, by their key as parse() gave it. A record whose input hash is the one its stored row was last written from is
+**unchanged without being validated, prepared or compared** (issue #23.3: a re-run of unchanged
+data costs parse() and one indexed lookup per 500 records); its stored date still decides the
+window, so the counts are the ones the whole way would give. Everything else is validated,
+prepared, windowed and batched as before. A recognised record whose key is also in a record
+waiting to be stored goes the whole way too, so the batch folds them as it always did.
+
+The crawler (crawler.py) decides when to flush; `flush()` stores the batches and counts what the
+store said.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from basecrawler.errors import Skip
+from basecrawler.pipeline import deadletters
+from basecrawler.pipeline.records import (DATE_KNOWN, Entry, Raw, Window, as_date, entries, hash_context, in_window,
+                                          prepare, stored_candidates, stored_input_hash, validate)
+from basecrawler.recordtypes import RecordType
+
+if TYPE_CHECKING:
+    from basecrawler.pipeline.crawler import BaseCrawler
+
+log = logging.getLogger("basecrawler")
+# Entries looked up by input hash together: one indexed query per this many records.
+LOOKUP_EVERY = 500
+
+
+@dataclass(slots=True)
+class _Parsed:
+    item: Any                   # as fetched (a `Raw`): a dead letter keeps it
+    entries: list[Entry]
+    beyond_window: bool         # the ledger's verdict when the item was parsed
+
+
+class Intake:
+    def __init__(self, crawler: "BaseCrawler", window: Window):
+        self.crawler = crawler
+        self.window = window
+        self.parsed: list[_Parsed] = []
+        self.parsed_entries = 0
+        self.batches: dict[RecordType, list[tuple[BaseModel, Any, str | None]]] = {}
+        self.batched = 0
+        self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
+        self._stored_keys: dict[tuple, str] = {}          # (type name, key) → how this run counted it
+        self._recognised_for_detail: list[SimpleNamespace] = []
+        self._contexts: dict[RecordType, str] = {}
+        # Fixed for the run: asked once, not per item.
+        self._default_type = crawler.default_type()
+        self._defaults = crawler.record_defaults()
+        self._today = None   # per lookup round: a run may cross midnight
+        self._public_url = crawler.public_url if crawler._overridden_bases() else None
+
+    # ---- parse ----------------------------------------------------------------------------
+    def parse_item(self, item: Any) -> None:
+        """parse() one fetched item; its records wait for the next lookup round."""
+        crawler, counts = self.crawler, self.crawler.counts
+        raw = item.data if isinstance(item, Raw) else item
+        letters_before = counts.dead_lettered
+        try:
+            made = entries(crawler.parse(raw), default_type=self._default_type, defaults=self._defaults,
+                           context_of=self._context)
+        except Skip as skip:
+            counts.skip(skip.reason)
+            log.debug("%s: item skipped: %s", crawler.source, skip.reason)
+            return
+        except Exception as exc:
+            self._unparseable(item, exc)
+            return
+        if not made:
+            if counts.dead_lettered > letters_before:
+                counts.unparseable += 1  # parse() kept its parts as dead letters itself
+            else:
+                counts.skip("no record")  # parse() returned nothing and said nothing
+            return
+        ledger = crawler._ledger
+        self.parsed.append(_Parsed(item, made, ledger is not None and ledger.beyond_window))
+        self.parsed_entries += len(made)
+        if self.parsed_entries >= LOOKUP_EVERY:
+            self.resolve()
+
+    def _context(self, record_type: RecordType) -> str:
+        context = self._contexts.get(record_type)
+        if context is None:
+            context = self._contexts[record_type] = hash_context(record_type, self.crawler.source,
+                                                                 self.crawler._overridden_bases())
+        return context
+
+    def _unparseable(self, item: Any, exc: Exception) -> None:
+        self.crawler.counts.unparseable += 1
+        if isinstance(exc, ValidationError):
+            self.crawler.dead_letter(item, deadletters.short_validation(exc), stage="parse", kind="validation")
+        else:
+            self.crawler.dead_letter(item, exc, stage="parse", kind="parse_error")
+
+    # ---- recognise, validate, window, batch -----------------------------------------------
+    def resolve(self) -> None:
+        """The parsed items' records: recognised ones counted, the rest validated and batched."""
+        parsed, self.parsed, self.parsed_entries = self.parsed, [], 0
+        if not parsed:
+            return
+        self._today = self.crawler.today()
+        known = self._known(parsed)
+        made_items = []
+        for item in parsed:
+            made = []
+            try:   # an item whose record fails validation is one dead letter, whole
+                for entry in item.entries:
+                    hit = self._recognised(entry, known)
+                    made.append((entry, hit, None if hit is not None else validate(entry)))
+            except Exception as exc:
+                self._unparseable(item.item, exc)
+                continue
+            made_items.append((item, made))
+        # Keys about to be written: a recognised record sharing one goes the whole way.
+        pending = {name: set(keys) for name, keys in self._batched_keys.items()}
+        for _, made in made_items:
+            for entry, _, record in made:
+                if record is not None:
+                    pending.setdefault(entry.record_type.name, set()).add(_key_of(entry.record_type, record,
+                                                                                  self.crawler.source))
+        for item, made in made_items:
+            try:
+                made = [(entry, hit, record) if hit is None or hit["_key"] not in pending.get(entry.record_type.name, ())
+                        else (entry, None, validate(entry)) for entry, hit, record in made]
+            except Exception as exc:
+                self._unparseable(item.item, exc)
+                continue
+            for entry, hit, record in made:
+                self.crawler.counts.parsed += 1
+                if hit is not None:
+                    self._count_recognised(entry.record_type, hit, item.beyond_window)
+                else:
+                    self._add(entry, record, item)
+
+    def _known(self, parsed: list[_Parsed]) -> dict[RecordType, dict[tuple, dict]]:
+        """The stored rows at the raw keys of the parsed entries, per type (one keyed query per
+        500 keys)."""
+        source = self.crawler.source
+        wanted: dict[RecordType, set[tuple]] = {}
+        for item in parsed:
+            for entry in item.entries:
+                if entry.raw_key is not None:
+                    wanted.setdefault(entry.record_type, set()).add((source, *entry.raw_key))
+        return {record_type: self.crawler.store.known_inputs(record_type, keys)
+                for record_type, keys in wanted.items()}
+
+    def _recognised(self, entry: Entry, known: dict) -> dict | None:
+        """The stored row made from this very input (and code), or None."""
+        if entry.raw_key is None:
+            return None
+        row = known.get(entry.record_type, {}).get((self.crawler.source, *entry.raw_key))
+        if row is None or row["input_hash"] not in stored_candidates(entry.record_type, entry.input_hash):
+            return None
+        row["_key"] = (self.crawler.source, *entry.raw_key)
+        return row
+
+    def _count_recognised(self, record_type: RecordType, row: dict, beyond_window: bool) -> None:
+        # A known own date is the stored date (records.stored_input_hash); an unknown one is
+        # always inside the window.
+        if (row["input_hash"].endswith(DATE_KNOWN) and not beyond_window
+                and not self.window.holds(as_date(row[record_type.date_field]))):
+            self.crawler.counts.out_of_range += 1
+            return
+        self.count(record_type, row["_key"], "unchanged")
+        if self.crawler.has_detail_phase() and record_type.name == self.crawler.record_type:
+            self._recognised_for_detail.append(SimpleNamespace(**{name: row[name] for name in record_type.key}))
+
+    def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
+        record_type = entry.record_type
+        record = prepare(record_type, record, source=self.crawler.source, today=self._today,
+                         public_url=self._public_url)   # as crawler.prepare_record, its inputs asked once
+        # Dates never read stay in; so do records of a list item an earlier run left.
+        if not (in_window(record_type, record, self.window) or item.beyond_window):
+            self.crawler.counts.out_of_range += 1
+            return
+        raw = item.item.data if isinstance(item.item, Raw) else item.item
+        key = _key_of(record_type, record, self.crawler.source)
+        # A key this run already stored is merged into by another input: the stored row keeps
+        # naming the first one (else each run would swap the two and write every time).
+        input_hash = (None if (record_type.name, key) in self._stored_keys
+                      else stored_input_hash(record_type, entry.input_hash, record))
+        self.batches.setdefault(record_type, []).append((record, raw, input_hash))
+        self._batched_keys.setdefault(record_type.name, set()).add(key)
+        self.batched += 1
+
+    # ---- store ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Every waiting record stored, one commit per type's batch, and counted."""
+        self.resolve()
+        for record_type, batch in self.batches.items():
+            self._flush(record_type, batch)
+        self.batches.clear()
+        self._batched_keys.clear()
+        self.batched = 0
+        if self._recognised_for_detail:
+            from basecrawler.pipeline import enrichment
+
+            # Recognised records skipped the store, not the detail queue (a no-op when queued).
+            recognised, self._recognised_for_detail = self._recognised_for_detail, []
+            enrichment.enqueue(self.crawler, recognised)
+
+    def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]]) -> None:
+        if not batch:
+            return
+        crawler, counts = self.crawler, self.crawler.counts
+        records = [record for record, _, _ in batch]
+        outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
+                                       input_hashes=[input_hash for _, _, input_hash in batch])
+        counts.merged += outcome.merged  # same key twice in this batch: folded into one row
+        for key, what in outcome.by_key.items():
+            self.count(record_type, key, what)
+        for row, error in outcome.failed:
+            counts.store_failed += 1
+            # The letter's key column holds the last key field (the publisher's number).
+            crawler.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
+                                recall_number=row.get(record_type.key[-1]))
+        if crawler.has_detail_phase() and record_type.name == crawler.record_type:
+            from basecrawler.pipeline import enrichment
+
+            enrichment.enqueue(crawler, records, failed=[row for row, _ in outcome.failed])
+
+    def count(self, record_type: RecordType, key: tuple, what: str) -> None:
+        """One stored (or recognised) record: new, updated or unchanged; a key this run
+        already counted is merged, and a record it counted unchanged that a later input of
+        the run changed counts as updated (whichever batch or lookup round each fell in)."""
+        counts = self.crawler.counts
+        earlier = self._stored_keys.get((record_type.name, key))
+        if earlier is not None:
+            counts.merged += 1   # same key already stored by an earlier batch of this run
+            if earlier == "unchanged" and what != "unchanged":
+                counts.unchanged -= 1
+                counts.updated += 1
+                self._stored_keys[(record_type.name, key)] = "updated"
+            return
+        self._stored_keys[(record_type.name, key)] = what
+        setattr(counts, what, getattr(counts, what) + 1)
+        counts.saved += 1
+
+
+def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
+    """A validated record's stored key (source first), as the store's rows give it (a date as
+    ISO text)."""
+    return (source, *(value.isoformat() if hasattr(value := getattr(record, name), "isoformat") else value
+                      for name in record_type.key))
+
+
+__all__ = ["Intake", "LOOKUP_EVERY"]

@@ -1,0 +1,204 @@
+"""A record made from the very input (and code) its stored row was last written from is counted
+unchanged without being validated, prepared or compared (issue #23.3), and every count and
+stored value is the one the whole way gives (pipeline/intake.py, records.py)."""
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+
+from basecrawler import BaseCrawler, Store
+from basecrawler.pipeline import records
+from basecrawler.pipeline.intake import LOOKUP_EVERY
+from basecrawler.recordtypes import Record
+from basecrawler.recordtypes.registry import get_record_type
+
+VEHICLE = get_record_type("vehicle_recall")
+
+
+def recall(number: str, **fields) -> dict:
+    return {"recall_number": number, "recall_date": "2024-03-01", "summary_original": f"Brake hose {number}",
+            "affected_units": "1,200", "model_year": "2019-2021", "extra": {"kind": "vehicle"}, **fields}
+
+
+class ListCrawler(BaseCrawler):
+    source = "tst"
+    country = "US"
+
+    def __init__(self, store, items, **kwargs):
+        super().__init__(store, **kwargs)
+        self.items = items
+
+    def fetch(self):
+        yield from self.items
+
+    def parse(self, raw):
+        return raw
+
+
+def run(store, items, **kwargs):
+    return ListCrawler(store, items, **kwargs).run()
+
+
+@pytest.fixture
+def validations(monkeypatch):
+    """How many entries the pipeline validated."""
+    seen = []
+    original = records.validate
+    monkeypatch.setattr("basecrawler.pipeline.intake.validate", lambda entry: seen.append(entry) or original(entry))
+    return seen
+
+
+def stored(store: Store) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in ("input_hash",)}
+            for row in store.query("SELECT * FROM recalls ORDER BY id")]
+
+
+def counts(result) -> dict:
+    c = result.counts
+    return {name: getattr(c, name) for name in ("parsed", "saved", "new", "updated", "unchanged", "merged",
+                                                   "out_of_range", "unparseable", "dead_lettered")}
+
+
+def test_a_rerun_of_unchanged_input_validates_nothing_writes_nothing_and_counts_exactly(tmp_path, validations):
+    store = Store(tmp_path / "s.db")
+    items = [recall(f"24V{n:04d}") for n in range(1200)]
+    first = run(store, items, mode="full")
+    assert first.counts.new == 1200 and len(validations) == 1200
+    rows, changes = stored(store), store.db.conn.total_changes
+    validations.clear()
+    again = run(store, items, mode="full")
+    assert validations == []
+    assert counts(again) == {**counts(first), "new": 0, "unchanged": 1200}
+    assert stored(store) == rows
+    run_rows = 2   # the run's own row: started, then finished
+    assert store.db.conn.total_changes - changes <= run_rows + 2
+
+
+def test_only_the_changed_records_of_a_rerun_are_validated_and_written(store, validations):
+    items = [recall(f"24V{n:04d}") for n in range(50)]
+    run(store, items, mode="full")
+    validations.clear()
+    items[7] = recall("24V0007", summary_original="Brake hose chafes on the frame")
+    again = run(store, items, mode="full")
+    assert [entry.fields["recall_number"] for entry in validations] == ["24V0007"]
+    assert (again.counts.updated, again.counts.unchanged) == (1, 49)
+    assert store.get_recall("US", "24V0007")["summary_original"] == "Brake hose chafes on the frame"
+
+
+def test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_once(store, validations, monkeypatch):
+    items = [recall(f"24V{n:04d}") for n in range(20)]
+    run(store, items, mode="full")
+    before = stored(store)
+    monkeypatch.setattr(records, "code_fingerprint", lambda record_type: "a fixed model")
+    validations.clear()
+    assert run(store, items, mode="full").counts.unchanged == 20
+    assert len(validations) == 20               # the new code judged every record …
+    assert stored(store) == before              # … found nothing to change, wrote no data …
+    validations.clear()
+    assert run(store, items, mode="full").counts.unchanged == 20
+    assert validations == []                    # … and pointed the rows at this code's hashes
+
+
+def test_a_recognised_record_is_windowed_by_its_own_date(store, validations):
+    old, new, undated = recall("OLD", recall_date="2020-01-01"), recall("NEW", recall_date="2024-06-01"), \
+        recall("NODATE", recall_date="soon")
+    run(store, [old, new, undated], mode="full")
+    assert store.get_recall("US", "NODATE")["date_unknown"] == 1
+    validations.clear()
+    windowed = run(store, [old, new, undated], mode="full", since=dt.date(2024, 1, 1))
+    assert validations == []
+    # OLD is out of the window by its own date; NODATE has none, so it is inside (as the whole way says).
+    assert (windowed.counts.out_of_range, windowed.counts.unchanged) == (1, 2)
+
+
+def test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whole_way(store, validations):
+    """The batch folds the two as it always did: the later input wins where it has a value."""
+    first = recall("24V1", summary_original="Original summary", remedy_original=None)
+    run(store, [first], mode="full")
+    changed = recall("24V1", summary_original="A changed summary", remedy_original="Replace the hose")
+    validations.clear()
+    result = run(store, [changed, first], mode="full")
+    assert len(validations) == 2
+    row = store.get_recall("US", "24V1")
+    assert (row["summary_original"], row["remedy_original"]) == ("Original summary", "Replace the hose")
+    assert (result.counts.updated, result.counts.merged) == (1, 1)
+
+
+def test_a_recognised_record_a_later_batch_changes_counts_as_updated(tmp_path, monkeypatch):
+    store = Store(tmp_path / "s.db")
+    first = recall("24V1", summary_original="Original summary")
+    run(store, [first], mode="full")
+    monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", "1")   # a batch (and a lookup round) per record
+    monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", 1)
+    result = run(store, [first, recall("24V1", summary_original="A changed summary")], mode="full")
+    assert (result.counts.saved, result.counts.updated, result.counts.unchanged, result.counts.merged) == (1, 1, 0, 1)
+
+
+def test_a_key_the_model_normalises_is_not_found_by_its_raw_form_and_goes_the_whole_way(store, validations):
+    items = [recall("24V1", country="us"), recall(" 24V2 ")]   # the model upper-cases; whitespace is stripped
+    run(store, items, mode="full")
+    validations.clear()
+    again = run(store, items, mode="full")
+    assert [entry.fields["country"] for entry in validations] == ["us"]   # " 24V2 " was found as "24V2"
+    assert (again.counts.unchanged, again.counts.updated, again.counts.new) == (2, 0, 0)
+
+
+def test_an_item_whose_record_fails_validation_is_still_one_whole_dead_letter(tmp_path):
+    store = Store(tmp_path / "s.db")
+    good, bad = recall("24V1"), recall("24V2", affected_units="many")
+    result = run(store, [[good], [recall("24V3"), bad]], mode="full")
+    assert (result.counts.saved, result.counts.unparseable, result.counts.dead_lettered) == (1, 1, 1)
+    [letter] = store.open_dead_letters("tst")
+    assert letter["kind"] == "validation" and "affected_units" in letter["error"]
+    assert store.get_recall("US", "24V3") is None   # the item is kept whole, not half stored
+
+
+def test_an_implausible_date_is_judged_again_on_every_run(tmp_path, validations):
+    """"After tomorrow" moves with today's date, so such a record is never recognised unvalidated."""
+    store = Store(tmp_path / "s.db")
+    items = [recall("FUTURE", recall_date="9999-12-31"), recall("NOW")]
+    run(store, items, mode="full")
+    assert "implausible_recall_date" in store.get_recall("US", "FUTURE")["extra"]
+    validations.clear()
+    run(store, items, mode="full")
+    assert [entry.fields["recall_number"] for entry in validations] == ["FUTURE"]
+
+
+def test_records_of_a_type_without_a_date_and_of_two_types_from_one_item(store, validations):
+    alert = Record("product_alert", {"country": "CA", "alert_id": "RA-1", "title_original": "Kettle recalled",
+                                     "category": ["Electrical"]})
+    items = [[recall("24V1"), alert]]
+    first = run(store, items, mode="full")
+    assert first.counts.new == 2
+    validations.clear()
+    again = run(store, items, mode="full")
+    assert validations == [] and again.counts.unchanged == 2 and again.counts.saved == 2
+
+
+def test_recognising_changes_no_count_and_no_stored_value_against_the_whole_way(tmp_path, monkeypatch):
+    """Random runs over a few keys (repeats inside a run, changed and unchanged values, records
+    spread over lookup rounds and batches): with recognition and without it (every stored hash
+    looked up in vain), the same counts and the same stored rows after every run."""
+    rng = random.Random(23)
+    variants = [dict(summary_original=s, remedy_original=r, recall_date=d)
+                for s in ("A", "B", None) for r in ("R1", None) for d in ("2024-01-02", "unknown")]
+
+    def runs():
+        for _ in range(8):
+            yield [recall(f"K{rng.randrange(6)}", **rng.choice(variants)) for _ in range(rng.randrange(1, 30))]
+
+    with_store, without_store = Store(tmp_path / "with.db"), Store(tmp_path / "without.db")
+    for items in runs():
+        # A lookup round and a batch every few records, so repeats land in different ones.
+        monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", rng.choice([1, 3, LOOKUP_EVERY]))
+        monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", str(rng.choice([2, 5, 5000])))
+        since = rng.choice([None, dt.date(2024, 1, 1), dt.date(2025, 1, 1)])   # the last drops every known date
+        recognised = run(with_store, items, mode="full", since=since)
+        with monkeypatch.context() as patch:
+            patch.setattr(Store, "known_inputs", lambda self, record_type, hashes: {})
+            whole_way = run(without_store, items, mode="full", since=since)
+        assert counts(recognised) == counts(whole_way)
+        strip = lambda rows: [{k: v for k, v in r.items() if k not in ("first_seen_at", "updated_at")} for r in rows]
+        assert strip(stored(with_store)) == strip(stored(without_store))
