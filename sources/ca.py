@@ -16,7 +16,7 @@ Rules decided from the published data (see also fixtures/ca/README.md):
   time; a recall whose rows are scattered stays open until its last row (and is logged), so it
   is never emitted twice with half of its models each. Rows are kept whole as `csv` reads them
   and a complete recall is handed on as columns (one C transposition; a column of equal cells
-  holds one string); once an open recall has many rows or turns out to be scattered, its cells
+  as that one cell); once an open recall has many rows or turns out to be scattered, its cells
   equal to the first row's become the first row's objects, so a recall with thousands of rows
   repeating the same long comment costs little memory.
 - Affected units. UNIT_AFFECTED_NBR is the recall's count repeated on every row (the published
@@ -103,10 +103,11 @@ class CanadaCrawler(BaseCrawler):
         # Each column's values over the recall's rows (group_rows): ~23 rows a recall, 800,000
         # in the full file.
         columns = dict(zip(raw["header"], raw["columns"]))
-        absent = (None,) * len(raw["columns"][0])
+        rows = raw["rows"]
 
         def column_values(column: str) -> tuple:
-            return columns.get(column, absent)
+            values = columns.get(column, (None,))
+            return values if len(values) == rows else values * rows   # one cell: the same on every row
 
         def text(column: str) -> str | None:
             # The first row's cell, else the first later cell that cleans to something (each
@@ -209,8 +210,8 @@ SHARE_AFTER_ROWS = 64
 
 
 def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
-    """Pass two: yield {"recall_number", "header", "columns"} when the last row of a recall has
-    been read: each column's cells over the recall's rows; every row as wide as the header (a
+    """Pass two: yield {"recall_number", "header", "rows", "columns"} when the last row of a
+    recall has been read: each column's cells over the recall's rows; every row as wide as the header (a
     short row is completed from the recall's first row, a long one cut, as before: both logged)."""
     handle, reader = open_csv(path)
     with handle:
@@ -255,16 +256,17 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
 
 
 def _as_columns(group: dict) -> dict:
-    """A complete recall as the item handed on: its columns (one C transposition of the rows),
-    a column whose cells are all equal as one string repeated. The pipeline holds a batch of
-    items until it is stored, so the item is kept small: thousands of recalls, not 115,000
-    copies of comment text."""
+    """A complete recall as the item handed on: the number of rows and its columns (one C
+    transposition of the rows), a column whose cells are all equal as that one cell. The
+    pipeline holds a batch of items until it is stored, and hashes each item (`repr`), so the
+    item is kept small: a recall's comment once, not once per row."""
     rows = group["rows"]
     columns = []
     for values in zip(*rows):
         first = values[0]
-        columns.append((first,) * len(rows) if values.count(first) == len(rows) else values)
-    return {"recall_number": group["recall_number"], "header": group["header"], "columns": columns}
+        columns.append((first,) if values.count(first) == len(rows) else values)
+    return {"recall_number": group["recall_number"], "header": group["header"], "rows": len(rows),
+            "columns": columns}
 
 
 def _to_width(cells: list, width: int, first: list | None) -> list:

@@ -38,7 +38,7 @@ def test_a_short_later_row_repeats_the_first_rows_cells_and_a_long_row_is_cut(tm
     long = row("2020001", year="2022", model="PILOT") + ["stray"]
     with caplog.at_level(logging.WARNING, logger="sources.ca"):
         (group,) = groups(write(tmp_path / "f.csv", [row("2020001"), short, long]))
-    assert len(group["columns"]) == 15 and {len(values) for values in group["columns"]} == {3}
+    assert len(group["columns"]) == 15 and group["rows"] == 3
     record = parse(group)
     assert record["extra"]["vehicles"] == [{"make": "HONDA", "model": "CIVIC", "year": "2020"},
                                            {"make": "ACURA", "model": "CIVIC", "year": "2021"},
@@ -102,12 +102,14 @@ def test_a_scattered_recall_is_emitted_once_whole_with_its_cells_shared(tmp_path
     comment = HEADER.index("COMMENT_ETXT")
     assert held[1][1][comment] is held[1][0][comment]
     assert parse(emitted[1])["model_original"] == "CIVIC, PILOT"
-    assert set(emitted[0]) == {"recall_number", "header", "columns"}     # no bookkeeping handed on
+    assert set(emitted[0]) == {"recall_number", "header", "rows", "columns"}     # no bookkeeping handed on
 
 
-def test_a_column_of_equal_cells_is_handed_on_as_one_string(tmp_path):
+def test_a_column_of_equal_cells_is_handed_on_as_that_one_cell(tmp_path):
     rows = [row("2020008", year=str(2000 + i)) for i in range(5)]
     (group,) = groups(write(tmp_path / "f.csv", rows))
     columns = dict(zip(group["header"], group["columns"]))
-    assert len(set(map(id, columns["COMMENT_ETXT"]))) == 1 and len(columns["COMMENT_ETXT"]) == 5
+    assert group["rows"] == 5 and columns["COMMENT_ETXT"] == (COMMENT,)
     assert columns["YEAR"] == ("2000", "2001", "2002", "2003", "2004")
+    record = parse(group)
+    assert record["summary_original"] == COMMENT and len(record["extra"]["vehicles"]) == 5
