@@ -8,7 +8,8 @@ from disk in 64 KB chunks on 127.0.0.1, and runs a full `ca` crawl in a fresh ch
 pointed at it (BASECRAWLER_CA_DATA_URL). The child reports its own peak RSS (VmHWM), so the
 number is the crawl's alone, not the generator's, and its CPU time (the machine may be shared:
 CPU rows/s is the steadier figure). `--profile N` runs the crawl under cProfile and prints its N
-costliest functions. `--keep DIR` reuses the CSV already generated there. Prints one table.
+costliest functions and its time split into layers (source parse, framework per record, store:
+bench/profile_layers.py). `--keep DIR` reuses the CSV already generated there. Prints one table.
 Targets (issue #23): ≥ 60,000 rows/s, peak RSS < 150 MB.
 """
 from __future__ import annotations
@@ -137,7 +138,8 @@ def crawl(url: str, db: str, profile_top: int = 0) -> None:
         stats = pstats.Stats(profiler, stream=out)
         stats.sort_stats("tottime").print_stats(profile_top)
         stats.sort_stats("cumulative").print_stats(profile_top)
-        print(out.getvalue(), file=sys.stderr)
+        from profile_layers import report
+        print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
     peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
     c = result.counts
     print(json.dumps({"status": result.status, "recalls": c.saved, "fetched": c.fetched, "dead": c.dead_lettered,

@@ -1,6 +1,7 @@
 """Benchmark of the `hc` source on a full-size file: how to read it, and a full run.
 
-    python bench/bench_hc.py [--records 34000] [--keep DIR] [--parse-only]
+    python bench/bench_hc.py [--records 34000] [--keep DIR] [--parse-only] [--records-to JSONL]
+                              [--profile N]
 
 Generates a ~16 MB `HCRSAMOpenData.json` in the real layout (a JSON array of flat objects,
 every value a string or null; zero-width spaces, entities, multi-categories, empty dates),
@@ -91,30 +92,54 @@ def peak_rss_mb() -> float:
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024
 
 
-def read_child(how: str, path: str) -> None:
-    """Child: read and parse the file one way; prints seconds, records, peak RSS."""
+def read_child(how: str, path: str, out_path: str | None = None) -> None:
+    """Child: read and parse the file one way; prints seconds, records, peak RSS. `out_path`
+    writes every parsed record as JSON lines, so two versions of sources/hc.py can be compared
+    record for record."""
     import ijson
 
     from sources.hc import HealthCanadaAlertsCrawler
 
     parse = HealthCanadaAlertsCrawler.parse.__get__(HealthCanadaAlertsCrawler.__new__(HealthCanadaAlertsCrawler))
+    out = open(out_path, "w", encoding="utf-8") if out_path else None
     started = time.monotonic()
     count = 0
     with open(path, "rb") as handle:
         items = json.load(handle) if how == "json.load" else ijson.items(handle, "item", use_float=True)
         for item in items:
-            parse(item)
+            record = parse(item)
             count += 1
+            if out:
+                out.write(json.dumps(record, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    if out:
+        out.close()
     print(json.dumps({"seconds": time.monotonic() - started, "records": count, "peak_rss_mb": peak_rss_mb(),
                       "cpu_s": cpu_s()}))
 
 
-def run_child(db: str) -> None:
-    """Child: `basecrawler run --source hc --mode full` through the CLI; prints time and peak RSS."""
+def run_child(db: str, profile_top: int = 0) -> None:
+    """Child: `basecrawler run --source hc --mode full` through the CLI; prints time and peak RSS.
+    `profile_top` runs it under cProfile and prints (to stderr) the N costliest functions and
+    the time split into layers (bench/profile_layers.py)."""
     from basecrawler.cli import main
 
+    profiler = None
+    if profile_top:
+        import cProfile
+        profiler = cProfile.Profile()
+        profiler.enable()
     started = time.monotonic()
     code = main(["--db", db, "-q", "run", "--source", "hc", "--mode", "full"])
+    if profiler:
+        import io
+        import pstats
+
+        from profile_layers import report
+        profiler.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("tottime").print_stats(profile_top)
+        print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
     print(json.dumps({"seconds": time.monotonic() - started, "exit": code, "peak_rss_mb": peak_rss_mb(),
                       "cpu_s": cpu_s()}))
 
@@ -136,11 +161,13 @@ class FileHandler(BaseHTTPRequestHandler):
             shutil.copyfileobj(src, self.wfile, 1 << 16)
 
 
-def child(*args: str, env: dict | None = None) -> dict:
+def child(*args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
     proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})})
     if proc.returncode != 0:
         sys.exit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
+    if show_stderr:
+        print(proc.stderr[-20000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -149,13 +176,16 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=34_000)
     parser.add_argument("--keep", help="work in this directory and keep it")
     parser.add_argument("--parse-only", action="store_true", help="only compare json.load and ijson")
+    parser.add_argument("--records-to", metavar="JSONL", help="also write every parsed record here (to compare versions)")
     parser.add_argument("--read", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="profile the first full run: its N costliest functions and the layer split")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.read:
-        return read_child(*args.read)
+        return read_child(*args.read, args.records_to)
     if args.run:
-        return run_child(args.run)
+        return run_child(args.run, args.profile)
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench_hc_"))
     work.mkdir(parents=True, exist_ok=True)
     path = work / "HCRSAMOpenData.json"
@@ -164,7 +194,8 @@ def main() -> None:
     table = [("file", f"{path.stat().st_size / 1e6:.1f} MB, {args.records:,} records; load average {load:.1f} "
                       f"on {os.cpu_count()} cores")]
     for how in ("json.load", "ijson"):
-        r = child("--read", how, str(path))
+        extra = ["--records-to", args.records_to] if args.records_to and how == "ijson" else []
+        r = child("--read", how, str(path), *extra)
         table.append((f"read + parse, {how}", f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process), "
                                                f"peak RSS {r['peak_rss_mb']:.0f} MB"))
     if not args.parse_only:
@@ -173,9 +204,12 @@ def main() -> None:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         env = {"BASECRAWLER_HC_DATA_URL": f"http://127.0.0.1:{server.server_address[1]}"}
         db = str(work / "bench.db")
+        for stale in work.glob("bench.db*"):   # a kept directory: the first run must be a first run
+            stale.unlink()
         try:
             for label in ("full run (first)", "full run (again, nothing to write)"):
-                r = child("--run", db, env=env)
+                profile = ["--profile", str(args.profile)] if args.profile and "first" in label else []
+                r = child("--run", db, *profile, env=env, show_stderr=bool(profile))
                 table.append((label, f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process, imports included), "
                                      f"peak RSS {r['peak_rss_mb']:.0f} MB, exit {r['exit']} (targets ≤ 5 s, < 200 MB)"))
         finally:

@@ -14,9 +14,11 @@ Rules decided from the published data (see also fixtures/ca/README.md):
   recall numbers, a few MB for the full file), pass two collects rows and yields a recall as
   soon as its last row has been read. For an adjacent file at most one recall is open at a
   time; a recall whose rows are scattered stays open until its last row (and is logged), so it
-  is never emitted twice with half of its models each. Rows after the first keep only the
-  cells that differ from the first row, so a recall with thousands of rows repeating the same
-  long comment costs little memory.
+  is never emitted twice with half of its models each. Rows are kept whole as `csv` reads them
+  and a complete recall is handed on as columns (one C transposition; a column of equal cells
+  as that one cell); once an open recall has many rows or turns out to be scattered, its cells
+  equal to the first row's become the first row's objects, so a recall with thousands of rows
+  repeating the same long comment costs little memory.
 - Affected units. UNIT_AFFECTED_NBR is the recall's count repeated on every row (the published
   rows of a recall carry the same "2,700.00"), not a per-model count: it is taken once, never
   summed over rows. When rows disagree (a revised count), the largest value is used and every
@@ -73,6 +75,12 @@ _SECTION_FIELD = {"issue": "defect_cause_original", "safety risk": "consequence_
                   "corrective action": "remedy_original", "corrective actions": "remedy_original"}
 
 
+@functools.lru_cache(maxsize=64)
+def _section_field(heading: str) -> str:
+    """"Safety  Risk" / "CORRECTIVE ACTIONS" → the field it heads (cached: a few spellings)."""
+    return _SECTION_FIELD[re.sub(r"\s+", " ", heading.lower())]
+
+
 class CanadaCrawler(BaseCrawler):
     """Transport Canada vehicle recalls (open-data CSV, grouped by recall number)."""
 
@@ -92,24 +100,26 @@ class CanadaCrawler(BaseCrawler):
         number = raw["recall_number"]
         if number is None:
             raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
-        first, later = raw["rows"][0], raw["rows"][1:]
-        # Rows after the first hold only the cells that differ from it (group_rows), so a
-        # column's values over the rows are read without rebuilding every row: ~23 rows a
-        # recall, 800,000 in the full file.
+        # Each column's values over the recall's rows (group_rows): ~23 rows a recall, 800,000
+        # in the full file.
+        columns = dict(zip(raw["header"], raw["columns"]))
+        rows = raw["rows"]
 
-        def column_values(column: str) -> list:
-            default = first.get(column)
-            return [default, *(row.get(column, default) for row in later)]
+        def column_values(column: str) -> tuple:
+            values = columns.get(column, (None,))
+            return values if len(values) == rows else values * rows   # one cell: the same on every row
 
         def text(column: str) -> str | None:
-            value = clean_text(first.get(column), number, column)
+            # The first row's cell, else the first later cell that cleans to something (each
+            # distinct value once, in row order).
+            values = column_values(column)
+            value = clean_text(values[0], number, column)
             if value:
                 return value
-            for row in later:   # a row repeating the first's empty cell does not hold it
-                if column in row:
-                    value = clean_text(row[column], number, column)
-                    if value:
-                        return value
+            for value in dict.fromkeys(values[1:]):
+                value = clean_text(value, number, column)
+                if value:
+                    return value
             return None
 
         # Cells repeat across a recall's rows: clean each distinct make / model once.
@@ -123,8 +133,8 @@ class CanadaCrawler(BaseCrawler):
         record = {
             "recall_number": number,
             "recall_date": _first_date(column_values("RECALL_DATE_DTE")),
-            "manufacturer_original": distinct_joined(v["make"] for v in vehicles),
-            "model_original": distinct_joined(v["model"] for v in vehicles),
+            "manufacturer_original": distinct_joined(clean_make.values()),
+            "model_original": distinct_joined(clean_model.values()),
             "model_year": year_range(set(clean_year.values())),
             "component_original": text("SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
@@ -191,9 +201,18 @@ def count_rows(path: Path) -> Counter:
     return counts
 
 
+# A recall's rows are kept as read (the transposition in parse() needs whole rows) until it
+# has this many, or until its rows turn out not to be adjacent; from then on a row's cells
+# that equal the first row's are that row's objects, so a recall with thousands of rows
+# repeating the same long comment, or a file whose rows are all scattered, costs about a list
+# of pointers a row instead of a copy of the row.
+SHARE_AFTER_ROWS = 64
+
+
 def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
-    """Pass two: yield {"recall_number", "rows"} when the last row of a recall has been read.
-    The first row is kept whole, later rows only with the cells that differ from it."""
+    """Pass two: yield {"recall_number", "header", "rows", "columns"} when the last row of a
+    recall has been read: each column's cells over the recall's rows; every row as wide as the header (a
+    short row is completed from the recall's first row, a long one cut, as before: both logged)."""
     handle, reader = open_csv(path)
     with handle:
         header = next(reader, None)
@@ -203,6 +222,7 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
         names = [name.strip() for name in header]
         width = len(names)
         open_groups: dict[str, dict] = {}
+        previous = None     # the group of the row before: a group left open is a scattered one
         for line_number, cells in enumerate(reader, start=2):
             number = cells[number_column].strip() if len(cells) > number_column else ""
             if not number:
@@ -211,24 +231,60 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
                     # into a dead letter that keeps the row (the run line counts it).
                     yield {"recall_number": None, "line": line_number, "rows": [dict(zip(names, cells))]}
                 continue
+            group = open_groups.get(number)
             if len(cells) != width:
                 log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), width)
-            group = open_groups.get(number)
+                cells = _to_width(cells, width, group["rows"][0] if group else None)
             if group is None:
-                group = open_groups[number] = {"recall_number": number, "rows": [dict(zip(names, cells))],
-                                               "cells": cells, "seen": 1}
+                group = open_groups[number] = {"recall_number": number, "header": names, "rows": [cells], "shared": False}
             else:
-                first = group["cells"]
-                group["rows"].append({names[i]: value for i, value in enumerate(cells[:width])
-                                      if i >= len(first) or first[i] != value})
-                group["seen"] += 1
-            if group["seen"] >= rows_per_recall.get(number, 0):
+                rows = group["rows"]
+                if group["shared"]:
+                    cells = _share_cells(cells, rows[0])
+                rows.append(cells)
+                if not group["shared"] and len(rows) >= SHARE_AFTER_ROWS:
+                    _share_group(group)
+            if previous is not None and previous is not group and not previous["shared"]:
+                _share_group(previous)      # its rows are not adjacent: it may stay open long
+            previous = group
+            if len(group["rows"]) >= rows_per_recall.get(number, 0):
                 del open_groups[number]
-                del group["seen"], group["cells"]
-                yield group
+                previous = None
+                yield _as_columns(group)
         for group in open_groups.values():  # only if the file changed between the passes
-            del group["seen"], group["cells"]
-            yield group
+            yield _as_columns(group)
+
+
+def _as_columns(group: dict) -> dict:
+    """A complete recall as the item handed on: the number of rows and its columns (one C
+    transposition of the rows), a column whose cells are all equal as that one cell. The
+    pipeline holds a batch of items until it is stored, and hashes each item (`repr`), so the
+    item is kept small: a recall's comment once, not once per row."""
+    rows = group["rows"]
+    columns = []
+    for values in zip(*rows):
+        first = values[0]
+        columns.append((first,) if values.count(first) == len(rows) else values)
+    return {"recall_number": group["recall_number"], "header": group["header"], "rows": len(rows),
+            "columns": columns}
+
+
+def _to_width(cells: list, width: int, first: list | None) -> list:
+    """A row cut or completed to the header's width: missing cells of a later row are the
+    first row's (it repeats them), of a first row None."""
+    if len(cells) > width:
+        return cells[:width]
+    return cells + (first[len(cells):] if first is not None else [None] * (width - len(cells)))
+
+
+def _share_cells(cells: list, first: list) -> list:
+    return [mine if mine != theirs else theirs for mine, theirs in zip(cells, first)]
+
+
+def _share_group(group: dict) -> None:
+    rows = group["rows"]
+    rows[1:] = [_share_cells(cells, rows[0]) for cells in rows[1:]]
+    group["shared"] = True
 
 
 # ---- turning rows into fields ----------------------------------------------------------
@@ -305,7 +361,7 @@ def split_comment(comment: str | None) -> dict[str, str]:
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(comment)
         body = comment[match.end():end].strip()
-        name = _SECTION_FIELD[re.sub(r"\s+", " ", match.group(1).lower())]
+        name = _section_field(match.group(1))
         if body and name not in fields:
             fields[name] = body
     return fields

@@ -68,9 +68,12 @@ def clean(value) -> str | None:
     """Published text → stored text: entities decoded, tags and invisible characters dropped."""
     if value is None:
         return None
-    text = str(value)
-    if text.isascii() and not _NEEDS_CLEANING_RE.search(text):
-        return text.strip() or None     # most values: nothing to decode or squash (34,000 records a run)
+    text = value if type(value) is str else str(value)
+    if text.isascii() and ((text.isprintable() and "  " not in text and "&" not in text and "<" not in text)
+                           or not _NEEDS_CLEANING_RE.search(text)):
+        # Most values: nothing to decode or squash (34,000 records a run). The string checks
+        # answer the printable case without the regex, which still decides the rest.
+        return text.strip() or None
     # `&nbsp;` is the file's usual entity; as a plain space the text often stays ASCII, which
     # spares it the mojibake check (the costliest step, for text that cannot be mojibake).
     text = _INVISIBLE_RE.sub("", text).replace("&nbsp;", " ")
@@ -80,7 +83,9 @@ def clean(value) -> str | None:
 def clean_title(value) -> str | None:
     """A title with the maker left blank ends in its separator ("Transport Canada Recall - 2018339 - ")."""
     text = clean(value)
-    return re.sub(r"\s+[-–]$", "", text) if text else None
+    if not text:
+        return None
+    return re.sub(r"\s+[-–]$", "", text) if text.endswith(("-", "–")) else text
 
 
 def clean_paragraphs(value) -> str | None:

@@ -1,0 +1,115 @@
+"""sources/ca.py: how pass two keeps a recall's rows (whole, as wide as the header, equal cells
+shared with the first row once a recall is long or scattered), the columns it hands on, and
+what parse() reads from them."""
+import csv
+import logging
+
+from sources.ca import SHARE_AFTER_ROWS, CanadaCrawler, count_rows, group_rows
+
+HEADER = ["RECALL_NUMBER_NUM", "YEAR", "MANUFACTURER_RECALL_NO_TXT", "CATEGORY_ETXT", "CATEGORY_FTXT",
+          "MAKE_NAME_NM", "MODEL_NAME_NM", "UNIT_AFFECTED_NBR", "SYSTEM_TYPE_ETXT", "SYSTEM_TYPE_FTXT",
+          "NOTIFICATION_TYPE_ETXT", "NOTIFICATION_TYPE_FTXT", "COMMENT_ETXT", "COMMENT_FTXT", "RECALL_DATE_DTE"]
+COMMENT = "Issue: A bolt may loosen. Safety Risk: A crash. Corrective Actions: Dealers will tighten it."
+
+
+def row(number, year="2020", model="CIVIC", make="HONDA", units="100.00", comment=COMMENT):
+    return [number, year, "R1", "Passenger Car", "Voiture de tourisme", make, model, units, "Brakes", "Freins",
+            "Safety Mfr", "Sécurité - fabricant", comment, "Problème : un boulon.", "2020-01-15"]
+
+
+def write(path, rows, header=HEADER):
+    with open(path, "w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def groups(path):
+    return list(group_rows(path, count_rows(path)))
+
+
+def parse(group):
+    return CanadaCrawler.__new__(CanadaCrawler).parse(group)
+
+
+def test_a_short_later_row_repeats_the_first_rows_cells_and_a_long_row_is_cut(tmp_path, caplog):
+    short = row("2020001", year="2021", make="ACURA")[:6]            # ends after MAKE_NAME_NM
+    long = row("2020001", year="2022", model="PILOT") + ["stray"]
+    with caplog.at_level(logging.WARNING, logger="sources.ca"):
+        (group,) = groups(write(tmp_path / "f.csv", [row("2020001"), short, long]))
+    assert len(group["columns"]) == 15 and group["rows"] == 3
+    record = parse(group)
+    assert record["extra"]["vehicles"] == [{"make": "HONDA", "model": "CIVIC", "year": "2020"},
+                                           {"make": "ACURA", "model": "CIVIC", "year": "2021"},
+                                           {"make": "HONDA", "model": "PILOT", "year": "2022"}]
+    assert record["affected_units"] == 100 and record["recall_date"] == "2020-01-15"
+    assert sum("cells, header has 15" in m for m in caplog.messages) == 2
+
+
+def test_a_short_first_row_reads_as_empty_cells_that_later_rows_fill(tmp_path):
+    first = row("2020002")[:8]       # no system, notification, comments or date
+    (group,) = groups(write(tmp_path / "f.csv", [first, row("2020002", year="2021")]))
+    record = parse(group)
+    assert record["component_original"] == "Brakes"
+    assert record["summary_original"] == COMMENT and record["defect_cause_original"] == "A bolt may loosen."
+    assert record["recall_date"] == "2020-01-15"
+
+
+def test_a_column_missing_from_the_header_reads_as_empty(tmp_path):
+    header = [name for name in HEADER if name not in ("MAKE_NAME_NM", "UNIT_AFFECTED_NBR")]
+    rows = [[cell for name, cell in zip(HEADER, row("2020003", year=y)) if name in header] for y in ("2019", "2020")]
+    record = parse(groups(write(tmp_path / "f.csv", rows, header))[0])
+    assert record["manufacturer_original"] is None and record["affected_units"] is None
+    assert [v["year"] for v in record["extra"]["vehicles"]] == ["2019", "2020"]
+
+
+def test_the_first_non_empty_text_of_any_row_is_taken_in_row_order(tmp_path):
+    rows = [row("2020004", comment=""), row("2020004", comment="Translation not available"),
+            row("2020004", comment="Second."), row("2020004", comment="Third.")]
+    assert parse(groups(write(tmp_path / "f.csv", rows))[0])["summary_original"] == "Second."
+
+
+def held_rows(path):
+    """The rows of the open recalls just before the last one completes (what pass two holds)."""
+    import sources.ca as ca
+
+    seen = []
+    original = ca._as_columns
+    ca._as_columns = lambda group: seen.append(group["rows"]) or original(group)
+    try:
+        emitted = groups(path)
+    finally:
+        ca._as_columns = original
+    return seen, emitted
+
+
+def test_a_long_recall_shares_equal_cells_with_its_first_row_while_it_is_read(tmp_path):
+    n = SHARE_AFTER_ROWS + 10
+    rows = [row("2020005", year=str(1990 + i % 30), model=f"M{i}") for i in range(n)]
+    (held,), (group,) = held_rows(write(tmp_path / "f.csv", rows))
+    comment = HEADER.index("COMMENT_ETXT")
+    assert held[-1][comment] is held[0][comment]      # one string object, not a copy per row
+    assert held[-1][HEADER.index("MODEL_NAME_NM")] == f"M{n - 1}"
+    record = parse(group)
+    assert len(record["extra"]["vehicles"]) == n and record["model_year"]
+
+
+def test_a_scattered_recall_is_emitted_once_whole_with_its_cells_shared(tmp_path):
+    rows = [row("2020006", model="CIVIC"), row("2020007"), row("2020007", model="FIT"), row("2020006", model="PILOT")]
+    held, emitted = held_rows(write(tmp_path / "f.csv", rows))
+    assert [g["recall_number"] for g in emitted] == ["2020007", "2020006"]
+    comment = HEADER.index("COMMENT_ETXT")
+    assert held[1][1][comment] is held[1][0][comment]
+    assert parse(emitted[1])["model_original"] == "CIVIC, PILOT"
+    assert set(emitted[0]) == {"recall_number", "header", "rows", "columns"}     # no bookkeeping handed on
+
+
+def test_a_column_of_equal_cells_is_handed_on_as_that_one_cell(tmp_path):
+    rows = [row("2020008", year=str(2000 + i)) for i in range(5)]
+    (group,) = groups(write(tmp_path / "f.csv", rows))
+    columns = dict(zip(group["header"], group["columns"]))
+    assert group["rows"] == 5 and columns["COMMENT_ETXT"] == (COMMENT,)
+    assert columns["YEAR"] == ("2000", "2001", "2002", "2003", "2004")
+    record = parse(group)
+    assert record["summary_original"] == COMMENT and len(record["extra"]["vehicles"]) == 5
