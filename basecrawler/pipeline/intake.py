@@ -61,6 +61,7 @@ class Intake:
         self._defaults = crawler.record_defaults()
         self._today = None   # per lookup round: a run may cross midnight
         self._public_url = crawler.public_url if crawler._overridden_bases() else None
+        self._moved_from = tuple(transport for transport, _ in crawler._overridden_bases())
 
     # ---- parse ----------------------------------------------------------------------------
     def parse_item(self, item: Any) -> None:
@@ -185,7 +186,7 @@ class Intake:
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
         record = prepare(record_type, record, source=self.crawler.source, today=self._today,
-                         public_url=self._public_url)   # as crawler.prepare_record, its inputs asked once
+                         public_url=self._public_url, moved_from=self._moved_from)   # as crawler.prepare_record
         # Dates never read stay in; so do records of a list item an earlier run left.
         if not (in_window(record_type, record, self.window) or item.beyond_window):
             self.crawler.counts.out_of_range += 1

@@ -244,8 +244,10 @@ class SourceAPI:
     def prepare_record(self, record: BaseModel, record_type: RecordType | None = None) -> BaseModel:
         """What every record goes through before the window and the store (also records from
         the enrichment ladder and dead-letter retries): see `records.prepare`."""
+        bases = self._overridden_bases()
         return records.prepare(record_type or self.default_type(), record, source=self.source, today=self.today(),
-                               public_url=self.public_url if self._overridden_bases() else None)
+                               public_url=self.public_url if bases else None,
+                               moved_from=tuple(transport for transport, _ in bases))
 
     def today(self) -> dt.date:
         """Today (UTC) by the injected clock, so "after tomorrow" is testable."""
