@@ -177,6 +177,26 @@ def test_records_of_a_type_without_a_date_and_of_two_types_from_one_item(store, 
     assert validations == [] and again.counts.unchanged == 2 and again.counts.saved == 2
 
 
+class Unpicklable:
+    """A value a source might leave in extra that pickle cannot write (a parser node…)."""
+
+    def __reduce__(self):
+        raise TypeError("not picklable")
+
+    def __str__(self):
+        return "a node"
+
+
+def test_a_record_whose_input_cannot_be_hashed_goes_the_whole_way_every_time(tmp_path, validations):
+    store = Store(tmp_path / "s.db")
+    items = [recall("24V1", extra={"node": Unpicklable()}), recall("24V2")]
+    run(store, items, mode="full")
+    validations.clear()
+    again = run(store, items, mode="full")
+    assert [entry.fields["recall_number"] for entry in validations] == ["24V1"]
+    assert (again.counts.unchanged, again.counts.updated) == (2, 0)
+
+
 def test_recognising_changes_no_count_and_no_stored_value_against_the_whole_way(tmp_path, monkeypatch):
     """Random runs over a few keys (repeats inside a run, changed and unchanged values, records
     spread over lookup rounds and batches): with recognition and without it (every stored hash

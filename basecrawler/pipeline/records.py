@@ -10,6 +10,7 @@ import functools
 import hashlib
 import logging
 import os
+import pickle
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,12 +155,18 @@ def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tu
     return f"{code_fingerprint(record_type)}|{source}|{sorted(public_bases)!r}|"
 
 
-def input_hash_of(fields: dict, context: str) -> str:
-    """The hash of one dict parse() returned (defaults filled in). `repr` of plain values (str,
-    int, float, None, date, lists and dicts in the source's own order) is stable for equal
-    input and cheaper than JSON; a value whose repr is not stable (a set, an object showing its
-    address) only makes the record look changed: it is then validated and compared as before."""
-    return hashlib.blake2b((context + repr(fields)).encode(), digest_size=16).hexdigest()
+def input_hash_of(fields: dict, context: str) -> str | None:
+    """The hash of one dict parse() returned (defaults filled in), or None when it cannot be
+    serialised (a value pickle refuses: the record then simply goes the whole way). Pickle
+    writes every value as it is (no repr that shortens or shows an address) and is 2–3× faster
+    than `repr` on a big record; equal input gives equal bytes, except where one object is
+    shared between two fields in one run and not in another, which only makes the record look
+    changed (it is then validated and compared as before)."""
+    try:
+        data = pickle.dumps(fields, protocol=5)
+    except Exception:   # an object pickle cannot write (a parser node, a generator…)
+        return None
+    return hashlib.blake2b(context.encode() + data, digest_size=16).hexdigest()
 
 
 def stored_input_hash(record_type: RecordType, input_hash: str | None, record: BaseModel) -> str | None:
@@ -185,12 +192,12 @@ _FRAMEWORK_FILES = ("recordtypes/fields.py", "formats/dates.py", "pipeline/recor
 def code_fingerprint(record_type: RecordType) -> str:
     """A digest of the code a record of this type is made with: the modules of its model and
     of the model's bases (the type's own validators), the framework's field helpers and this
-    module, and pydantic's version. A fix to any of them changes every input hash, so the next
+    module, and the versions of pydantic and Python. A fix to any of them changes every input hash, so the next
     run validates everything again instead of keeping what the old code made. A model without
     a source file (made at runtime) gets a value unique to this process: never recognised."""
     import pydantic
 
-    digest = hashlib.blake2b(pydantic.VERSION.encode(), digest_size=16)
+    digest = hashlib.blake2b(f"{pydantic.VERSION} {sys.version}".encode(), digest_size=16)   # pickle may change with Python
     package = Path(__file__).resolve().parents[1]
     files = [package / name for name in _FRAMEWORK_FILES]
     for cls in record_type.model.__mro__:
