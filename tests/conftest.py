@@ -18,6 +18,12 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                       os.path.join(os.environ.get("TMPDIR", "/tmp"), "basecrawler-hypothesis"))
 os.environ["OMP_THREAD_LIMIT"] = "1"
+# pytest-xdist workers start with COLUMNS=80 and LINES=24 in their environment, which a plain run
+# has not: commands that size a table to the terminal (search) would print 80 columns on a worker
+# and 160 (their fallback) in a plain run.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
 
 # The network guard (tests/netguard/sitecustomize.py): installed here for this process, and
 # first on PYTHONPATH so child processes that inherit the environment load it too.
