@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from basecrawler import Store
+from basecrawler.cli import build_parser
 from basecrawler.testing import fast_settings
 
 # Tests never reach the internet: make any accidental real request fail fast.
@@ -17,6 +18,12 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
                       os.path.join(os.environ.get("TMPDIR", "/tmp"), "basecrawler-hypothesis"))
 os.environ["OMP_THREAD_LIMIT"] = "1"
+# pytest-xdist workers start with COLUMNS=80 and LINES=24 in their environment, which a plain run
+# has not: commands that size a table to the terminal (search) would print 80 columns on a worker
+# and 160 (their fallback) in a plain run.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
 
 # The network guard (tests/netguard/sitecustomize.py): installed here for this process, and
 # first on PYTHONPATH so child processes that inherit the environment load it too.
@@ -27,6 +34,14 @@ _spec.loader.exec_module(netguard)
 netguard.install()
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(NETGUARD_DIR), os.environ.get("PYTHONPATH")) if p)
+
+
+# Sub-command modules bind `discover` when first imported (`from …registry import discover`): a test
+# that patches basecrawler.pipeline.registry.discover and then calls main() would otherwise leave
+# its fake sources in every sub-command first imported under the patch, for every later test in
+# the process. Under pytest-xdist any test file can be the first on its worker, so every
+# sub-command is imported here, before any test runs.
+build_parser()
 
 
 @pytest.fixture(autouse=True)
@@ -108,11 +123,23 @@ def checkout_state() -> set[str] | None:
             if not any(part in line[3:] for part in CHECKOUT_ALLOWED) and not line[3:].startswith(".venv/")}
 
 
+def _xdist_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+# Under pytest-xdist (scripts/test runs the suite on several workers) the controller checks, once
+# around the whole run: its session starts before any worker runs a test and finishes after the
+# last one, and only its exit status is the run's (a worker's is dropped). A worker checking too
+# would see the other workers' files come and go.
 def pytest_sessionstart(session):
+    if _xdist_worker(session.config):
+        return
     session.config._checkout_before = checkout_state()
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if _xdist_worker(session.config):
+        return
     before = getattr(session.config, "_checkout_before", None)
     after = checkout_state()
     if before is None or after is None:

@@ -2,7 +2,7 @@
 starts without its own cwd=, runs in a temporary folder, so a store whose files go "next to the
 working directory" (PostgreSQL's archive/ and artifacts/, an in-memory store, a default
 ./basecrawler.db) writes under tmp; and the session fails when the checkout gained a file."""
-import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -38,16 +38,21 @@ def test_files_that_follow_the_working_directory_land_under_tmp(tmp_path, monkey
 
 def test_a_session_that_writes_into_the_checkout_fails(tmp_path):
     """The end-of-session guard (tests/conftest.py) in a pytest of its own: a test that leaves
-    a file in the checkout fails the run, naming the file."""
-    probe = REPO / f"probe-{uuid.uuid4().hex[:8]}.db"
-    (tmp_path / "test_probe.py").write_text(
+    a file in the checkout fails the run, naming the file. The checkout here is a git repository
+    of its own holding the project's tests/conftest.py: a probe written into the real checkout
+    would fail any other session ending meanwhile (scripts/test runs files side by side, and
+    test_adding_a_source starts a pytest over the checkout)."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "tests" / "netguard", checkout / "tests" / "netguard",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "tests" / "conftest.py", checkout / "tests" / "conftest.py")
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    probe = checkout / f"probe-{uuid.uuid4().hex[:8]}.db"
+    (checkout / "tests" / "test_probe.py").write_text(
         f"from pathlib import Path\n\ndef test_writes():\n    Path({str(probe)!r}).write_text('x')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
-    try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",
-                               "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    finally:
-        probe.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(checkout),
+                           str(checkout / "tests" / "test_probe.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert probe.exists()
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"tests wrote into the checkout (they must use tmp_path): {probe.name}" in done.stderr
