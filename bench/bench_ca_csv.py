@@ -128,7 +128,7 @@ def crawl(url: str, db: str, profile_top: int = 0) -> None:
         profiler = cProfile.Profile()
         profiler.enable()
     started, cpu_started = time.monotonic(), time.process_time()
-    result = CanadaCrawler(store, settings=Settings(db_path=db), mode="full").run()
+    result = CanadaCrawler(store, settings=Settings.from_env(db_path=db), mode="full").run()
     elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
     if profiler:
         import io as _io
