@@ -177,11 +177,14 @@ def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster,
     from basecrawler.recordtypes.upsert import UpsertPlan
     store = Store(url)
     real_params, calls = UpsertPlan.params, []
+    # Asked before the upsert: inside it the connection is busy streaming the batch (COPY), and
+    # a query of its own would wait for that stream to end.
+    backend = store.scalar("SELECT pg_backend_pid()")
 
     def cut_on_first_row(plan, row, now):
         calls.append(row["recall_number"])
         if len(calls) == 1:
-            _terminate(cluster, url, store.scalar("SELECT pg_backend_pid()"))
+            _terminate(cluster, url, backend)
         return real_params(plan, row, now)
     monkeypatch.setattr(UpsertPlan, "params", cut_on_first_row)
     try:
