@@ -67,7 +67,7 @@ CRAWLER_SCRIPT = textwrap.dedent("""
         def fetch(self):
             for n in range(300):
                 if n % 100 == 0:
-                    time.sleep(0.3)
+                    time.sleep(1.0)   # long enough for the second process to start and wait, even on a busy machine
                 yield n
 
         def parse(self, raw):
@@ -83,7 +83,15 @@ def test_two_processes_at_once_second_waits_no_lock_errors_no_duplicates(tmp_pat
     script = tmp_path / "crawl.py"
     script.write_text(CRAWLER_SCRIPT)
     first = subprocess.Popen([sys.executable, str(script), db, "first"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
+    started = time.monotonic() + 30
+    while time.monotonic() < started:   # the second starts once the first holds the lock (its run row is there)
+        try:
+            with sqlite3.connect(db, timeout=30) as conn:
+                if conn.execute("SELECT 1 FROM crawl_runs WHERE status = 'running'").fetchall():
+                    break
+        except sqlite3.OperationalError:
+            pass   # no tables yet
+        time.sleep(0.05)
     second = subprocess.Popen([sys.executable, str(script), db, "second"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_waiting = False
     deadline = time.monotonic() + 30
