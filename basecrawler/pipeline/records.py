@@ -234,11 +234,11 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
     date_field = record_type.date_field
     if date_field and not is_date_unknown(record_type, record):
         value = getattr(record, date_field)
-        if not is_plausible_date(value, today):
+        if (date := _date_of(value)) is not None and not is_plausible_date(date, today):
             log.warning("%s %s: %s %s is implausible (before 1900 or after tomorrow); stored as date-unknown, "
                         "raw date kept in extra", source, _key_text(record_type, record), date_field.replace("_", " "),
                         value)
-            extra = {**(extra or {}), f"implausible_{date_field}": value.isoformat()}
+            extra = {**(extra or {}), f"implausible_{date_field}": date.isoformat()}
             update[date_field] = record_type.date_sentinel
             if DATE_UNKNOWN in fields:
                 update[DATE_UNKNOWN] = True
@@ -258,6 +258,17 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
     if extra is not extra_before and "extra" in fields:
         update["extra"] = extra
     return record.model_copy(update=update) if update else record
+
+
+def _date_of(value: Any) -> dt.date | None:
+    """A date field's value as a date: a type may keep its date as ISO text; text that is no
+    date is judged by nothing (it is never dropped or flagged for it)."""
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value)[:10])
+    except ValueError:
+        return None
 
 
 def _is_web_link(url: Any) -> bool:
@@ -280,7 +291,7 @@ def in_window(record_type: RecordType, record: BaseModel, window: "Window") -> b
     record whose date is unknown, always are."""
     if record_type.date_field is None or is_date_unknown(record_type, record):
         return True
-    return window.holds(getattr(record, record_type.date_field))
+    return window.holds(_date_of(getattr(record, record_type.date_field)))
 
 
 def _mentions(value: Any, origins: tuple[str, ...]) -> bool:

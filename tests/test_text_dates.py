@@ -1,0 +1,58 @@
+"""A type may keep its date as ISO text: the pipeline still windows it and judges its
+plausibility, and text that is no date is neither dropped nor flagged."""
+import datetime as dt
+
+from pydantic import BaseModel
+
+from basecrawler import BaseCrawler, Store
+from basecrawler.recordtypes import Record, RecordType, get_record_type, register_record_type
+
+
+class TextDated(BaseModel):
+    country: str
+    notice_id: str
+    notice_date: str | None = None
+    title_original: str | None = None
+    title_ko: str | None = None
+
+
+def text_dated_type() -> RecordType:
+    try:
+        return get_record_type("text_dated")
+    except KeyError:
+        return register_record_type(RecordType(name="text_dated", title="Text-dated notices", model=TextDated,
+                                               table="text_dated", key=("country", "notice_id"),
+                                               date_field="notice_date", translated=("title",)))
+
+
+class Notices(BaseCrawler):
+    source = "tdn"
+    country = "XX"
+
+    def __init__(self, store, items, **kwargs):
+        super().__init__(store, **kwargs)
+        self.items = items
+
+    def fetch(self):
+        yield from self.items
+
+    def parse(self, raw):
+        return Record("text_dated", raw)
+
+
+def test_text_dates_are_windowed_and_judged(tmp_path):
+    text_dated_type()
+    store = Store(tmp_path / "s.db")
+    store.ensure_type_tables()
+    items = [{"country": "XX", "notice_id": "old", "notice_date": "2020-01-01"},
+             {"country": "XX", "notice_id": "new", "notice_date": "2024-06-01"},
+             {"country": "XX", "notice_id": "far", "notice_date": "9999-12-31"},
+             {"country": "XX", "notice_id": "odd", "notice_date": "soon"}]
+    result = Notices(store, items, mode="full", since=dt.date(2024, 1, 1)).run()
+    assert result.status == "succeeded", result.error
+    assert result.counts.out_of_range == 1          # old
+    stored = {row["notice_id"]: row for row in store.query("SELECT * FROM text_dated")}
+    assert set(stored) == {"new", "far", "odd"}
+    # 9999-12-31 is after tomorrow: stored date-unknown, never as a date; "soon" is no date: kept as it is.
+    assert (stored["far"]["notice_date"], stored["far"]["date_unknown"]) == (None, 1)
+    assert stored["odd"]["notice_date"] == "soon" and stored["new"]["notice_date"] == "2024-06-01"
