@@ -4,8 +4,9 @@ import datetime as dt
 
 from pydantic import BaseModel
 
-from basecrawler import BaseCrawler, Store
+from basecrawler import Store
 from basecrawler.recordtypes import Record, RecordType, get_record_type, register_record_type
+from test_unchanged_input import run
 
 
 class TextDated(BaseModel):
@@ -25,30 +26,13 @@ def text_dated_type() -> RecordType:
                                                date_field="notice_date", translated=("title",)))
 
 
-class Notices(BaseCrawler):
-    source = "tdn"
-    country = "XX"
-
-    def __init__(self, store, items, **kwargs):
-        super().__init__(store, **kwargs)
-        self.items = items
-
-    def fetch(self):
-        yield from self.items
-
-    def parse(self, raw):
-        return Record("text_dated", raw)
-
-
 def test_text_dates_are_windowed_and_judged(tmp_path):
     text_dated_type()
     store = Store(tmp_path / "s.db")
     store.ensure_type_tables()
-    items = [{"country": "XX", "notice_id": "old", "notice_date": "2020-01-01"},
-             {"country": "XX", "notice_id": "new", "notice_date": "2024-06-01"},
-             {"country": "XX", "notice_id": "far", "notice_date": "9999-12-31"},
-             {"country": "XX", "notice_id": "odd", "notice_date": "soon"}]
-    result = Notices(store, items, mode="full", since=dt.date(2024, 1, 1)).run()
+    items = [Record("text_dated", {"country": "XX", "notice_id": number, "notice_date": date})
+             for number, date in (("old", "2020-01-01"), ("new", "2024-06-01"), ("far", "9999-12-31"), ("odd", "soon"))]
+    result = run(store, items, mode="full", since=dt.date(2024, 1, 1))
     assert result.status == "succeeded", result.error
     assert result.counts.out_of_range == 1          # old
     stored = {row["notice_id"]: row for row in store.query("SELECT * FROM text_dated")}
