@@ -30,6 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+import benchkit  # noqa: E402
 
 HEADER = ["RECALL_NUMBER_NUM", "YEAR", "MANUFACTURER_RECALL_NO_TXT", "CATEGORY_ETXT", "CATEGORY_FTXT",
           "MAKE_NAME_NM", "MODEL_NAME_NM", "UNIT_AFFECTED_NBR", "SYSTEM_TYPE_ETXT", "SYSTEM_TYPE_FTXT",
@@ -229,10 +231,7 @@ def main() -> None:
          f"peak RSS {parsed['peak_rss_mb']:.0f} MB"),
         ("database size", f"{db.stat().st_size / 1e6:.0f} MB"),
     ]
-    width = max(len(k) for k, _ in table)
-    print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
-    for key, value in table:
-        print(f"{key:<{width}} | {value}")
+    benchkit.print_table(table)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

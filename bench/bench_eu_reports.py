@@ -34,7 +34,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +43,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+import benchkit  # noqa: E402
 
 INDEX_PATH = "/safety-gate-alerts/api/download/weeklyReport/list/xml/en"
 DETAIL = "/safety-gate-alerts/api/download/weeklyReport/detail/xml/"
@@ -292,13 +293,7 @@ def parse_child(folder: str, out_path: str | None) -> None:
 
 
 def child(*args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})})
-    if proc.returncode != 0:
-        sys.exit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
-    if show_stderr:
-        print(proc.stderr[-20000:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return benchkit.child(__file__, *args, env=env, show_stderr=show_stderr)
 
 
 def main() -> None:
@@ -348,10 +343,7 @@ def main() -> None:
                                                    f"{parsed['notifications']:,} notifications → {parsed['records']:,} "
                                                    f"records, peak RSS {parsed['peak_rss_mb']:.0f} MB"),
     ]
-    width = max(len(k) for k, _ in table)
-    print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
-    for key, value in table:
-        print(f"{key:<{width}} | {value}")
+    benchkit.print_table(table)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -21,7 +21,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+import benchkit  # noqa: E402
 
 ORGANIZATIONS = {
     "CFIA": (["Food", "Dairy", "Meat and poultry", "Candy, confectionary, snacks and sweeteners - Nuts, grains, and seeds",
@@ -162,13 +163,7 @@ class FileHandler(BaseHTTPRequestHandler):
 
 
 def child(*args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})})
-    if proc.returncode != 0:
-        sys.exit(f"child {args[0]} failed:\n{proc.stderr[-3000:]}")
-    if show_stderr:
-        print(proc.stderr[-20000:])
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return benchkit.child(__file__, *args, env=env, show_stderr=show_stderr)
 
 
 def main() -> None:
@@ -214,10 +209,7 @@ def main() -> None:
                                      f"peak RSS {r['peak_rss_mb']:.0f} MB, exit {r['exit']} (targets ≤ 5 s, < 200 MB)"))
         finally:
             server.shutdown()
-    width = max(len(k) for k, _ in table)
-    print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
-    for key, value in table:
-        print(f"{key:<{width}} | {value}")
+    benchkit.print_table(table)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 
