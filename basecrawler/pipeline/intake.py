@@ -58,7 +58,7 @@ class Intake:
         self._contexts: dict[str, str] = {}   # by type name
         # Fixed for the run: asked once, not per item.
         self._default_type = crawler.default_type()
-        self._defaults = crawler.record_defaults()
+        self._defaults = tuple(crawler.record_defaults().items())
         self._today = None   # per lookup round: a run may cross midnight
         self._public_url = crawler.public_url if crawler._overridden_bases() else None
         self._moved_from = tuple(transport for transport, _ in crawler._overridden_bases())
@@ -125,21 +125,28 @@ class Intake:
                 continue
             made_items.append((item, made))
         # Keys about to be written: a recognised record sharing one goes the whole way.
-        pending = {name: set(keys) for name, keys in self._batched_keys.items()}
+        round_keys: dict[str, set[tuple]] = {}
         for _, made in made_items:
             for entry, _, record in made:
                 if record is not None:
-                    pending.setdefault(entry.record_type.name, set()).add(_key_of(entry.record_type, record,
-                                                                                  self.crawler.source))
+                    round_keys.setdefault(entry.record_type.name, set()).add(_key_of(entry.record_type, record,
+                                                                                     self.crawler.source))
+        batched, counts = self._batched_keys, self.crawler.counts
+
+        def waiting(entry: Entry, hit: dict) -> bool:
+            name = entry.record_type.name
+            return hit["_key"] in batched.get(name, _NOTHING) or hit["_key"] in round_keys.get(name, _NOTHING)
+
         for item, made in made_items:
-            try:
-                made = [(entry, hit, record) if hit is None or hit["_key"] not in pending.get(entry.record_type.name, ())
-                        else (entry, None, validate(entry)) for entry, hit, record in made]
-            except Exception as exc:
-                self._unparseable(item.item, exc)
-                continue
+            if round_keys or batched:
+                try:
+                    made = [(entry, hit, record) if hit is None or not waiting(entry, hit)
+                            else (entry, None, validate(entry)) for entry, hit, record in made]
+                except Exception as exc:
+                    self._unparseable(item.item, exc)
+                    continue
             for entry, hit, record in made:
-                self.crawler.counts.parsed += 1
+                counts.parsed += 1
                 if hit is not None:
                     self._count_recognised(entry.record_type, hit, item.beyond_window)
                 else:

@@ -80,7 +80,7 @@ class Entry:
     raw_key: tuple | None = None
 
 
-def entries(produced: Any, *, default_type: RecordType, defaults: dict,
+def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
             context_of: Callable[[RecordType], str] | None = None) -> list[Entry]:
     """What `parse()` returned as typed entries: a dict (a record of the source's default
     type, the source's `defaults` filled in), a model instance, a `Record(type, fields)`,
@@ -92,7 +92,7 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict,
     if isinstance(produced, Skip):
         raise produced
     listed = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
-    frozen = tuple(defaults.items())
+    frozen = defaults if isinstance(defaults, tuple) else tuple(defaults.items())   # (the intake's, frozen once)
     made = []
     for entry in listed:
         if isinstance(entry, Record):
