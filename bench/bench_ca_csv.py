@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,24 +96,6 @@ def _count_recalls(path: Path) -> int:
         reader = csv.reader(handle)
         next(reader)
         return len({row[0] for row in reader})
-
-
-class FileHandler(BaseHTTPRequestHandler):
-    """Serves one file from disk in chunks (never whole in memory)."""
-    protocol_version = "HTTP/1.1"
-    file_path: Path
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        size = self.file_path.stat().st_size
-        self.send_response(200)
-        self.send_header("Content-Type", "text/csv")
-        self.send_header("Content-Length", str(size))
-        self.end_headers()
-        with open(self.file_path, "rb") as src:
-            shutil.copyfileobj(src, self.wfile, 1 << 16)
 
 
 def crawl(url: str, db: str, profile_top: int = 0) -> None:
@@ -194,8 +176,7 @@ def main() -> None:
     else:
         recalls = generate(csv_path, args.rows)
         gen_s = time.monotonic() - t0
-    FileHandler.file_path = csv_path
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FileHandler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), benchkit.file_handler(csv_path, "text/csv"))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     db = work / "bench.db"

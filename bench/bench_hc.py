@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,23 +145,6 @@ def run_child(db: str, profile_top: int = 0) -> None:
                       "cpu_s": cpu_s()}))
 
 
-class FileHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    file_path: Path
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        size = self.file_path.stat().st_size
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(size))
-        self.end_headers()
-        with open(self.file_path, "rb") as src:
-            shutil.copyfileobj(src, self.wfile, 1 << 16)
-
-
 def child(*args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
     return benchkit.child(__file__, *args, env=env, show_stderr=show_stderr)
 
@@ -194,8 +177,7 @@ def main() -> None:
         table.append((f"read + parse, {how}", f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process), "
                                                f"peak RSS {r['peak_rss_mb']:.0f} MB"))
     if not args.parse_only:
-        FileHandler.file_path = path
-        server = ThreadingHTTPServer(("127.0.0.1", 0), FileHandler)
+        server = ThreadingHTTPServer(("127.0.0.1", 0), benchkit.file_handler(path, "application/json"))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         env = {"BASECRAWLER_HC_DATA_URL": f"http://127.0.0.1:{server.server_address[1]}"}
         db = str(work / "bench.db")

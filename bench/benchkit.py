@@ -1,11 +1,14 @@
-"""What the whole-run benchmarks share: running a measured step in a fresh child process of the
-same script (so its peak RSS and CPU time are its own), and printing the two-column table."""
+"""What the whole-run benchmarks share: serving one file from disk on loopback, running a measured
+step in a fresh child process of the same script (so its peak RSS and CPU time are its own), and
+printing the two-column table."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,3 +30,24 @@ def print_table(table: list[tuple[str, str]]) -> None:
     print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
     for key, value in table:
         print(f"{key:<{width}} | {value}")
+
+
+def file_handler(path: Path, content_type: str) -> type[BaseHTTPRequestHandler]:
+    """A request handler that answers every GET with `path`, streamed in 64 KB chunks (never
+    whole in memory)."""
+
+    class FileHandler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(path.stat().st_size))
+            self.end_headers()
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, self.wfile, 1 << 16)
+
+    return FileHandler

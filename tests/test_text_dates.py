@@ -2,10 +2,12 @@
 plausibility, and text that is no date is neither dropped nor flagged."""
 import datetime as dt
 
+import pytest
 from pydantic import BaseModel
 
 from basecrawler import Store
-from basecrawler.recordtypes import Record, RecordType, get_record_type, register_record_type
+from basecrawler.recordtypes import Record, RecordType, register_record_type
+from basecrawler.recordtypes.registry import forget_registered_types
 from test_unchanged_input import run
 
 
@@ -17,17 +19,19 @@ class TextDated(BaseModel):
     title_ko: str | None = None
 
 
-def text_dated_type() -> RecordType:
-    try:
-        return get_record_type("text_dated")
-    except KeyError:
-        return register_record_type(RecordType(name="text_dated", title="Text-dated notices", model=TextDated,
-                                               table="text_dated", key=("country", "notice_id"),
-                                               date_field="notice_date", translated=("title",)))
+TEXT_DATED = RecordType(name="text_dated", title="Text-dated notices", model=TextDated, table="text_dated",
+                        key=("country", "notice_id"), date_field="notice_date", translated=("title",))
 
 
-def test_text_dates_are_windowed_and_judged(tmp_path):
-    text_dated_type()
+@pytest.fixture
+def text_dated():
+    """The type registered for this test only (registrations are process-wide)."""
+    register_record_type(TEXT_DATED)
+    yield TEXT_DATED
+    forget_registered_types()
+
+
+def test_text_dates_are_windowed_and_judged(tmp_path, text_dated):
     store = Store(tmp_path / "s.db")
     store.ensure_type_tables()
     items = [Record("text_dated", {"country": "XX", "notice_id": number, "notice_date": date})

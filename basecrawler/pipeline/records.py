@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
-from basecrawler.formats.dates import is_plausible_date
+from basecrawler.formats.dates import is_plausible_date, parse_date
 from basecrawler.errors import Skip
 from basecrawler.recordtypes import Record, RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
@@ -261,14 +261,9 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
 
 
 def _date_of(value: Any) -> dt.date | None:
-    """A date field's value as a date: a type may keep its date as ISO text; text that is no
-    date is judged by nothing (it is never dropped or flagged for it)."""
-    if isinstance(value, dt.date):
-        return value
-    try:
-        return dt.date.fromisoformat(str(value)[:10])
-    except ValueError:
-        return None
+    """A date field's value as a date (a type may keep its date as text): the sources' own date
+    rule; text that is no date is judged by nothing (it is never dropped or flagged for it)."""
+    return value if value.__class__ is dt.date else parse_date(value)
 
 
 def _is_web_link(url: Any) -> bool:
