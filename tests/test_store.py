@@ -267,3 +267,42 @@ def test_a_schema_extension_that_fails_to_load_is_left_out(tmp_path, monkeypatch
     finally:
         monkeypatch.undo()
         schema._installed_extensions.cache_clear()
+
+
+def _statements(store) -> list[str]:
+    seen: list[str] = []
+    store.db.conn.set_trace_callback(seen.append)
+    return seen
+
+
+def test_new_rows_go_by_plain_insert_and_changed_ones_by_the_upsert_without_a_savepoint(tmp_path):
+    store = Store(tmp_path / "t.db")
+    store.upsert_recalls([Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01", summary_original="s")
+                          for n in range(3)], source="t")
+    seen = _statements(store)
+    result = store.upsert_recalls([Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01",
+                                          summary_original="changed" if n < 2 else "s") for n in range(5)], source="t")
+    assert (result.new, result.updated, result.unchanged) == (2, 2, 1)
+    # The trace shows each row's statement with its values (the update trigger traces it again).
+    writes = [s for s in seen if s.startswith("INSERT INTO [recalls]")]
+    inserted = {n for n in ("P0", "P1", "P2", "P3", "P4") for s in writes if f"'{n}'" in s and "ON CONFLICT" not in s}
+    upserted = {n for n in ("P0", "P1", "P2", "P3", "P4") for s in writes if f"'{n}'" in s and "ON CONFLICT" in s}
+    assert (inserted, upserted) == ({"P3", "P4"}, {"P0", "P1"})
+    assert not any(s.startswith("SAVEPOINT") for s in seen)
+
+
+def test_a_refused_changed_row_among_new_ones_fails_alone_and_the_rest_is_written_once(tmp_path):
+    store = Store(tmp_path / "t.db")
+    store.upsert_recalls([Recall(country="US", recall_number=f"Q{n}", recall_date="2024-01-01", summary_original="old")
+                          for n in range(4)], source="t")
+    store.db.execute("CREATE TRIGGER refuse_q2 BEFORE UPDATE ON recalls WHEN new.recall_number = 'Q2' "
+                     "BEGIN SELECT RAISE(ABORT, 'refuse_q2'); END")
+    seen = _statements(store)
+    result = store.upsert_recalls([Recall(country="US", recall_number=f"Q{n}", recall_date="2024-01-01",
+                                          summary_original="new") for n in range(8)], source="t")
+    assert (result.new, result.updated, len(result.failed)) == (4, 3, 1)
+    assert "refuse_q2" in result.failed[0][1] and result.failed[0][0]["recall_number"] == "Q2"
+    assert any(s.startswith("SAVEPOINT") for s in seen)   # the second attempt, bisected
+    rows = {r["recall_number"]: r["summary_original"] for r in store.query("SELECT recall_number, summary_original FROM recalls")}
+    assert rows == {**{f"Q{n}": "new" for n in range(8)}, "Q2": "old"}
+    assert _matches(store, "new") == sorted(f"Q{n}" for n in range(8) if n != 2) and _fts_consistent(store)

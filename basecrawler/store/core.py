@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -71,6 +72,10 @@ class UpsertResult:
         self.failed.extend(other.failed)
         self.merged += other.merged
         self.by_key.update(other.by_key)
+
+
+class _BatchRefused(Exception):
+    """A batch written at once had a row the engine refused (its transaction is rolled back)."""
 
 
 def is_locked_error(exc: BaseException) -> bool:
@@ -286,7 +291,12 @@ class Store:
         for row in folded:
             if row[INPUT_HASH] is None:
                 row[INPUT_HASH] = plan.input_hash(row)
-        result = self.write(lambda db: self._upsert_batch(db, plan, folded))
+        try:
+            result = self.write(lambda db: self._upsert_batch(db, plan, folded))
+        except _BatchRefused:
+            # The engine refused a row of the batch written at once, and the whole batch was
+            # rolled back with it: write it again, bisected, so exactly the bad rows fail.
+            result = self.write(lambda db: self._upsert_batch(db, plan, folded, bisect=True))
         result.merged += len(rows) - len(folded)
         return result
 
@@ -308,7 +318,7 @@ class Store:
         """`upsert` of the default type (vehicle recalls), as callers before record types wrote it."""
         return self.upsert(DEFAULT_RECORD_TYPE, records, source=source, raws=raws)
 
-    def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict]) -> UpsertResult:
+    def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict], bisect: bool = False) -> UpsertResult:
         result = UpsertResult()
         if self.engine == "postgresql":   # COPY + one merge statement; a refused batch goes on row by row below
             from basecrawler.store.engines.pg_upsert import merge_batch
@@ -350,7 +360,17 @@ class Store:
                     rehashed.append((row[INPUT_HASH], old["id"]))
             else:
                 to_write.append((merged | {"_raw": row["_raw"], INPUT_HASH: row[INPUT_HASH]}, "updated"))
-        for row, outcome in self._write_bisecting(db, plan, to_write, now):
+        if self.engine == "postgresql":   # the merge refused this batch: row by row
+            written = self._write_bisecting(db, plan, to_write, now)
+        else:
+            # New rows by a plain INSERT (no other writer can add their keys since the lookup:
+            # BEGIN IMMEDIATE), changed ones by the upsert; each group at once, or bisected
+            # when a first attempt was refused.
+            written = itertools.chain.from_iterable(
+                (self._write_bisecting if bisect else self._write_at_once)(db, plan, group, now, sql)
+                for group, sql in (([item for item in to_write if item[1] == "new"], plan.insert_sql),
+                                   ([item for item in to_write if item[1] != "new"], plan.sql)))
+        for row, outcome in written:
             if outcome in ("new", "updated"):
                 setattr(result, outcome, getattr(result, outcome) + 1)
                 result.by_key[key(row)] = outcome
@@ -366,7 +386,10 @@ class Store:
                     columns: Iterable[str] | None = None) -> dict[tuple, dict]:
         """Stored rows of a type by their keys (tuples in `key_columns` order, source first),
         in chunks of 500 values of the last key column per query."""
-        rt = _type(record_type)
+        with self._write_lock:
+            return self._rows_by_key(_type(record_type), keys, columns, self.db.conn)
+
+    def _rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None, conn) -> dict[tuple, dict]:
         key_columns = rt.key_columns
         key_of = plan_for(rt).key
         cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
@@ -376,32 +399,46 @@ class Store:
             by_prefix.setdefault(tuple(key[:-1]), []).append(key[-1])
         prefix_sql = "".join(f"[{c}] = ? AND " for c in prefix_columns)
         found: dict[tuple, dict] = {}
-        with self._write_lock:
-            for prefix, values in by_prefix.items():
-                for start in range(0, len(values), 500):
-                    chunk = values[start:start + 500]
-                    if self.engine == "postgresql":
-                        # One array parameter instead of 500: PostgreSQL then plans the query
-                        # once instead of per batch (a third of the upsert's time otherwise).
-                        where, params = f"[{last}] = ANY(?)", [*prefix, chunk]
-                    else:
-                        where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
-                    cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
-                    names = [d[0] for d in cursor.description]
-                    for values_ in cursor:
-                        row = dict(zip(names, values_))
-                        found[key_of(row)] = row
+        for prefix, values in by_prefix.items():
+            for start in range(0, len(values), 500):
+                chunk = values[start:start + 500]
+                if self.engine == "postgresql":
+                    # One array parameter instead of 500: PostgreSQL then plans the query
+                    # once instead of per batch (a third of the upsert's time otherwise).
+                    where, params = f"[{last}] = ANY(?)", [*prefix, chunk]
+                else:
+                    where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
+                cursor = conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
+                names = [d[0] for d in cursor.description]
+                for values_ in cursor:
+                    row = dict(zip(names, values_))
+                    found[key_of(row)] = row
         return found
 
-    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str):
+    def _write_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str):
+        """Write items with one statement and no savepoint (a savepoint costs SQLite a
+        sub-journal of every page the batch touches); a refused row raises `_BatchRefused`,
+        and the caller rolls the transaction back and writes the batch bisected."""
+        if not items:
+            return []
+        try:
+            db.conn.executemany(sql, [plan.params(row, now) for row, _ in items])
+        except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
+            if is_locked_error(exc):
+                raise
+            raise _BatchRefused() from exc
+        return items
+
+    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str | None = None):
         """Write items inside a savepoint; on failure split in halves until the bad rows are
         alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
         if not items:
             return
+        sql = sql or plan.sql
         savepoint = "upsert_batch"
         db.conn.execute(f"SAVEPOINT {savepoint}")
         try:
-            db.conn.executemany(plan.sql, [plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [plan.params(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
             db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
@@ -411,8 +448,8 @@ class Store:
                 yield items[0][0], f"{type(exc).__name__}: {exc}"
                 return
             middle = len(items) // 2
-            yield from self._write_bisecting(db, plan, items[:middle], now)
-            yield from self._write_bisecting(db, plan, items[middle:], now)
+            yield from self._write_bisecting(db, plan, items[:middle], now, sql)
+            yield from self._write_bisecting(db, plan, items[middle:], now, sql)
             return
         db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         yield from items
