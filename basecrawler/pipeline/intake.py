@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from operator import attrgetter
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -114,23 +115,28 @@ class Intake:
         self._today = self.crawler.today()
         known = self._known(parsed)
         made_items = []
+        recognised = False
         for item in parsed:
             made = []
             try:   # an item whose record fails validation is one dead letter, whole
                 for entry in item.entries:
                     hit = self._recognised(entry, known)
+                    if hit is not None:
+                        recognised = True
                     made.append((entry, hit, None if hit is not None else validate(entry)))
             except Exception as exc:
                 self._unparseable(item.item, exc)
                 continue
             made_items.append((item, made))
-        # Keys about to be written: a recognised record sharing one goes the whole way.
+        # Keys about to be written: a recognised record sharing one goes the whole way (only
+        # asked when the round recognised any: never on a first run).
         round_keys: dict[str, set[tuple]] = {}
-        for _, made in made_items:
-            for entry, _, record in made:
-                if record is not None:
-                    round_keys.setdefault(entry.record_type.name, set()).add(_key_of(entry.record_type, record,
-                                                                                     self.crawler.source))
+        if recognised:
+            for _, made in made_items:
+                for entry, _, record in made:
+                    if record is not None:
+                        round_keys.setdefault(entry.record_type.name, set()).add(_key_of(entry.record_type, record,
+                                                                                         self.crawler.source))
         batched, counts = self._batched_keys, self.crawler.counts
 
         def waiting(entry: Entry, hit: dict) -> bool:
@@ -265,8 +271,24 @@ class Intake:
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as
     ISO text)."""
-    return (source, *(value.isoformat() if hasattr(value := getattr(record, name), "isoformat") else value
-                      for name in record_type.key))
+    getter = _KEY_GETTERS.get(record_type.name)
+    if getter is None:
+        getter = _KEY_GETTERS[record_type.name] = _key_getter(record_type)
+    return (source, *getter(record))
+
+
+_KEY_GETTERS: dict[str, Any] = {}
+
+
+def _key_getter(record_type: RecordType):
+    """The key fields of a record as a tuple: an attrgetter where every key field is declared
+    `str` or `int` (the usual case, one C call), else each value converted."""
+    names = tuple(record_type.key)
+    fields = record_type.model.model_fields
+    if len(names) > 1 and all(fields[name].annotation in (str, int) for name in names):
+        return attrgetter(*names)
+    return lambda record: tuple(value.isoformat() if hasattr(value := getattr(record, name), "isoformat") else value
+                                for name in names)
 
 
 __all__ = ["Intake", "LOOKUP_EVERY"]
