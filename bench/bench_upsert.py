@@ -12,7 +12,9 @@ the disk):
 - **plain**: the engine alone. `executemany` of the store's own parameters for the same rows
   (the same values, derived columns and input hashes) into the same table with the same
   indexes, the full-text index fed per batch by the store's own statement, one transaction:
-  what any program must make SQLite do to hold these rows.
+  what any program must make SQLite do to hold these rows. **plain, COMMIT per batch**: the
+  same with a commit per batch, the durability the pipeline keeps (#23.2: a kill -9 loses at
+  most one batch), so the framework's share can be told from the engine's commits.
 - **store**: `Model.model_validate` of each dict + `Store.upsert(type, batch)` per `--batch`
   records (the pipeline commits per 5,000 records or 2 s since #23.2): validation, the stored-row
   lookup, the COALESCE merge, exact counts, a commit per batch.
@@ -139,9 +141,11 @@ def fresh_store(path: str) -> Store:
     return store
 
 
-def plain(path: str, rt: RecordType, params: list[list], per_row_trigger: bool = False) -> Timer:
+def plain(path: str, rt: RecordType, params: list[list], per_row_trigger: bool = False,
+          commit_per_batch: bool = False) -> Timer:
     """The engine alone: the store's parameters, one transaction, the full-text index fed per
-    batch by the store's statement (or per row by an insert trigger)."""
+    batch by the store's statement (or per row by an insert trigger); `commit_per_batch`: a
+    COMMIT per batch as the pipeline makes (its durability), to tell that cost apart."""
     store = fresh_store(path)
     plan = plan_for(rt)
     conn = store.db.conn
@@ -159,6 +163,9 @@ def plain(path: str, rt: RecordType, params: list[list], per_row_trigger: bool =
             conn.executemany(sql, params[i:i + BATCH])
             if feed:
                 conn.execute(feed, [last_id])
+            if commit_per_batch:
+                conn.execute("COMMIT")
+                conn.execute("BEGIN")
         conn.execute("COMMIT")
     store.close()
     return timer
@@ -305,6 +312,8 @@ def main() -> None:
     for rep in range(repeats):
         times.setdefault("plain", []).append(plain(os.path.join(tmp, f"p{rep}.db"), rt, params))
         times.setdefault("plain per row", []).append(plain(os.path.join(tmp, f"r{rep}.db"), rt, params, True))
+        times.setdefault("plain, commits", []).append(plain(os.path.join(tmp, f"c{rep}.db"), rt, params,
+                                                            commit_per_batch=True))
         store = fresh_store(os.path.join(tmp, f"s{rep}.db"))
         timer, result = through_store(store, rt, rows)
         assert result.new == n, result.new
@@ -334,11 +343,14 @@ def main() -> None:
     print(f"{'measure':<58}{'wall clock':>26}{'process CPU':>26}")
     line("plain executemany, FTS per batch (rec/s)", rate("plain"))
     line("plain executemany, FTS per row by trigger (rec/s)", rate("plain per row"))
+    line("plain executemany, FTS per batch, COMMIT per batch (rec/s)", rate("plain, commits"))
     line("store: validation + upsert (rec/s)", rate("store"))
     line("pipeline: run() first run (rec/s)", rate("pipeline"))
     line("pipeline: re-run of the unchanged data (rec/s)", rate("re-run"))
     line("like for like: plain / store", ratio("plain", "store"))
     line("like for like: plain / pipeline", ratio("plain", "pipeline"))
+    line("same commits: plain, COMMIT per batch / store", ratio("plain, commits", "store"))
+    line("same commits: plain, COMMIT per batch / pipeline", ratio("plain, commits", "pipeline"))
     line("per row: plain (FTS per row) / store", ratio("plain per row", "store"))
     line("re-run / first run (pipeline)", ratio("re-run", "pipeline"))
     print(f"{'re-run: rows written (target 0)':<58}{max(written):>26}")
