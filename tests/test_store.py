@@ -66,8 +66,13 @@ CRAWLER_SCRIPT = textwrap.dedent("""
 
         def fetch(self):
             for n in range(300):
-                if n % 100 == 0:
-                    time.sleep(1.0)   # long enough for the second process to start and wait, even on a busy machine
+                if n == 100 and sys.argv[2] == "first":
+                    # Hold the lock (mid-run, a batch stored) until the second process waits for
+                    # it: a fixed sleep lost the race when its start-up took seconds on a busy machine.
+                    deadline = time.monotonic() + 60
+                    while time.monotonic() < deadline and not self.store.query(
+                            "SELECT 1 FROM crawl_runs WHERE status = 'waiting'"):
+                        time.sleep(0.05)
                 yield n
 
         def parse(self, raw):

@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator
 import sqlite_utils
 from pydantic import BaseModel
 
+from basecrawler.errors import CrawlerError
 from basecrawler.formats.dates import EARLIEST_PLAUSIBLE_DATE, latest_plausible_date, utc_now_iso
 from basecrawler.store.engines import is_postgres_url, redact
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
@@ -74,8 +75,26 @@ class UpsertResult:
         self.by_key.update(other.by_key)
 
 
-class _BatchRefused(Exception):
-    """A batch written at once had a row the engine refused (its transaction is rolled back)."""
+class _BatchRefused(CrawlerError):
+    """A batch written at once had a row the engine refused (its transaction is rolled back).
+    Never leaves the store: the batch is then written again, bisected."""
+
+    kind = "batch_refused"
+
+
+# SQLite's codes for a failure that is the database's, not a row's: the disk is full, or it
+# cannot be written. Bisecting would only make every row a dead letter.
+_NOT_A_ROWS_FAULT = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CORRUPT)
+
+
+def _refused_row(db, exc: BaseException) -> bool:
+    """Whether a failed write may be bisected to the rows that broke it: not a lock (the whole
+    transaction is retried), not a full or broken database, and the transaction still open
+    (SQLite rolls it all back itself on some errors)."""
+    primary_code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF   # (the extended code's low byte)
+    if is_locked_error(exc) or primary_code in _NOT_A_ROWS_FAULT:
+        return False
+    return db.conn.in_transaction
 
 
 def is_locked_error(exc: BaseException) -> bool:
@@ -424,7 +443,7 @@ class Store:
         try:
             db.conn.executemany(sql, [plan.params(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
-            if is_locked_error(exc):
+            if not _refused_row(db, exc):
                 raise
             raise _BatchRefused() from exc
         return items
@@ -440,6 +459,8 @@ class Store:
         try:
             db.conn.executemany(sql, [plan.params(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
+            if self.engine == "sqlite" and not _refused_row(db, exc):
+                raise   # (the transaction, savepoint and all, is rolled back by the caller or was already)
             db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
             db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
             if is_locked_error(exc):
