@@ -106,14 +106,19 @@ class CanadaCrawler(BaseCrawler):
         columns = dict(zip(raw["header"], raw["columns"]))
         rows = raw["rows"]
 
+        def cells(column: str) -> tuple:
+            # A column as handed on: one cell when every row has it. What only needs the distinct
+            # values in row order (texts, the date, the units) reads it so, not once per row.
+            return columns.get(column, (None,))
+
         def column_values(column: str) -> tuple:
-            values = columns.get(column, (None,))
+            values = cells(column)
             return values if len(values) == rows else values * rows   # one cell: the same on every row
 
         def text(column: str) -> str | None:
             # The first row's cell, else the first later cell that cleans to something (each
             # distinct value once, in row order).
-            values = column_values(column)
+            values = cells(column)
             value = clean_text(values[0], number, column)
             if value:
                 return value
@@ -125,15 +130,17 @@ class CanadaCrawler(BaseCrawler):
 
         # Cells repeat across a recall's rows: clean each distinct make / model once.
         makes, models, years = column_values("MAKE_NAME_NM"), column_values("MODEL_NAME_NM"), column_values("YEAR")
-        clean_make = {value: shared(clean_text(value, number, "MAKE_NAME_NM")) for value in dict.fromkeys(makes)}
-        clean_model = {value: shared(clean_text(value, number, "MODEL_NAME_NM")) for value in dict.fromkeys(models)}
-        clean_year = {value: shared((value or "").strip() or None) for value in dict.fromkeys(years)}
+        clean_make = {value: shared(clean_text(value, number, "MAKE_NAME_NM"))
+                      for value in dict.fromkeys(cells("MAKE_NAME_NM"))}
+        clean_model = {value: shared(clean_text(value, number, "MODEL_NAME_NM"))
+                       for value in dict.fromkeys(cells("MODEL_NAME_NM"))}
+        clean_year = {value: shared((value or "").strip() or None) for value in dict.fromkeys(cells("YEAR"))}
         vehicles = _vehicles(map(clean_make.__getitem__, makes), map(clean_model.__getitem__, models),
                              map(clean_year.__getitem__, years))
         comment = text("COMMENT_ETXT")
         record = {
             "recall_number": number,
-            "recall_date": _first_date(column_values("RECALL_DATE_DTE")),
+            "recall_date": _first_date(cells("RECALL_DATE_DTE")),
             "manufacturer_original": distinct_joined(clean_make.values()),
             "model_original": distinct_joined(clean_model.values()),
             "model_year": year_range(set(clean_year.values())),
@@ -142,7 +149,7 @@ class CanadaCrawler(BaseCrawler):
             "source_url": DETAIL_PAGE.format(number),
             **split_comment(comment),
         }
-        units, reported = affected_units(column_values("UNIT_AFFECTED_NBR"))
+        units, reported = affected_units(cells("UNIT_AFFECTED_NBR"))
         record["affected_units"] = units
         french = {key: text(column) for key, column in FRENCH_COLUMNS.items()}
         extra = {
