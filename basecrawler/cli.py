@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import importlib.util
 import logging
 import os
 import pkgutil
@@ -64,7 +65,11 @@ def _subparsers(parser: argparse.ArgumentParser):
                 yield from _subparsers(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the arguments of one call (`argv`) whose sub-command is a
+    module of `basecrawler/commands`, only that module's commands: `run` then never imports
+    the web view, the exporters, the scheduler or the translation worker (a few hundred ms of
+    every run's start-up)."""
     parser = _Parser(prog="basecrawler", description="Collect public vehicle recall data into one SQLite store.",
                      epilog="exit codes: 0 ok, 1 a source failed, 2 usage or configuration (also: no database), "
                             "3 a file, folder or port cannot be used, 130 interrupted")
@@ -72,6 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="show the version and exit")
     _global_options(parser, lambda value: value)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    command = _command_of(argv) if argv is not None else None
+    if command and _register_one(sub, command) is None:
+        return build_parser()   # not one module's command: the whole command line answers it
+    if not command:
+        _register_all(sub)
+    for subparser in _subparsers(parser):
+        _global_options(subparser, lambda _value: argparse.SUPPRESS)
+    return parser
+
+
+def _register_all(sub) -> None:
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         if hasattr(module, "register"):
@@ -82,9 +98,34 @@ def build_parser() -> argparse.ArgumentParser:
             entry_point.load()(sub)
         except Exception as exc:
             logging.getLogger("basecrawler").warning("command %s could not be loaded: %s", entry_point.name, exc)
-    for subparser in _subparsers(parser):
-        _global_options(subparser, lambda _value: argparse.SUPPRESS)
-    return parser
+
+
+def _register_one(sub, command: str):
+    """Register the commands module named like `command` (`dead-letters` → dead_letters);
+    None when there is none or it does not define that command (`list`, a package's command,
+    a typo argparse must answer): the caller then builds the whole command line."""
+    name = command.replace("-", "_")
+    if not name.isidentifier() or importlib.util.find_spec(f"{commands.__name__}.{name}") is None:
+        return None
+    module = importlib.import_module(f"{commands.__name__}.{name}")
+    if not hasattr(module, "register"):
+        return None
+    module.register(sub)
+    return module if command in sub.choices else None
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The sub-command word of a command line: the first argument that is neither a global
+    option nor the value of `--db`; None for `-h` / `--version` before it (the whole help)."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--db":
+            next(args, None)
+        elif arg in ("-h", "--help", "--version"):
+            return None
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def _version() -> str:
@@ -107,7 +148,8 @@ def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

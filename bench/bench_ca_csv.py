@@ -23,9 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,8 +174,7 @@ def main() -> None:
     else:
         recalls = generate(csv_path, args.rows)
         gen_s = time.monotonic() - t0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), benchkit.file_handler(csv_path, "text/csv"))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = benchkit.serve(benchkit.file_handler(csv_path, "text/csv"))
     url = f"http://127.0.0.1:{server.server_address[1]}"
     db = work / "bench.db"
     for stale in work.glob("bench.db*"):

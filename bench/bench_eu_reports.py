@@ -16,7 +16,8 @@ the real reports.
 Then, in fresh child processes that report their own time and peak RSS (VmHWM):
 
 1. a full `basecrawler run --source eu --mode full` through the CLI against a loopback
-   server serving the index and the reports from disk (BASECRAWLER_EU_SITE_URL), with the
+   server serving the index and the reports from disk (BASECRAWLER_EU_SITE_URL; benchkit's
+   server, so the run measures the crawler, not the server), with the
    source's 1 request/s lifted (BASECRAWLER_EU_RATE=1000): download, archive, the streamed
    parse of every report, both record types, the store;
 2. the source alone: every report file read and parsed as the crawler does (`_read_report`,
@@ -36,9 +37,7 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -190,33 +189,15 @@ def generate(folder: Path, reports: int, seed: int = 763) -> tuple[int, list[dic
     return total, entries
 
 
-class Handler(BaseHTTPRequestHandler):
-    """The index and every report, from disk."""
-    protocol_version = "HTTP/1.1"
-    folder: Path
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        path = self.path.split("?", 1)[0]
+def report_files(folder: Path):
+    """The request path → file of the loopback server: the index, or a report by its id."""
+    def resolve(path: str) -> Path | None:
         if path == INDEX_PATH:
-            source = self.folder / "index.xml"
-        elif path.startswith(DETAIL) and path[len(DETAIL):].isdigit():
-            source = self.folder / f"{path[len(DETAIL):]}.xml"
-        else:
-            source = None
-        if source is None or not source.exists():
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/xml;charset=UTF-8")
-        self.send_header("Content-Length", str(source.stat().st_size))
-        self.end_headers()
-        with open(source, "rb") as handle:
-            shutil.copyfileobj(handle, self.wfile, 1 << 16)
+            return folder / "index.xml"
+        if path.startswith(DETAIL) and path[len(DETAIL):].isdigit():
+            return folder / f"{path[len(DETAIL):]}.xml"
+        return None
+    return resolve
 
 
 def cpu_s() -> float:
@@ -319,9 +300,7 @@ def main() -> None:
         notifications, _ = generate(folder, args.reports)
         gen_s = time.monotonic() - started
     size_mb = sum(p.stat().st_size for p in folder.glob("*.xml")) / 1e6
-    Handler.folder = folder
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = benchkit.serve(benchkit.file_handler(report_files(folder), "application/xml;charset=UTF-8"))
     env = {"BASECRAWLER_EU_SITE_URL": f"http://127.0.0.1:{server.server_address[1]}", "BASECRAWLER_EU_RATE": "1000",
            "NO_PROXY": "127.0.0.1"}
     db = work / "bench.db"

@@ -23,9 +23,7 @@ import random
 import shutil
 import sys
 import tempfile
-import threading
 import time
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -177,8 +175,7 @@ def main() -> None:
         table.append((f"read + parse, {how}", f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process), "
                                                f"peak RSS {r['peak_rss_mb']:.0f} MB"))
     if not args.parse_only:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), benchkit.file_handler(path, "application/json"))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = benchkit.serve(benchkit.file_handler(path, "application/json"))
         env = {"BASECRAWLER_HC_DATA_URL": f"http://127.0.0.1:{server.server_address[1]}"}
         db = str(work / "bench.db")
         for stale in work.glob("bench.db*"):   # a kept directory: the first run must be a first run

@@ -100,19 +100,25 @@ class CanadaCrawler(BaseCrawler):
         number = raw["recall_number"]
         if number is None:
             raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
+        _bound_shared()   # between recalls, never while one is made
         # Each column's values over the recall's rows (group_rows): ~23 rows a recall, 800,000
         # in the full file.
         columns = dict(zip(raw["header"], raw["columns"]))
         rows = raw["rows"]
 
+        def cells(column: str) -> tuple:
+            # A column as handed on: one cell when every row has it. What only needs the distinct
+            # values in row order (texts, the date, the units) reads it so, not once per row.
+            return columns.get(column, (None,))
+
         def column_values(column: str) -> tuple:
-            values = columns.get(column, (None,))
+            values = cells(column)
             return values if len(values) == rows else values * rows   # one cell: the same on every row
 
         def text(column: str) -> str | None:
             # The first row's cell, else the first later cell that cleans to something (each
             # distinct value once, in row order).
-            values = column_values(column)
+            values = cells(column)
             value = clean_text(values[0], number, column)
             if value:
                 return value
@@ -124,15 +130,17 @@ class CanadaCrawler(BaseCrawler):
 
         # Cells repeat across a recall's rows: clean each distinct make / model once.
         makes, models, years = column_values("MAKE_NAME_NM"), column_values("MODEL_NAME_NM"), column_values("YEAR")
-        clean_make = {value: clean_text(value, number, "MAKE_NAME_NM") for value in dict.fromkeys(makes)}
-        clean_model = {value: clean_text(value, number, "MODEL_NAME_NM") for value in dict.fromkeys(models)}
-        clean_year = {value: (value or "").strip() or None for value in dict.fromkeys(years)}
-        vehicles = [{"make": clean_make[make], "model": clean_model[model], "year": clean_year[year]}
-                    for make, model, year in zip(makes, models, years)]
+        clean_make = {value: shared(clean_text(value, number, "MAKE_NAME_NM"))
+                      for value in dict.fromkeys(cells("MAKE_NAME_NM"))}
+        clean_model = {value: shared(clean_text(value, number, "MODEL_NAME_NM"))
+                       for value in dict.fromkeys(cells("MODEL_NAME_NM"))}
+        clean_year = {value: shared((value or "").strip() or None) for value in dict.fromkeys(cells("YEAR"))}
+        vehicles = _vehicles(map(clean_make.__getitem__, makes), map(clean_model.__getitem__, models),
+                             map(clean_year.__getitem__, years))
         comment = text("COMMENT_ETXT")
         record = {
             "recall_number": number,
-            "recall_date": _first_date(column_values("RECALL_DATE_DTE")),
+            "recall_date": _first_date(cells("RECALL_DATE_DTE")),
             "manufacturer_original": distinct_joined(clean_make.values()),
             "model_original": distinct_joined(clean_model.values()),
             "model_year": year_range(set(clean_year.values())),
@@ -141,7 +149,7 @@ class CanadaCrawler(BaseCrawler):
             "source_url": DETAIL_PAGE.format(number),
             **split_comment(comment),
         }
-        units, reported = affected_units(column_values("UNIT_AFFECTED_NBR"))
+        units, reported = affected_units(cells("UNIT_AFFECTED_NBR"))
         record["affected_units"] = units
         french = {key: text(column) for key, column in FRENCH_COLUMNS.items()}
         extra = {
@@ -155,6 +163,43 @@ class CanadaCrawler(BaseCrawler):
             extra["units_reported"] = reported
         record["extra"] = {key: value for key, value in extra.items() if value}
         return record
+
+
+# ---- vehicles shared between recalls ----------------------------------------------------
+# A batch of records waits in memory until it is stored (5,000 recalls, ~115,000 vehicles), and
+# the same make, model and year come back in recall after recall: each is one dict, and each
+# varying cell one string, for all the recalls that name it, not one per row (~20 MB less at a
+# batch's peak). Within one recall a vehicle listed twice still gets a dict per row, and equal
+# texts are one object as before, so a record pickles to the same bytes (its input hash, by
+# which the next run recognises it, is unchanged). Every string in a shared vehicle is the
+# table's own, so the table is only ever emptied whole, between recalls, at SHARED_MAX entries.
+SHARED_MAX = 1 << 15
+_shared: dict = {}
+
+
+def _bound_shared() -> None:
+    if len(_shared) >= SHARED_MAX:
+        _shared.clear()
+
+
+def shared(value):
+    """The one object for this value (a text, or None) among the recalls read lately."""
+    return _shared.setdefault(value, value) if value is not None else None
+
+
+def _vehicles(makes, models, years) -> list[dict]:
+    get = _shared.get
+    vehicles, listed = [], set()
+    for key in zip(makes, models, years):
+        if key in listed:
+            vehicle = {"make": key[0], "model": key[1], "year": key[2]}
+        else:
+            listed.add(key)
+            vehicle = get(key)
+            if vehicle is None:
+                vehicle = _shared[key] = {"make": key[0], "model": key[1], "year": key[2]}
+        vehicles.append(vehicle)
+    return vehicles
 
 
 # ---- reading the file ----------------------------------------------------------------
@@ -262,9 +307,12 @@ def _as_columns(group: dict) -> dict:
     item is kept small: a recall's comment once, not once per row."""
     rows = group["rows"]
     columns = []
+    _bound_shared()
+    one_of = _shared.setdefault
     for values in zip(*rows):
         first = values[0]
-        columns.append((first,) if values.count(first) == len(rows) else values)
+        # A column that varies (model, year…): its cells as the objects shared between recalls.
+        columns.append((first,) if values.count(first) == len(rows) else tuple(map(one_of, values, values)))
     return {"recall_number": group["recall_number"], "header": group["header"], "rows": len(rows),
             "columns": columns}
 

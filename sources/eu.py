@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 INDEX_PATH = "/safety-gate-alerts/api/download/weeklyReport/list/xml/en"
 REPORT_PATH = "/safety-gate-alerts/api/download/weeklyReport/detail/xml/{id}"
 XSI_NIL = "{http://www.w3.org/2001/XMLSchema-instance}nil"
+# Notifications whose first-report dates are looked up together (a report has 15–110; a 50 MB
+# one 25,000: the chunk bounds what waits in memory).
+DATES_CHUNK = 500
 
 # ---- vehicle filter ---------------------------------------------------------------------
 # Word boundaries matter: "carrier" and "Childcare" contain "car", "Toys" can name cars.
@@ -103,7 +106,9 @@ _ABSENT_LONGEST = max(map(len, _ABSENT))   # longer text is never a placeholder:
 
 def clean_text(value: str | None) -> str | None:
     """Source text → plain text or None: HTML fragments, `null ` prefixes, `Unknown`, blanks."""
-    if value is not None and value.isascii() and value.isprintable() and "  " not in value and "<" not in value \
+    if not value:   # a quarter of the fields: empty CDATA, `<x/>`
+        return None
+    if value.isascii() and value.isprintable() and "  " not in value and "<" not in value \
             and "&" not in value:
         # Most values (~900,000 over the 763 reports): no markup, no entity, nothing to repair,
         # no white space but single spaces — what the general cleaning returns is the stripped text.
@@ -438,20 +443,13 @@ class EuSafetyGateCrawler(BaseCrawler):
                                  failures=(etree.XMLSyntaxError, UnexpectedContent)):
             # A body cut short fails the item (a new download may be whole); an unsafe one does not.
             try:
-                for item in self._read_report(self._report_source(download, report), report, url):
+                items = self._read_report(self._report_source(download, report), report, url)
+                for item in self._first_dated(items, first_seen):
                     if "_broken" in item:
                         broken += 1
                         self.dead_letter(Raw(item["_broken"], url=url, response_sha256=download.sha256),
                                          item["error"], stage="fetch", kind="unexpected")
                         continue
-                    case = item["caseNumber"]
-                    if case not in first_seen:
-                        # A vehicle alert was stored as a vehicle recall (also by stores made
-                        # before product alerts); any other alert only as a product alert.
-                        stored = (self.known_date(case) if item["vehicle"]
-                                  else self.known_date(case, record_type="product_alert"))
-                        first_seen[case] = (stored or item["report_date"], stored is not None)
-                    item["first_report_date"], item["date_stored"] = first_seen[case]
                     kept += item["vehicle"]
                     yield item  # the pipeline notes the report it came from
             except UnsafeXml as exc:
@@ -461,6 +459,42 @@ class EuSafetyGateCrawler(BaseCrawler):
         if seen and not kept and not broken:
             # Weeks without a vehicle alert exist, but garbled categories look the same: say it.
             self.warn(f"{report.reference}: none of its {seen} notifications is in a vehicle category")
+
+    def _first_dated(self, items: Iterator[dict], first_seen: dict[str, tuple[str, bool]]) -> Iterator[dict]:
+        """`items` with the date of each alert's first report (`first_report_date`) and whether
+        that date is the stored one (`date_stored`): the stored records are asked about
+        DATES_CHUNK notifications at a time (one keyed query per record type, not one per
+        notification). Notifications read before a report breaks off still come out."""
+        pending: list[dict] = []
+        try:
+            for item in items:
+                pending.append(item)
+                if len(pending) >= DATES_CHUNK:
+                    yield from self._dated(pending, first_seen)
+                    pending = []
+        except Exception:
+            yield from self._dated(pending, first_seen)
+            raise
+        yield from self._dated(pending, first_seen)
+
+    def _dated(self, items: list[dict], first_seen: dict[str, tuple[str, bool]]) -> list[dict]:
+        new: dict[str, dict] = {}   # case → its first notification in `items`
+        for item in items:
+            if "_broken" not in item and item["caseNumber"] not in first_seen:
+                new.setdefault(item["caseNumber"], item)
+        # A vehicle alert was stored as a vehicle recall (also by stores made before product
+        # alerts); any other alert only as a product alert.
+        vehicles = [case for case, item in new.items() if item["vehicle"]]
+        stored = {**self.known_dates(vehicles),
+                  **self.known_dates([case for case, item in new.items() if not item["vehicle"]],
+                                     record_type="product_alert")} if new else {}
+        for case, item in new.items():
+            date = stored.get(case)
+            first_seen[case] = (date or item["report_date"], date is not None)
+        for item in items:
+            if "_broken" not in item:
+                item["first_report_date"], item["date_stored"] = first_seen[item["caseNumber"]]
+        return items
 
     def _report_source(self, download, report: WeeklyReport):
         """The report file for iterparse: as it is, or re-encoded when it declares a legacy

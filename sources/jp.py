@@ -25,7 +25,6 @@ from basecrawler.fetch.artifacts import ArtifactError
 from basecrawler.formats.xmlsafe import ListRead, read_list
 from basecrawler.formats.dates import parse_date
 from basecrawler.formats.text import distinct_joined
-from basecrawler.formats.pdf import OcrUnavailable, PdfError, read_pdf
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +139,8 @@ class JpCrawler(BaseCrawler):
         context.update(pdf_url=artifact.url, pdf_sha256=artifact.sha256)
         if artifact.drifted:
             context["pdf_changed"] = True
+        from basecrawler.formats.pdf import OcrUnavailable, PdfError   # a crawl of another source never needs it
+
         try:
             pages = self._read_pdf(artifact.path)
         except (PdfError, OcrUnavailable) as exc:
@@ -153,6 +154,8 @@ class JpCrawler(BaseCrawler):
         return Raw(context, url=artifact.url, response_sha256=artifact.sha256)
 
     def _read_pdf(self, source):
+        from basecrawler.formats.pdf import read_pdf
+
         return read_pdf(source, dpi=self.ocr_dpi, max_pages=self.settings.pdf_max_pages,
                         max_ocr_seconds=self.settings.ocr_max_seconds)
 

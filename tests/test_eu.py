@@ -2,6 +2,7 @@
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -461,3 +462,60 @@ def test_real_report_every_case_number_is_one_product_alert(store, settings, pat
     for (fields,) in alerts.values():
         alert = ProductAlert.model_validate({"country": "EU", **fields})
         assert alert.category and alert.authority and alert.risk_class and not alert.date_unknown
+
+
+# ---- first-report dates asked in batches (issue #23) -------------------------------------------
+WEEK33 = (FIXTURES / "report_10000204.xml").read_text(encoding="utf-8")
+WEEK33_ALERTS = {case: re.search(rf"<notifications[^>]*>(?:(?!</notifications>).)*<caseNumber>{re.escape(case)}"
+                                 rf"</caseNumber>.*?</notifications>", WEEK33).group(0)
+                 for case in ("SR/02101/26", "SR/02109/26", "SR/02110/26")}   # vehicle, vehicle, clothing
+
+
+def week35_report(*cases: tuple[str, str]) -> bytes:
+    """A report of 28/08/2026 of week-33 notifications under other case numbers: (case, week-33 case)."""
+    header = WEEK33[:WEEK33.index("<notifications")].replace("14/08/2026", "28/08/2026").replace(">33<", ">35<")
+    body = "".join(WEEK33_ALERTS[like].replace(f"<caseNumber>{like}</caseNumber>", f"<caseNumber>{case}</caseNumber>")
+                   for case, like in cases)
+    return (header + body + "</Safety-Gate>").encode()
+
+
+def test_first_report_dates_are_asked_per_chunk_and_kept_across_chunks(store, settings, monkeypatch):
+    import sources.eu as eu
+
+    crawl(store, settings, fixture_site(), since="2026-08-01", until="2026-08-15")   # week 33 stored
+    monkeypatch.setattr(eu, "DATES_CHUNK", 2)
+    asked = []
+    real = EuSafetyGateCrawler.known_dates
+    monkeypatch.setattr(EuSafetyGateCrawler, "known_dates",
+                        lambda self, numbers, record_type=None: asked.append(list(numbers)) or real(self, numbers, record_type))
+    monkeypatch.setattr(EuSafetyGateCrawler, "known_date", lambda *a, **k: pytest.fail("asked one notification at a time"))
+    report = week35_report(("SR/02101/26", "SR/02101/26"), ("SR/02109/26", "SR/02109/26"),
+                           ("SR/02110/26", "SR/02110/26"), ("SR/09001/26", "SR/02101/26"),
+                           ("SR/09002/26", "SR/02110/26"), ("SR/09001/26", "SR/02109/26"))
+    site = Site(index_xml(("10000206", "28/08/2026", "")), {"10000206": report})
+    result = crawl(store, settings, site, since="2026-08-16")
+    assert result.counts.dead_lettered == 0
+    assert store.get_recall("EU", "SR/02101/26")["recall_date"] == "2026-08-14"   # stored: kept
+    assert store.get_recall("EU", "SR/02109/26")["recall_date"] == "2026-08-14"
+    alert = store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02110/26"})
+    assert alert["alert_date"] == "2026-08-14"
+    assert store.get_recall("EU", "SR/09001/26")["recall_date"] == "2026-08-28"   # new: this report's date
+    # 6 notifications in chunks of 2: at most one question per record type and chunk, each case asked once
+    assert len(asked) <= 6 and sorted(n for numbers in asked for n in numbers) == [
+        "SR/02101/26", "SR/02109/26", "SR/02110/26", "SR/09001/26", "SR/09002/26"]
+
+
+def test_notifications_before_a_report_breaks_off_are_still_stored(store, settings, monkeypatch):
+    import sources.eu as eu
+
+    monkeypatch.setattr(eu, "DATES_CHUNK", 10)   # the cut comes while notifications wait for their dates
+    whole = week35_report(("SR/09001/26", "SR/02101/26"), ("SR/09002/26", "SR/02110/26"),
+                          ("SR/09003/26", "SR/02109/26"))
+    cut = whole[:whole.index(b"<caseNumber>SR/09003/26") + 40]
+    site = Site(index_xml(("10000206", "28/08/2026", "")), {"10000206": cut})
+    result = crawl(store, settings, site)
+    assert store.get_recall("EU", "SR/09001/26")["recall_date"] == "2026-08-28"
+    assert store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/09002/26"}) is not None
+    assert store.get_recall("EU", "SR/09003/26") is None
+    assert [letter["kind"] for letter in store.open_dead_letters("eu")] == ["unexpected"]   # the report, kept whole
+    assert result.counts.dead_lettered == 1

@@ -259,6 +259,39 @@ def test_known_date_reads_the_type_it_is_asked_for(store, settings):
     assert crawler.known_date("T1", record_type="product_alert") == "2024-05-02"
     assert crawler.known_date("T9", record_type="product_alert") is None
 
+
+def test_known_dates_answers_as_known_date_for_every_number(store, settings):
+    FactsDemo(store, settings=settings, mode="full", items=[{"id": "D1", "date": "2024-05-01"},
+                                                          {"id": "D2", "date": "31/02/2024"}]).run()
+    store.upsert_recalls([Recall(country="XX", recall_number="D3", recall_date="2024-05-03", source_lang="en")],
+                         source="other")   # the same country and number, another source's record
+    crawler = FactsDemo(store, settings=settings)
+    numbers = ["D1", "D2", "D3", "D9", "D1"]
+    dates = crawler.known_dates(numbers)
+    assert dates == {"D1": "2024-05-01"}
+    assert {n: dates.get(n) for n in numbers} == {n: crawler.known_date(n) for n in numbers}
+
+
+def test_known_dates_reads_the_type_it_is_asked_for(store, settings):
+    FactsAndAlertsDemo(store, settings=settings, mode="full", items=[{"id": "T1", "date": "2024-05-01"}]).run()
+    crawler = FactsAndAlertsDemo(store, settings=settings)
+    assert crawler.known_dates(["T1", "T9"]) == {"T1": "2024-05-01"}
+    assert crawler.known_dates(["T1", "T9"], record_type="product_alert") == {"T1": "2024-05-02"}
+
+
+def test_known_dates_asks_the_store_once_per_500_numbers(store, settings):
+    items = [{"id": f"N{n:04d}", "date": f"2024-05-{n % 28 + 1:02d}"} for n in range(1100)]
+    FactsDemo(store, settings=settings, mode="full", items=items).run()
+    crawler = FactsDemo(store, settings=settings)
+    selects = []
+    store.db.conn.set_trace_callback(lambda sql: selects.append(sql) if sql.lstrip().startswith("SELECT") else None)
+    try:
+        dates = crawler.known_dates([item["id"] for item in items] + ["N9999"])
+    finally:
+        store.db.conn.set_trace_callback(None)
+    assert dates == {item["id"]: item["date"] for item in items}
+    assert len(selects) == 3   # 1,101 numbers: 500 + 500 + 101, one keyed query each
+
 # ---- download_to_file owns its temp file -------------------------------------------------------
 def download_crawler(store, settings):
     return ListDemo(store, settings=settings,

@@ -12,7 +12,6 @@ from basecrawler.errors import ConfigError, UnknownSource
 from basecrawler.operations.progress import ProgressBar
 from basecrawler.pipeline.registry import discover
 from basecrawler.pipeline.runner import run_sources, stop_on_signals
-from basecrawler.reading.tables import render_table
 from basecrawler.commands import iso_date
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
@@ -64,6 +63,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_list(args) -> int:
+    from basecrawler.reading.tables import render_table   # wcwidth: not a crawl's business
+
     rows = []
     for source_id, cls in discover().items():
         rows.append({"id": source_id, "country": cls.country, "language": cls.source_lang,
