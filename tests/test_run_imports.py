@@ -16,7 +16,9 @@ NOT_FOR_A_RUN = ("datasette", "openpyxl", "pdfplumber", "pytesseract", "apschedu
                  "translate.command", "basecrawler.formats.pdf", "basecrawler.reading.browse", "basecrawler.reading.export",
                  "basecrawler.reading.tables", "basecrawler.operations.scheduler", "basecrawler.commands.browse",
                  "basecrawler.commands.export", "basecrawler.commands.schedule", "basecrawler.commands.doctor",
-                 "basecrawler.commands.search", "basecrawler.commands.status")
+                 "basecrawler.commands.search", "basecrawler.commands.status",
+                 # a SQLite run needs neither the PostgreSQL driver nor the translation worker
+                 "psycopg", "translate.worker", "translate.backends")
 
 CHILD = """
 import json, sys

@@ -13,7 +13,18 @@
 
 Run it with `python -m basecrawler translate` or `python -m translate`.
 """
-from .backends import Backend, backend_from_env
-from .worker import TranslationReport, translate_pending
+import importlib
+
+# Imported when first used: the store's `basecrawler.schema` entry point imports this package on
+# every run, which has no use for the worker and its backends (36 ms).
+_LAZY = {"Backend": ".backends", "backend_from_env": ".backends",
+         "TranslationReport": ".worker", "translate_pending": ".worker"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Backend", "backend_from_env", "TranslationReport", "translate_pending"]

@@ -149,7 +149,8 @@ class Store:
         self.path = str(path)
         self.engine = "postgresql" if is_postgres_url(self.path) else "sqlite"
         self._write_lock = threading.RLock()
-        self._refused = _db_errors()
+        # (psycopg's errors only where they can happen: importing it costs an SQLite run 0.1 s)
+        self._refused = (sqlite3.Error,) if self.engine == "sqlite" else _db_errors()
         if self.engine == "postgresql":
             self._open_postgres()
             return
