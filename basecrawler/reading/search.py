@@ -39,6 +39,7 @@ from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
+from basecrawler.recordtypes.tables import PAD, fts_padded, fts_vocab_table
 
 TRIGRAM = 3
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
@@ -151,8 +152,31 @@ def pg_search_document(record_type: RecordType, alias: str = "r.") -> str:
     return " || ' ' || ".join(f"COALESCE({alias}{c}, '')" for c in record_type.text_index_columns)
 
 
+def gram_indexed(term: str) -> bool:
+    """Whether the padded trigram index's vocabulary can list the rows holding a 1–2 character
+    `term` (`short_index`): its letters are ASCII, or have no case (Japanese, Korean, digits,
+    signs). FTS5 folds every letter to lower case and LIKE only ASCII ones, so for such a term
+    the index's spelling of any text LIKE matches is the term in ASCII lower case. A term with
+    another cased letter (ö, Ｑ) is read by a pass over the table, as before."""
+    return len(term) < TRIGRAM and PAD[0] not in term and all(
+        ch.isascii() or (ch.lower() == ch and ch.upper() == ch and ch.casefold() == ch) for ch in term)
+
+
+def _gram_range(term: str) -> tuple[str, str]:
+    """The vocabulary's trigrams that start with `term` (ASCII-lower-cased, as the index holds
+    it): every one from the term itself to the term followed by the highest code points."""
+    low = "".join(ch.lower() if ch.isascii() else ch for ch in term)
+    return low, low + "\U0010ffff" * (TRIGRAM - len(term))
+
+
+def short_index(conn, record_type: RecordType) -> bool:
+    """Whether the type's SQLite full-text index is the padded one (tables.py), whose
+    vocabulary lists the rows holding any 1–2 character string."""
+    return _dialect(conn) == "sqlite" and bool(record_type.text_index_columns) and fts_padded(conn, record_type)
+
+
 def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
-                    walk: bool = False, alias: str = "r") -> str:
+                    walk: bool = False, alias: str = "r", grams: bool = False) -> str:
     """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
     index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
     over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
@@ -172,12 +196,25 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     if len(term) >= TRIGRAM and _has_case(term):
         params.append(fts_phrase(term))
         likes.append(f"EXISTS (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? AND rowid = {alias}.id)")
+    if len(term) < TRIGRAM and not walk and grams and gram_indexed(term):
+        # The rows whose index holds a trigram starting with the term (a range of the sorted
+        # vocabulary), each tested with LIKE: the rows LIKE finds, without a pass.
+        low, high = _gram_range(term)
+        return _gram_condition(alias, fts_vocab_table(record_type), likes, params, low, high)
     if len(term) < TRIGRAM and not walk:
         # A rare short term: one pass over the table in storage order, then sort what it
         # found; walking the date index instead reads the rows in random order, twice as slow.
         inner = [like.replace(f"{alias}.[", "s.[") for like in likes]
         return f"{alias}.id IN (SELECT s.id FROM [{record_type.table}] AS s WHERE {' OR '.join(inner)})"
     return "(" + " OR ".join(likes) + ")"
+
+
+def _gram_condition(alias: str, vocab: str, likes: list[str], params: list, low: str, high: str) -> str:
+    """`alias.id` among the documents of the vocabulary's trigrams in [low, high], and LIKE."""
+    like_params = params[len(params) - len(likes):]
+    del params[len(params) - len(likes):]
+    params.extend([low, high, *like_params])
+    return f"({alias}.id IN (SELECT doc FROM [{vocab}] WHERE term >= ? AND term <= ?) AND ({' OR '.join(likes)}))"
 
 
 def _has_case(term: str) -> bool:
@@ -267,13 +304,14 @@ def _needs(record_type: RecordType, option: str, *columns: str) -> None:
 
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
                 offset: int = 0, ordered: bool = True, dialect: str = "sqlite",
-                walk: frozenset[str] = frozenset(), driven: bool = False) -> tuple[str, list]:
+                walk: frozenset[str] = frozenset(), driven: bool = False, grams: bool = False) -> tuple[str, list]:
     """SQL and parameters selecting the records that match `filters`, newest first
     (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on).
 
     How, never which rows: `walk` names terms tested row by row (`plan_terms`); `driven`
     (SQLite) reads the first term of 3+ characters as a join from its FTS5 index, so a query
-    with a LIMIT and no order stops after that many index entries (`count_upto`)."""
+    with a LIMIT and no order stops after that many index entries (`count_upto`); `grams`
+    (SQLite, `short_index`): a 1–2 character term is read from the padded index's vocabulary."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -289,7 +327,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
             where.append(f"[{fts_table(record_type)}] MATCH ?")
             joined = True
             continue
-        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk))
+        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk, grams=grams))
     if filters.countries:
         _needs(record_type, "--country", "country")
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
@@ -336,20 +374,21 @@ def best_text(record_type: RecordType, row: dict) -> str | None:
     return korean or original
 
 
-def text_conditions(filters: RecallFilter, *, walk: frozenset[str], alias: str) -> tuple[str, list]:
+def text_conditions(filters: RecallFilter, *, walk: frozenset[str], alias: str, grams: bool = False) -> tuple[str, list]:
     """The text terms of `filters` alone as one condition on table `alias` (SQLite), for a
     query the caller writes (the web view's page walks its own table)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     params: list = []
-    where = [_text_condition(record_type, t, params, walk=t in walk, alias=alias) for t in filters.terms()]
+    where = [_text_condition(record_type, t, params, walk=t in walk, alias=alias, grams=grams) for t in filters.terms()]
     return " AND ".join(where) or "1 = 1", params
 
 
-def short_terms(filters: RecallFilter) -> frozenset[str]:
-    """Terms the trigram index cannot answer: a query that reads the table in storage order
-    anyway (a count, a summary) tests them on each row it reads."""
-    return frozenset(t for t in filters.terms() if len(t) < TRIGRAM)
+def short_terms(filters: RecallFilter, grams: bool = False) -> frozenset[str]:
+    """Terms no index can answer: a query that reads the table in storage order anyway (a
+    count, a summary) tests them on each row it reads. With `grams` (the padded index) only
+    the 1–2 character terms its vocabulary cannot list (`gram_indexed`)."""
+    return frozenset(t for t in filters.terms() if len(t) < TRIGRAM and not (grams and gram_indexed(t)))
 
 
 def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
@@ -394,7 +433,9 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
     collected, so callers can stream any number of them."""
     # A short term is tested on each row of the newest-first walk (as before plans): an export
     # streams rows in that order and never sorts a copy of them.
-    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters))
+    grams = short_index(conn, filters.declaration())
+    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters, grams),
+                              grams=grams)
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
@@ -405,7 +446,8 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
     record_type = filters.declaration()
     json_columns = [c for c in getattr(record_type, "json_columns", ("extra",))]
     walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
-    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk)
+    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk,
+                              grams=short_index(conn, record_type))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
@@ -423,8 +465,9 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
 
 
 def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
+    grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn),
-                              walk=short_terms(filters))
+                              walk=short_terms(filters, grams), grams=grams)
     return conn.execute(sql, params).fetchone()[0]
 
 
@@ -432,8 +475,9 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     """The number of matching records, or `cap + 1` when there are more than `cap` (a screen
     then says "more than"): counting a million matches exactly takes longer than the page.
     The first term of 3+ characters drives the count from its index, so it stops at the cap."""
+    grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
-                              walk=short_terms(filters))
+                              walk=short_terms(filters, grams), grams=grams)
     return conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
 
 
@@ -495,4 +539,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "short_terms", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from dataclasses import replace
 
-from basecrawler.reading.search import TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_terms
+from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_index,
+                                       short_terms)
 
 SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
 
@@ -57,8 +58,9 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
         unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
         selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
     filters = _without_terms_in_every_record(conn, filters)
+    grams = short_index(conn, record_type)
     sql, params = build_query(filters, columns=", ".join(selected), ordered=False, driven=True,
-                              walk=short_terms(filters))
+                              walk=short_terms(filters, grams), grams=grams)
     _drop(conn)
     if params:
         conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
