@@ -39,7 +39,7 @@ from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import PAD, fts_padded, fts_vocab_table
+from basecrawler.recordtypes.tables import PAD, attach_fts_vocab, fts_padded, fts_vocab_table
 
 TRIGRAM = 3
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
@@ -171,8 +171,12 @@ def _gram_range(term: str) -> tuple[str, str]:
 
 def short_index(conn, record_type: RecordType) -> bool:
     """Whether the type's SQLite full-text index is the padded one (tables.py), whose
-    vocabulary lists the rows holding any 1–2 character string."""
-    return _dialect(conn) == "sqlite" and bool(record_type.text_index_columns) and fts_padded(conn, record_type)
+    vocabulary lists the rows holding any 1–2 character string; if so the connection gets
+    its temporary vocabulary table, which queries built with `grams` read."""
+    if _dialect(conn) != "sqlite" or not record_type.text_index_columns or not fts_padded(conn, record_type):
+        return False
+    attach_fts_vocab(conn, record_type)
+    return True
 
 
 def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",

@@ -14,7 +14,7 @@ New rows reach the SQLite full-text index with one statement per upsert batch
 Each indexed value is indexed with `PAD` (two U+0001) after it, so that every occurrence of
 every 1–2 character string is the start of some trigram of the index — at the end of a value
 too, and in a value shorter than three characters. A 1–2 character term is then found by
-reading the index's vocabulary (`<table>_fts_vocab`, fts5vocab) for the trigrams that start
+reading the index's vocabulary (`<table>_fts_vocab`, a temporary fts5vocab) for the trigrams that start
 with it, a range of sorted terms, instead of a pass over the table (#23.5,
 basecrawler/reading/search.py). No query of 3+ characters holds U+0001, so the padding never
 changes what one matches. The index reads its content through the view `<table>_fts_padded`
@@ -43,8 +43,16 @@ def fts_content_view(record_type: RecordType) -> str:
 
 
 def fts_vocab_table(record_type: RecordType) -> str:
-    """The full-text index's vocabulary, one row per trigram occurrence (fts5vocab `instance`)."""
+    """The full-text index's vocabulary, one row per trigram occurrence (fts5vocab `instance`):
+    a temporary table of the reading connection (`attach_fts_vocab`), so the database holds no
+    table that a copy or a viewer would have to know about."""
     return f"{record_type.table}_fts_vocab"
+
+
+def attach_fts_vocab(conn, record_type: RecordType) -> None:
+    """Make the connection's temporary vocabulary table of the type's index (once)."""
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.[{fts_vocab_table(record_type)}] "
+                 f"USING fts5vocab(main, [{fts_table(record_type)}], instance)")
 
 
 def _padded(column: str, prefix: str = "") -> str:
@@ -91,12 +99,18 @@ def needs_ensure(conn, record_type: RecordType) -> bool:
 def fts_padded(conn, record_type: RecordType) -> bool:
     """Whether the type's full-text index is the padded one with its vocabulary (a store made
     before #23.5 has the plain one until it is opened by this version)."""
-    found = {row[0] for row in conn.execute(
-        "SELECT name FROM sqlite_master WHERE name IN (?, ?)", [fts_content_view(record_type), fts_vocab_table(record_type)])}
-    if len(found) < 2:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?",
+                        [fts_content_view(record_type)]).fetchone():
         return False
     sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", [fts_table(record_type)]).fetchone()
-    return bool(sql) and f"content='{fts_content_view(record_type)}'" in sql[0]
+    if not sql or f"content='{fts_content_view(record_type)}'" not in sql[0]:
+        return False
+    # Every trigger writing the index writes padded text (an older writer's insert trigger
+    # would index bare text beside it).
+    name = fts_table(record_type)
+    triggers = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?)",
+                            [f"{name}_ai", f"{name}_ad", f"{name}_au"]).fetchall()
+    return all(PAD_SQL in (row[0] or "") for row in triggers)
 
 
 def ensure_sqlite(db, record_type: RecordType) -> None:
@@ -186,7 +200,6 @@ def _ensure_fts(db, record_type: RecordType) -> None:
         return
     for suffix in ("ai", "ad", "au"):
         db.execute(f"DROP TRIGGER IF EXISTS [{name}_{suffix}]")
-    db.execute(f"DROP TABLE IF EXISTS [{fts_vocab_table(record_type)}]")
     if current:
         db.execute(f"DROP TABLE [{name}]")
     db.execute(f"DROP VIEW IF EXISTS [{fts_content_view(record_type)}]")
@@ -203,7 +216,6 @@ def _ensure_fts(db, record_type: RecordType) -> None:
                f"FROM [{table}]")
     db.execute(f"CREATE VIRTUAL TABLE [{name}] USING fts5({cols}, content='{view}', content_rowid='id', "
                "tokenize='trigram')")
-    db.execute(f"CREATE VIRTUAL TABLE [{fts_vocab_table(record_type)}] USING fts5vocab([{name}], instance)")
     db.execute(f"""CREATE TRIGGER [{name}_ad] AFTER DELETE ON [{table}] BEGIN
           INSERT INTO [{name}]([{name}], rowid, {cols}) VALUES ('delete', old.id, {old_vals});
         END""")
@@ -239,5 +251,5 @@ def pg_statements(record_type: RecordType) -> list[str]:
 
 
 __all__ = ["ensure_sqlite", "needs_ensure", "partial_read_indexes", "read_indexes", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
-           "fts_padded", "fts_content_view", "fts_vocab_table", "PAD",
+           "fts_padded", "fts_content_view", "fts_vocab_table", "attach_fts_vocab", "PAD",
            "pg_search_document", "pg_statements"]

@@ -130,6 +130,18 @@ def filters_from_request(request, database, table, datasette):
     return conditions()
 
 
+@hookimpl
+def prepare_connection(conn, database, datasette):
+    """Every read connection gets the temporary vocabulary of each type's padded full-text
+    index (a 1–2 character search reads it, basecrawler/reading/search.py): the page's
+    queries run on whichever connection is free."""
+    for record_type in TYPES.values():
+        try:
+            short_index(conn, record_type)
+        except Exception:   # not a store of ours, or no such table here
+            pass
+
+
 def _search_only(keys) -> bool:
     """No argument that narrows the rows besides `_search` (a column filter, a facet
     selection `_bcf_…`, `_where`)."""
