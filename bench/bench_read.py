@@ -81,17 +81,21 @@ def web_rows(db_path: str) -> list[tuple]:
     with BrowseServer(db_path, port=free_port()) as server:
         time.sleep(1)
         for name, path in pages:
-            times, body = [], ""
+            times, bodies = [], []
             try:
                 for _ in range(REPEATS + 1):
                     seconds, body = fetch(server.url + path)
                     times.append(seconds)
+                    bodies.append(body)
                     time.sleep(1)
             except urllib.error.HTTPError as exc:
                 out.append((name, None, None, f"HTTP {exc.code}: {exc.read()[:60]!r}"))
                 continue
             note = ("TIMED OUT: " + body.split("These facets timed out:")[1][:60].split("</p>")[0].strip()
                     if "These facets timed out" in body else "every facet shown")
+            # The first visit (since the server started): its facets, or those still counting.
+            note += "; first visit: " + ("facets still counting" if "These facets timed out" in bodies[0]
+                                         else "every facet shown")
             if "about" in body and "bc-about" in body:
                 note += " (some counts about)"
             out.append((name, times[0], statistics.median(times[1:]), note))

@@ -148,3 +148,23 @@ def test_a_summary_still_counting_is_awaited_once_not_once_per_asker(filled, db_
     first, second, waited, done = asyncio.run(scenario())
     assert first is None and second is None and waited < 5
     assert done is not None and done.count == 120
+
+
+def test_a_term_in_every_record_is_summarised_from_the_kept_counts(filled, monkeypatch):
+    """A search whose term every record holds counts the whole table: from the counts the run
+    kept, equal to counting it."""
+    import basecrawler.reading.summary as summary_module
+
+    conn = filled.db.conn
+    monkeypatch.setattr(summary_module, "IDS_MAX", 10)
+    counted = summary_module.summarise(conn, RecallFilter(text="brake"))
+    facetcounts.store_whole_table_counts(filled)
+    kept = summary_module.summarise(conn, RecallFilter(text="brake"))
+    assert kept == counted and kept.count == 120 and kept.ids is None
+    # Marked: the kept counts are what it read.
+    key = facetcounts.META_PREFIX + "recalls"
+    stored = json.loads(filled.get_meta(key))
+    sql = facetcounts.values_sql("country", False, "SELECT * FROM [recalls]")
+    stored["rows"][sql] = [{"value": "ZZ", "count": 120}]
+    filled.set_meta(key, json.dumps(stored))
+    assert summary_module.summarise(conn, RecallFilter(text="brake")).values["country"] == {"ZZ": 120}

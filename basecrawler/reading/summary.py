@@ -58,6 +58,10 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
         unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
         selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
     filters = _without_terms_in_every_record(conn, filters)
+    if filters == RecallFilter(record_type=filters.record_type):
+        kept = _kept_whole_table(conn, record_type)
+        if kept is not None:
+            return kept
     grams = short_index(conn, record_type)
     sql, params = build_query(filters, columns=", ".join(selected), ordered=False, driven=True,
                               walk=short_terms(filters, grams), grams=grams)
@@ -80,6 +84,37 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
         return summary
     finally:
         _drop(conn)
+
+
+def _kept_whole_table(conn, record_type) -> SearchSummary | None:
+    """The summary of the whole table from the facet counts the last run kept for this data
+    version (reading/facetcounts.py), when there are any and the table is too large for ids:
+    a term every record holds then costs no count at all."""
+    from basecrawler.reading.facetcounts import data_marker, known_months, months_sql, stored_counts, \
+        unknown_sql, values_sql, whole_table
+
+    rows = stored_counts(conn, record_type.table, data_marker(conn, record_type.table))
+    if rows is None:
+        return None
+    total = conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0]
+    if total <= IDS_MAX:
+        return None
+    source = whole_table(record_type.table)
+    try:
+        summary = SearchSummary(count=total)
+        for facet in record_type.facets:
+            summary.values[facet.field] = {r["value"]: r["count"] for r in rows[values_sql(facet.field, facet.multi, source)]}
+        date = record_type.date_field
+        if date and record_type.date_optional:
+            months = known_months(rows[months_sql(date, source, known_only=False)],
+                                  rows[months_sql(date, source, known_only=False, undated_only=True)])
+            summary.date_unknown = rows[unknown_sql(source)][0]["n"]
+        elif date:
+            months = rows[months_sql(date, source, known_only=False)]
+        summary.months = {r["value"]: r["count"] for r in months} if date else {}
+    except KeyError:   # kept by another version of the facet queries
+        return None
+    return summary
 
 
 def _drop(conn) -> None:
