@@ -26,8 +26,9 @@ def _fill(store: Store) -> None:
     getattr(conn, "commit", lambda: None)()   # PostgreSQL: the adapter commits each statement
 
 
-def _ids(conn, dialect, field, value):
-    sql, params = build_query(RecallFilter(facets=((field, value),)), columns="r.id", dialect=dialect)
+def _ids(conn, dialect, field, value, facet_sets=False):
+    sql, params = build_query(RecallFilter(facets=((field, value),)), columns="r.id", dialect=dialect,
+                              facet_sets=facet_sets)
     return [row[0] for row in conn.execute(sql, params)]
 
 
@@ -44,6 +45,7 @@ def test_a_facet_filter_selects_the_rows_of_the_case_insensitive_test(store, fie
     _fill(store)
     conn = store.db.conn
     assert _ids(conn, "sqlite", field, value) == _reference(conn, field, value)
+    assert _ids(conn, "sqlite", field, value, facet_sets=True) == _reference(conn, field, value)   # as an export reads
 
 
 def test_a_normalised_facet_finds_every_spelling_through_its_stored_key(store):
@@ -70,5 +72,6 @@ def test_the_same_rows_on_postgresql(pg_url):  # noqa: F811
         for field in ("country", "source"):
             for value in ASKED:
                 assert _ids(conn, "postgresql", field, value) == _reference(conn, field, value), (field, value)
+                assert _ids(conn, "postgresql", field, value, True) == _reference(conn, field, value), (field, value)
     finally:
         store.close()

@@ -235,7 +235,8 @@ def _either_language(column: str, value: str, params: list) -> str:
     return f"(r.[{column}_original] LIKE ? ESCAPE '\\' OR r.[{column}_ko] LIKE ? ESCAPE '\\')"
 
 
-def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str) -> str:
+def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str,
+                     as_set: bool = False) -> str:
     facet = record_type.facet(field)
     value = facet.filter_value(value)
     if facet.ranged:
@@ -246,10 +247,10 @@ def _facet_condition(record_type: RecordType, field: str, value: str, params: li
             return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
                     "WHERE LOWER(v.value) = LOWER(?))")
         return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
-    return _stored_values_condition(record_type, field, params)
+    return _stored_values_condition(record_type, field, params, as_set)
 
 
-def _stored_values_condition(record_type: RecordType, field: str, params: list) -> str:
+def _stored_values_condition(record_type: RecordType, field: str, params: list, as_set: bool = False) -> str:
     """Case-insensitive equality (`LOWER(CAST(field AS TEXT)) = LOWER(value)`, the value last in
     `params`) written so the column's index answers it: the column compared with the stored
     values that are equal to the value that way, found by walking the index one distinct value
@@ -258,7 +259,11 @@ def _stored_values_condition(record_type: RecordType, field: str, params: list) 
 
     A text column holds only text (or bytes), and two stored values equal under `=` are then
     the same text, so `IN` selects exactly the rows the LOWER test does. A column of another
-    affinity may hold 5 and 5.0, equal under `=` and not as text: the LOWER test stays there."""
+    affinity may hold 5 and 5.0, equal under `=` and not as text: the LOWER test stays there.
+
+    `as_set` (an export of every match): the ids the column's index holds for those values,
+    which SQLite reads before sorting them; without it SQLite walks the newest-first index
+    testing each row, best for a page but a pass over the table for a rare value."""
     value = params.pop()
     table = record_type.table
     stored = (f"(WITH RECURSIVE bc_distinct(v) AS (SELECT min([{field}]) FROM [{table}] UNION ALL "
@@ -267,6 +272,8 @@ def _stored_values_condition(record_type: RecordType, field: str, params: list) 
               f"SELECT v FROM bc_distinct WHERE LOWER(CAST(v AS TEXT)) = LOWER(?))")
     params.append(value)
     condition = f"r.[{field}] IN {stored}"
+    if as_set:
+        condition = f"r.id IN (SELECT id FROM [{table}] WHERE [{field}] IN {stored})"
     if record_type.column_types.get(field) is not str:
         params.append(value)
         condition = f"({condition} AND LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?))"
@@ -308,14 +315,16 @@ def _needs(record_type: RecordType, option: str, *columns: str) -> None:
 
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
                 offset: int = 0, ordered: bool = True, dialect: str = "sqlite",
-                walk: frozenset[str] = frozenset(), driven: bool = False, grams: bool = False) -> tuple[str, list]:
+                walk: frozenset[str] = frozenset(), driven: bool = False, grams: bool = False,
+                facet_sets: bool = False) -> tuple[str, list]:
     """SQL and parameters selecting the records that match `filters`, newest first
     (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on).
 
     How, never which rows: `walk` names terms tested row by row (`plan_terms`); `driven`
     (SQLite) reads the first term of 3+ characters as a join from its FTS5 index, so a query
     with a LIMIT and no order stops after that many index entries (`count_upto`); `grams`
-    (SQLite, `short_index`): a 1–2 character term is read from the padded index's vocabulary."""
+    (SQLite, `short_index`): a 1–2 character term is read from the padded index's vocabulary;
+    `facet_sets`: a facet filter reads its rows' ids from the column's index (an export)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -356,7 +365,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append("r.source = ?")
         params.append(filters.source)
     for field, value in filters.facets:
-        where.append(_facet_condition(record_type, field, value, params, dialect))
+        where.append(_facet_condition(record_type, field, value, params, dialect, as_set=facet_sets))
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if joined:
         sql = (f"SELECT {columns} FROM [{fts_table(record_type)}] JOIN {record_type.table} AS r "
@@ -437,6 +446,27 @@ def _common_short_term(conn, record_type: RecordType, term: str, top: int) -> bo
     return found >= WALK_SHARE * min(SAMPLE_ROWS, top)
 
 
+def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
+    """Whether a facet filter selects fewer than WALK_SHARE of the records (counted in the
+    column's index, up to that many): an export then reads its ids and sorts them; a common
+    value is read walking the newest-first index, which needs no sort of every matching row
+    (200,000 wide rows sorted spilled to disk: slower than the walk)."""
+    record_type = filters.declaration()
+    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    threshold = max(WALK_MIN, int(top * WALK_SHARE))
+    for field, value in filters.facets:
+        facet = record_type.facet(field)
+        if facet is None or facet.multi or facet.ranged:
+            continue
+        params: list = []
+        condition = _facet_condition(record_type, field, value, params, _dialect(conn))
+        found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{record_type.table}] AS r WHERE {condition} "
+                             "LIMIT ?) AS f", [*params, threshold]).fetchone()[0]
+        if found < threshold:
+            return True
+    return False
+
+
 def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int | None = None
                  ) -> tuple[list[str], Iterator[tuple]]:
     """(column names, row tuples) straight from a cursor: rows are read one at a time, never
@@ -445,7 +475,7 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
     # streams rows in that order and never sorts a copy of them.
     grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters, grams),
-                              grams=grams)
+                              grams=grams, facet_sets=limit is None and _a_rare_facet_value(conn, filters))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
