@@ -436,9 +436,22 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     return frozenset(walk)
 
 
+_common_short: dict[tuple, bool] = {}   # (connection, table, term, last id) → its judgement
+
+
 def _common_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
     """Whether a 1–2 character term is in at least WALK_SHARE of the newest SAMPLE_ROWS records
-    (no index counts it cheaply)."""
+    (no index counts it cheaply). Kept per connection and last id: a page asks for its plan
+    and then its count. (Only how a term is read depends on it, never which rows match.)"""
+    key = (id(conn), record_type.table, term, top)
+    if key not in _common_short:
+        if len(_common_short) >= 256:
+            _common_short.pop(next(iter(_common_short)))
+        _common_short[key] = _sample_short_term(conn, record_type, term, top)
+    return _common_short[key]
+
+
+def _sample_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
     params: list = []
     condition = _text_condition(record_type, term, params, walk=True)
     found = conn.execute(f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
