@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.reading.search import RecallFilter, build_query
+from basecrawler.reading.search import RecallFilter, build_query, iter_recalls
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 STORED = ["JP", "jp", "Jp", "US", "ÄÖ", "äö", None, "J", "JPN", "j%"]
@@ -64,11 +64,32 @@ def test_a_rare_value_is_read_through_the_columns_index(store):
     assert "idx_recalls_country" in plan and "SCAN r " not in plan + " "
 
 
+def _exported(conn, field, value):
+    names, rows = iter_recalls(conn, RecallFilter(facets=((field, value),)))
+    return [row[names.index("id")] for row in rows]
+
+
+def test_an_export_reads_the_rows_of_the_case_insensitive_test(store, monkeypatch):
+    """A rare value's ids come from the column's index (threshold lowered so one is rare here),
+    a common one walks the newest-first index: the same rows in the same order either way."""
+    from basecrawler.reading import search as search_module
+
+    _fill(store)
+    conn = store.db.conn
+    monkeypatch.setattr(search_module, "WALK_MIN", 11)   # 10 of the 60 records are US
+    assert search_module._a_rare_facet_value(conn, RecallFilter(facets=(("country", "us"),)))
+    assert not search_module._a_rare_facet_value(conn, RecallFilter(facets=(("source", "test"),)))
+    for field, value in [("country", "us"), ("country", "jp"), ("source", "test"), ("country", "XX")]:
+        assert _exported(conn, field, value) == _reference(conn, field, value)
+
+
 def test_the_same_rows_on_postgresql(pg_url):  # noqa: F811
     store = Store(pg_url)
     try:
         _fill(store)
         conn = store.db.conn
+        for field, value in [("country", "us"), ("source", "test"), ("country", "XX")]:
+            assert _exported(conn, field, value) == _reference(conn, field, value)
         for field in ("country", "source"):
             for value in ASKED:
                 assert _ids(conn, "postgresql", field, value) == _reference(conn, field, value), (field, value)

@@ -465,7 +465,7 @@ def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
     value is read walking the newest-first index, which needs no sort of every matching row
     (200,000 wide rows sorted spilled to disk: slower than the walk)."""
     record_type = filters.declaration()
-    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    top = conn.execute(f"SELECT max(id) FROM [{record_type.table}]").fetchone()[0] or 0
     threshold = max(WALK_MIN, int(top * WALK_SHARE))
     for field, value in filters.facets:
         facet = record_type.facet(field)
