@@ -247,6 +247,10 @@ def _facet_condition(record_type: RecordType, field: str, value: str, params: li
             return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
                     "WHERE LOWER(v.value) = LOWER(?))")
         return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
+    if dialect == "postgresql":
+        # Its planner sorted the whole match for the IN form (first row 0.7 → 1.2 s at a
+        # million); the plain test walks the date index as SQLite's IN form does.
+        return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
     return _stored_values_condition(record_type, field, params, as_set)
 
 
@@ -465,6 +469,8 @@ def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
     value is read walking the newest-first index, which needs no sort of every matching row
     (200,000 wide rows sorted spilled to disk: slower than the walk)."""
     record_type = filters.declaration()
+    if _dialect(conn) != "sqlite":
+        return False
     top = conn.execute(f"SELECT max(id) FROM [{record_type.table}]").fetchone()[0] or 0
     threshold = max(WALK_MIN, int(top * WALK_SHARE))
     for field, value in filters.facets:
