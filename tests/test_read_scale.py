@@ -16,9 +16,11 @@ from basecrawler.reading.summary import cached_summary, summarise
 
 TEXTS = ["ブレーキホースが損傷し、制動力が低下するおそれがある。", "燃料ポンプのインペラが変形する。",
          "The rear BRAKE hose may rupture.", "ÄRGER mit der Bremse: Öl tritt aus.", "ärger klein geschrieben",
-         "Kelvin sign: 5 \u212aM range", "AC compressor clutch may seize", "x-ray of the axle", None]
+         "Kelvin sign: 5 \u212aM range", "AC compressor clutch may seize", "x-ray of the axle", None,
+         "AC", "q", "末尾は火災", "Ｚ9 ends with Z9"]
 QUERIES = ["brake", "BRAKE", "ärger", "ÄRGER", "km", "燃料", "制動", "ブレーキ", "AC", "x", "ö", "Ö", "5",
-           "燃料 ポンプ", "brake hose", "axle", "ｘ", "zz", "%", "_", "\\"]
+           "燃料 ポンプ", "brake hose", "axle", "ｘ", "zz", "%", "_", "\\",
+           "le", "e", "Q", "z9", "Z9", "火災", "災", "ac", "ｚ9", "\x01", "AC le"]
 
 
 def _recalls(n: int) -> list[Recall]:
@@ -33,7 +35,7 @@ def _recalls(n: int) -> list[Recall]:
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(_recalls(600), source="test")
+    store.upsert_recalls(_recalls(800), source="test")
     return store
 
 
@@ -220,3 +222,76 @@ def test_a_rare_short_term_on_a_large_table_reads_the_ids_its_summary_found(fill
     assert [row["recall_number"] for row in data["rows"]] == expected
     assert "(2 records)" in html and "still searching" not in html
     assert html.index("Q-2") < html.index("Q-1")
+
+
+def _gram_ids(conn, filters, grams):
+    # As every caller does: asking whether the index is padded gives the connection its vocabulary.
+    grams = grams and search_module.short_index(conn, filters.declaration())
+    sql, params = build_query(filters, columns="r.id", grams=grams)
+    return [row[0] for row in conn.execute(sql, params)]
+
+
+@pytest.mark.parametrize("text", QUERIES)
+def test_a_short_term_read_from_the_index_vocabulary_finds_the_rows_of_a_pass(filled, text):
+    """The padded index's vocabulary lists every row holding a 1–2 character term, at the
+    end of a value and in a value of one or two characters too: the same rows as LIKE on
+    every row, however the query is read."""
+    conn = filled.db.conn
+    assert search_module.short_index(conn, RecallFilter().declaration())
+    filters = RecallFilter(text=text)
+    assert _gram_ids(conn, filters, True) == _gram_ids(conn, filters, False)
+    assert count(conn, filters) == len(_gram_ids(conn, filters, False))
+    assert count_upto(conn, filters) == len(_gram_ids(conn, filters, False))
+
+
+def test_rare_short_terms_are_found_through_the_vocabulary(filled):
+    conn = filled.db.conn
+    assert short_terms(RecallFilter(text="Z9 火災 ö ｚ9 brake"), grams=True) == {"ö", "ｚ9"}
+    assert search_module.short_index(conn, RecallFilter().declaration())
+    sql, _ = build_query(RecallFilter(text="火災"), columns="r.id", grams=True)
+    assert "recalls_fts_vocab" in sql
+    found = [r["recall_number"] for r in search(conn, RecallFilter(text="火災"))]
+    assert found and all("火災" in (r["summary_original"] or "") + (r["component_original"] or "")
+                         for r in search(conn, RecallFilter(text="火災")))
+
+
+def test_the_index_follows_updates_and_deletes(filled):
+    conn = filled.db.conn
+    filters = RecallFilter(text="Z9")
+    before = _gram_ids(conn, filters, True)
+    assert before
+    conn.execute("UPDATE recalls SET summary_original = 'now zq', component_original = NULL WHERE id = ?", [before[0]])
+    conn.execute("DELETE FROM recalls WHERE id = ?", [before[1]])
+    conn.commit()
+    after = _gram_ids(conn, filters, True)
+    assert after == _gram_ids(conn, filters, False) and before[0] not in after and before[1] not in after
+    assert before[0] in _gram_ids(conn, RecallFilter(text="zq"), True)
+    conn.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('integrity-check')")
+
+
+def test_a_store_with_the_plain_index_gets_the_padded_one_when_opened(filled, db_path):
+    """A store from before #23.5 (its index over the bare text, no vocabulary) is rebuilt
+    padded when a store opens it, and finds the same rows."""
+    from basecrawler import Store
+
+    conn = filled.db.conn
+    expected = {text: _gram_ids(conn, RecallFilter(text=text), False) for text in QUERIES}
+    cols = ", ".join(RecallFilter().declaration().text_index_columns)
+    for statement in ["DROP TRIGGER recalls_fts_ad", "DROP TRIGGER recalls_fts_au",
+                      "DROP TABLE recalls_fts", "DROP VIEW recalls_fts_padded",
+                      f"CREATE VIRTUAL TABLE recalls_fts USING fts5({cols}, content='recalls', content_rowid='id', "
+                      "tokenize='trigram')", "INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')"]:
+        conn.execute(statement)
+    conn.commit()
+    assert not search_module.short_index(conn, RecallFilter().declaration())
+    assert [r["id"] for r in search(conn, RecallFilter(text="Z9"), limit=1000)] == expected["Z9"]   # a pass, still right
+    filled.close()
+    reopened = Store(db_path)
+    try:
+        conn = reopened.db.conn
+        assert search_module.short_index(conn, RecallFilter().declaration())
+        for text, ids in expected.items():
+            assert _gram_ids(conn, RecallFilter(text=text), True) == ids, text
+        conn.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('integrity-check')")
+    finally:
+        reopened.close()

@@ -417,6 +417,9 @@ class SnapshotServer:
         started = time.monotonic()
         self.snapshot.parent.mkdir(parents=True, exist_ok=True)
         snapshot_to_sqlite(self.url_db, self.snapshot)
+        # The table pages' facet counts, counted once into the snapshot before it is served.
+        from basecrawler.reading.facetcounts import keep_counts_in_snapshot
+        keep_counts_in_snapshot(self.snapshot)
         self.snapshot_at = time.time()
         log.info("browse: snapshot of %s taken in %.1f s", redact(self.url_db), time.monotonic() - started)
         if self.server is not None:

@@ -24,8 +24,14 @@ def neutralise_cell(value: Any) -> Any:
     return value
 
 
+_TRIGGER_CHARACTERS = frozenset(FORMULA_TRIGGERS)   # each trigger is one character
+
+
 def neutralise_row(values) -> list:
-    return [neutralise_cell(value) for value in values]
+    """`neutralise_cell` of each value, inline: an export calls it for every cell (7 million
+    calls for 200,000 records took 3 of an export's 9 s)."""
+    return [NEUTRALISING_PREFIX + value if isinstance(value, str) and value[:1] in _TRIGGER_CHARACTERS else value
+            for value in values]
 
 
 __all__ = ["neutralise_cell", "neutralise_row", "FORMULA_TRIGGERS"]

@@ -39,6 +39,7 @@ from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
+from basecrawler.recordtypes.tables import PAD, attach_fts_vocab, fts_padded, fts_vocab_table
 
 TRIGRAM = 3
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
@@ -151,8 +152,35 @@ def pg_search_document(record_type: RecordType, alias: str = "r.") -> str:
     return " || ' ' || ".join(f"COALESCE({alias}{c}, '')" for c in record_type.text_index_columns)
 
 
+def gram_indexed(term: str) -> bool:
+    """Whether the padded trigram index's vocabulary can list the rows holding a 1–2 character
+    `term` (`short_index`): its letters are ASCII, or have no case (Japanese, Korean, digits,
+    signs). FTS5 folds every letter to lower case and LIKE only ASCII ones, so for such a term
+    the index's spelling of any text LIKE matches is the term in ASCII lower case. A term with
+    another cased letter (ö, Ｑ) is read by a pass over the table, as before."""
+    return len(term) < TRIGRAM and PAD[0] not in term and all(
+        ch.isascii() or (ch.lower() == ch and ch.upper() == ch and ch.casefold() == ch) for ch in term)
+
+
+def _gram_range(term: str) -> tuple[str, str]:
+    """The vocabulary's trigrams that start with `term` (ASCII-lower-cased, as the index holds
+    it): every one from the term itself to the term followed by the highest code points."""
+    low = "".join(ch.lower() if ch.isascii() else ch for ch in term)
+    return low, low + "\U0010ffff" * (TRIGRAM - len(term))
+
+
+def short_index(conn, record_type: RecordType) -> bool:
+    """Whether the type's SQLite full-text index is the padded one (tables.py), whose
+    vocabulary lists the rows holding any 1–2 character string; if so the connection gets
+    its temporary vocabulary table, which queries built with `grams` read."""
+    if _dialect(conn) != "sqlite" or not record_type.text_index_columns or not fts_padded(conn, record_type):
+        return False
+    attach_fts_vocab(conn, record_type)
+    return True
+
+
 def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
-                    walk: bool = False, alias: str = "r") -> str:
+                    walk: bool = False, alias: str = "r", grams: bool = False) -> str:
     """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
     index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
     over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
@@ -172,12 +200,25 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     if len(term) >= TRIGRAM and _has_case(term):
         params.append(fts_phrase(term))
         likes.append(f"EXISTS (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? AND rowid = {alias}.id)")
+    if len(term) < TRIGRAM and not walk and grams and gram_indexed(term):
+        # The rows whose index holds a trigram starting with the term (a range of the sorted
+        # vocabulary), each tested with LIKE: the rows LIKE finds, without a pass.
+        low, high = _gram_range(term)
+        return _gram_condition(alias, fts_vocab_table(record_type), likes, params, low, high)
     if len(term) < TRIGRAM and not walk:
         # A rare short term: one pass over the table in storage order, then sort what it
         # found; walking the date index instead reads the rows in random order, twice as slow.
         inner = [like.replace(f"{alias}.[", "s.[") for like in likes]
         return f"{alias}.id IN (SELECT s.id FROM [{record_type.table}] AS s WHERE {' OR '.join(inner)})"
     return "(" + " OR ".join(likes) + ")"
+
+
+def _gram_condition(alias: str, vocab: str, likes: list[str], params: list, low: str, high: str) -> str:
+    """`alias.id` among the documents of the vocabulary's trigrams in [low, high], and LIKE."""
+    like_params = params[len(params) - len(likes):]
+    del params[len(params) - len(likes):]
+    params.extend([low, high, *like_params])
+    return f"({alias}.id IN (SELECT doc FROM [{vocab}] WHERE term >= ? AND term <= ?) AND ({' OR '.join(likes)}))"
 
 
 def _has_case(term: str) -> bool:
@@ -194,7 +235,8 @@ def _either_language(column: str, value: str, params: list) -> str:
     return f"(r.[{column}_original] LIKE ? ESCAPE '\\' OR r.[{column}_ko] LIKE ? ESCAPE '\\')"
 
 
-def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str) -> str:
+def _facet_condition(record_type: RecordType, field: str, value: str, params: list, dialect: str,
+                     as_set: bool = False) -> str:
     facet = record_type.facet(field)
     value = facet.filter_value(value)
     if facet.ranged:
@@ -205,7 +247,41 @@ def _facet_condition(record_type: RecordType, field: str, value: str, params: li
             return (f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(NULLIF(r.[{field}]::text, '')::jsonb) AS v(value) "
                     "WHERE LOWER(v.value) = LOWER(?))")
         return f"EXISTS (SELECT 1 FROM json_each(r.[{field}]) WHERE LOWER(json_each.value) = LOWER(?))"
-    return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
+    if dialect == "postgresql":
+        # Its planner sorted the whole match for the IN form (first row 0.7 → 1.2 s at a
+        # million); the plain test walks the date index as SQLite's IN form does.
+        return f"LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?)"
+    return _stored_values_condition(record_type, field, params, as_set)
+
+
+def _stored_values_condition(record_type: RecordType, field: str, params: list, as_set: bool = False) -> str:
+    """Case-insensitive equality (`LOWER(CAST(field AS TEXT)) = LOWER(value)`, the value last in
+    `params`) written so the column's index answers it: the column compared with the stored
+    values that are equal to the value that way, found by walking the index one distinct value
+    at a time (a seek each: a facet holds few). Comparing LOWER(...) on every row read the
+    whole table for a rare value, and cost 0.7 s per million rows read for a common one.
+
+    A text column holds only text (or bytes), and two stored values equal under `=` are then
+    the same text, so `IN` selects exactly the rows the LOWER test does. A column of another
+    affinity may hold 5 and 5.0, equal under `=` and not as text: the LOWER test stays there.
+
+    `as_set` (an export of every match): the ids the column's index holds for those values,
+    which SQLite reads before sorting them; without it SQLite walks the newest-first index
+    testing each row, best for a page but a pass over the table for a rare value."""
+    value = params.pop()
+    table = record_type.table
+    stored = (f"(WITH RECURSIVE bc_distinct(v) AS (SELECT min([{field}]) FROM [{table}] UNION ALL "
+              f"SELECT (SELECT min([{field}]) FROM [{table}] WHERE [{field}] > bc_distinct.v) FROM bc_distinct "
+              f"WHERE bc_distinct.v IS NOT NULL) "
+              f"SELECT v FROM bc_distinct WHERE LOWER(CAST(v AS TEXT)) = LOWER(?))")
+    params.append(value)
+    condition = f"r.[{field}] IN {stored}"
+    if as_set:
+        condition = f"r.id IN (SELECT id FROM [{table}] WHERE [{field}] IN {stored})"
+    if record_type.column_types.get(field) is not str:
+        params.append(value)
+        condition = f"({condition} AND LOWER(CAST(r.[{field}] AS TEXT)) = LOWER(?))"
+    return condition
 
 
 def _ranged_condition(field: str, value, params: list, dialect: str) -> str:
@@ -243,13 +319,16 @@ def _needs(record_type: RecordType, option: str, *columns: str) -> None:
 
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
                 offset: int = 0, ordered: bool = True, dialect: str = "sqlite",
-                walk: frozenset[str] = frozenset(), driven: bool = False) -> tuple[str, list]:
+                walk: frozenset[str] = frozenset(), driven: bool = False, grams: bool = False,
+                facet_sets: bool = False) -> tuple[str, list]:
     """SQL and parameters selecting the records that match `filters`, newest first
     (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on).
 
     How, never which rows: `walk` names terms tested row by row (`plan_terms`); `driven`
     (SQLite) reads the first term of 3+ characters as a join from its FTS5 index, so a query
-    with a LIMIT and no order stops after that many index entries (`count_upto`)."""
+    with a LIMIT and no order stops after that many index entries (`count_upto`); `grams`
+    (SQLite, `short_index`): a 1–2 character term is read from the padded index's vocabulary;
+    `facet_sets`: a facet filter reads its rows' ids from the column's index (an export)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -265,7 +344,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
             where.append(f"[{fts_table(record_type)}] MATCH ?")
             joined = True
             continue
-        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk))
+        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk, grams=grams))
     if filters.countries:
         _needs(record_type, "--country", "country")
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
@@ -290,7 +369,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append("r.source = ?")
         params.append(filters.source)
     for field, value in filters.facets:
-        where.append(_facet_condition(record_type, field, value, params, dialect))
+        where.append(_facet_condition(record_type, field, value, params, dialect, as_set=facet_sets))
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if joined:
         sql = (f"SELECT {columns} FROM [{fts_table(record_type)}] JOIN {record_type.table} AS r "
@@ -312,20 +391,21 @@ def best_text(record_type: RecordType, row: dict) -> str | None:
     return korean or original
 
 
-def text_conditions(filters: RecallFilter, *, walk: frozenset[str], alias: str) -> tuple[str, list]:
+def text_conditions(filters: RecallFilter, *, walk: frozenset[str], alias: str, grams: bool = False) -> tuple[str, list]:
     """The text terms of `filters` alone as one condition on table `alias` (SQLite), for a
     query the caller writes (the web view's page walks its own table)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     params: list = []
-    where = [_text_condition(record_type, t, params, walk=t in walk, alias=alias) for t in filters.terms()]
+    where = [_text_condition(record_type, t, params, walk=t in walk, alias=alias, grams=grams) for t in filters.terms()]
     return " AND ".join(where) or "1 = 1", params
 
 
-def short_terms(filters: RecallFilter) -> frozenset[str]:
-    """Terms the trigram index cannot answer: a query that reads the table in storage order
-    anyway (a count, a summary) tests them on each row it reads."""
-    return frozenset(t for t in filters.terms() if len(t) < TRIGRAM)
+def short_terms(filters: RecallFilter, grams: bool = False) -> frozenset[str]:
+    """Terms no index can answer: a query that reads the table in storage order anyway (a
+    count, a summary) tests them on each row it reads. With `grams` (the padded index) only
+    the 1–2 character terms its vocabulary cannot list (`gram_indexed`)."""
+    return frozenset(t for t in filters.terms() if len(t) < TRIGRAM and not (grams and gram_indexed(t)))
 
 
 def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
@@ -353,15 +433,57 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
             found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
                                  [fts_phrase(term), threshold]).fetchone()[0]
             common = found >= threshold
-        else:   # no index can count it: its share among the newest SAMPLE_ROWS records
-            params: list = []
-            condition = _text_condition(record_type, term, params, walk=True)
-            found = conn.execute(f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
-                                 [top - SAMPLE_ROWS, *params]).fetchone()[0]
-            common = found >= WALK_SHARE * min(SAMPLE_ROWS, top)
+        else:
+            common = _common_short_term(conn, record_type, term, top)
         if common:
             walk.add(term)
     return frozenset(walk)
+
+
+_common_short: dict[tuple, bool] = {}   # (connection, table, term, last id) → its judgement
+
+
+def _common_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
+    """Whether a 1–2 character term is in at least WALK_SHARE of the newest SAMPLE_ROWS records
+    (no index counts it cheaply). Kept per connection and last id: a page asks for its plan
+    and then its count. (Only how a term is read depends on it, never which rows match.)"""
+    key = (id(conn), record_type.table, term, top)
+    if key not in _common_short:
+        if len(_common_short) >= 256:
+            _common_short.pop(next(iter(_common_short)))
+        _common_short[key] = _sample_short_term(conn, record_type, term, top)
+    return _common_short[key]
+
+
+def _sample_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
+    params: list = []
+    condition = _text_condition(record_type, term, params, walk=True)
+    found = conn.execute(f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
+                         [top - SAMPLE_ROWS, *params]).fetchone()[0]
+    return found >= WALK_SHARE * min(SAMPLE_ROWS, top)
+
+
+def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
+    """Whether a facet filter selects fewer than WALK_SHARE of the records (counted in the
+    column's index, up to that many): an export then reads its ids and sorts them; a common
+    value is read walking the newest-first index, which needs no sort of every matching row
+    (200,000 wide rows sorted spilled to disk: slower than the walk)."""
+    record_type = filters.declaration()
+    if _dialect(conn) != "sqlite":
+        return False
+    top = conn.execute(f"SELECT max(id) FROM [{record_type.table}]").fetchone()[0] or 0
+    threshold = max(WALK_MIN, int(top * WALK_SHARE))
+    for field, value in filters.facets:
+        facet = record_type.facet(field)
+        if facet is None or facet.multi or facet.ranged:
+            continue
+        params: list = []
+        condition = _facet_condition(record_type, field, value, params, _dialect(conn))
+        found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{record_type.table}] AS r WHERE {condition} "
+                             "LIMIT ?) AS f", [*params, threshold]).fetchone()[0]
+        if found < threshold:
+            return True
+    return False
 
 
 def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int | None = None
@@ -370,7 +492,9 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
     collected, so callers can stream any number of them."""
     # A short term is tested on each row of the newest-first walk (as before plans): an export
     # streams rows in that order and never sorts a copy of them.
-    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters))
+    grams = short_index(conn, filters.declaration())
+    sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters, grams),
+                              grams=grams, facet_sets=limit is None and _a_rare_facet_value(conn, filters))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
@@ -381,7 +505,8 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
     record_type = filters.declaration()
     json_columns = [c for c in getattr(record_type, "json_columns", ("extra",))]
     walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
-    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk)
+    sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk,
+                              grams=short_index(conn, record_type))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
@@ -399,17 +524,27 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
 
 
 def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
+    grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn),
-                              walk=short_terms(filters))
+                              walk=short_terms(filters, grams), grams=grams)
     return conn.execute(sql, params).fetchone()[0]
 
 
 def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     """The number of matching records, or `cap + 1` when there are more than `cap` (a screen
     then says "more than"): counting a million matches exactly takes longer than the page.
-    The first term of 3+ characters drives the count from its index, so it stops at the cap."""
+    The first term of 3+ characters drives the count from its index, so it stops at the cap;
+    a 1–2 character term in many records is tested on each row in storage order, which finds
+    the cap's worth within a few rows (its index's rows are all collected first: 0.1 s for
+    200,000), a rare one read from its index."""
+    record_type = filters.declaration()
+    grams = short_index(conn, record_type)
+    walk = short_terms(filters, grams)
+    if grams and short_terms(filters) - walk:
+        top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+        walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
-                              walk=short_terms(filters))
+                              walk=frozenset(walk), grams=grams)
     return conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
 
 
@@ -471,4 +606,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "short_terms", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]

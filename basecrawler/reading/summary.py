@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from dataclasses import replace
 
-from basecrawler.reading.search import TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_terms
+from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_index,
+                                       short_terms)
 
 SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
 
@@ -57,8 +58,13 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
         unknown = f"COALESCE(r.[{DATE_UNKNOWN}], 0)" if record_type.date_optional else "0"
         selected += [f"r.[{date}] AS bc_date", f"{unknown} AS bc_unknown"]
     filters = _without_terms_in_every_record(conn, filters)
+    if filters == RecallFilter(record_type=filters.record_type):
+        kept = _kept_whole_table(conn, record_type)
+        if kept is not None:
+            return kept
+    grams = short_index(conn, record_type)
     sql, params = build_query(filters, columns=", ".join(selected), ordered=False, driven=True,
-                              walk=short_terms(filters))
+                              walk=short_terms(filters, grams), grams=grams)
     _drop(conn)
     if params:
         conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
@@ -78,6 +84,37 @@ def summarise(conn, filters: RecallFilter) -> SearchSummary:
         return summary
     finally:
         _drop(conn)
+
+
+def _kept_whole_table(conn, record_type) -> SearchSummary | None:
+    """The summary of the whole table from the facet counts the last run kept for this data
+    version (reading/facetcounts.py), when there are any and the table is too large for ids:
+    a term every record holds then costs no count at all."""
+    from basecrawler.reading.facetcounts import data_marker, known_months, months_sql, stored_counts, \
+        unknown_sql, values_sql, whole_table
+
+    rows = stored_counts(conn, record_type.table, data_marker(conn, record_type.table))
+    if rows is None:
+        return None
+    total = conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0]
+    if total <= IDS_MAX:
+        return None
+    source = whole_table(record_type.table)
+    try:
+        summary = SearchSummary(count=total)
+        for facet in record_type.facets:
+            summary.values[facet.field] = {r["value"]: r["count"] for r in rows[values_sql(facet.field, facet.multi, source)]}
+        date = record_type.date_field
+        if date and record_type.date_optional:
+            months = known_months(rows[months_sql(date, source, known_only=False)],
+                                  rows[months_sql(date, source, known_only=False, undated_only=True)])
+            summary.date_unknown = rows[unknown_sql(source)][0]["n"]
+        elif date:
+            months = rows[months_sql(date, source, known_only=False)]
+        summary.months = {r["value"]: r["count"] for r in months} if date else {}
+    except KeyError:   # kept by another version of the facet queries
+        return None
+    return summary
 
 
 def _drop(conn) -> None:
@@ -118,34 +155,30 @@ def search_covers(table: str) -> bool:
     return f"FROM {table} AS r" in sql
 
 
-RUNNING_TTL_S = 60       # while a run is going, a summary lasts a minute
 SUMMARY_CACHE_SIZE = 64
 _summaries: dict[tuple, SearchSummary] = {}
 _summarising: dict[tuple, "object"] = {}
+_wait_until: dict[tuple, float] = {}   # a running summary is awaited until then, by every asker together
 
 
 async def run_marker(datasette, database: str, table: str) -> tuple:
     """Changes whenever a run may have changed the table's counts: a run started or finished,
-    a record added; the current minute while a run is going."""
-    import time
+    a record added; the current minute while a run is going (`facetcounts.data_marker`, the
+    version a run's kept counts are stamped with)."""
+    from basecrawler.reading.facetcounts import data_marker
 
     db = datasette.get_database(database)
-    try:
-        run = (await db.execute("SELECT max(id) AS id, max(finished_at) AS finished, "
-                                "sum(status = 'running') AS running FROM crawl_runs")).first()
-        marker = (run["id"], run["finished"], int(time.time() // RUNNING_TTL_S) if run["running"] else None)
-    except Exception:   # a database without the runs table: the minute
-        marker = (int(time.time() // RUNNING_TTL_S),)
-    top = (await db.execute(f"SELECT max(rowid) AS id FROM [{table}]")).first()
-    return (*marker, top["id"])
+    return tuple(await db.execute_fn(lambda conn: data_marker(conn, table)))
 
 
 async def cached_summary(datasette, database: str, table: str, filters: RecallFilter,
                          wait_s: float) -> SearchSummary | None:
     """The summary of `filters` over the data as it is now: from the cache when this search
     was summarised since the data last changed, else counted (in Datasette's thread pool,
-    once however many pages ask) and awaited up to `wait_s` — None when it takes longer; it
-    goes on and the next visit finds it."""
+    once however many pages ask) and awaited up to `wait_s` after it started — None when it
+    takes longer; it goes on and the next visit finds it. The wait is counted from the start
+    of the count, not per asker: a page asks once for its count and once per facet, and five
+    facets waiting 0.3 s each kept a first visit 2 s."""
     import asyncio
 
     from basecrawler.errors import ConfigError
@@ -170,10 +203,18 @@ async def cached_summary(datasette, database: str, table: str, filters: RecallFi
                 return summary
             finally:
                 _summarising.pop(key, None)
-        task = _summarising[key] = asyncio.get_running_loop().create_task(run())
+                _wait_until.pop(key, None)
+        loop = asyncio.get_running_loop()
+        _wait_until[key] = loop.time() + wait_s
+        task = _summarising[key] = loop.create_task(run())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())   # a failed count is dropped
+    remaining = min(wait_s, _wait_until.get(key, 0.0) - asyncio.get_running_loop().time())
+    if task.done():
+        return None if task.cancelled() or task.exception() else task.result()
+    if remaining <= 0:
+        return None
     try:
-        return await asyncio.wait_for(asyncio.shield(task), wait_s)
+        return await asyncio.wait_for(asyncio.shield(task), remaining)
     except asyncio.TimeoutError:
         return None
 __all__ = ["SearchSummary", "summarise", "cached_summary", "run_marker", "search_covers"]

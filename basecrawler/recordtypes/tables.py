@@ -10,6 +10,15 @@ reference schema (basecrawler/store/schema.py), plus `pg_statements`.
 New rows reach the SQLite full-text index with one statement per upsert batch
 (`feed_fts_sql`, run by the store): a per-row insert trigger cost about three times as much
 (bench/README.md). Updates and deletes, from any writer, go through the triggers made here.
+
+Each indexed value is indexed with `PAD` (two U+0001) after it, so that every occurrence of
+every 1–2 character string is the start of some trigram of the index — at the end of a value
+too, and in a value shorter than three characters. A 1–2 character term is then found by
+reading the index's vocabulary (`<table>_fts_vocab`, a temporary fts5vocab) for the trigrams that start
+with it, a range of sorted terms, instead of a pass over the table (#23.5,
+basecrawler/reading/search.py). No query of 3+ characters holds U+0001, so the padding never
+changes what one matches. The index reads its content through the view `<table>_fts_padded`
+(the table's text with the padding), so FTS5's own `rebuild` and `delete` see what was indexed.
 """
 from __future__ import annotations
 
@@ -20,8 +29,34 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
 log = logging.getLogger(__name__)
 
 
+PAD = "\x01\x01"   # after every indexed value (see the module's docstring)
+PAD_SQL = "char(1, 1)"
+
+
 def fts_table(record_type: RecordType) -> str:
     return f"{record_type.table}_fts"
+
+
+def fts_content_view(record_type: RecordType) -> str:
+    """The view the full-text index reads its content from: the indexed text, padded."""
+    return f"{record_type.table}_fts_padded"
+
+
+def fts_vocab_table(record_type: RecordType) -> str:
+    """The full-text index's vocabulary, one row per trigram occurrence (fts5vocab `instance`):
+    a temporary table of the reading connection (`attach_fts_vocab`), so the database holds no
+    table that a copy or a viewer would have to know about."""
+    return f"{record_type.table}_fts_vocab"
+
+
+def attach_fts_vocab(conn, record_type: RecordType) -> None:
+    """Make the connection's temporary vocabulary table of the type's index (once)."""
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.[{fts_vocab_table(record_type)}] "
+                 f"USING fts5vocab(main, [{fts_table(record_type)}], instance)")
+
+
+def _padded(column: str, prefix: str = "") -> str:
+    return f"{prefix}[{column}] || {PAD_SQL}"
 
 
 def fts_insert_trigger(record_type: RecordType) -> str:
@@ -39,8 +74,9 @@ def feed_fts_sql(record_type: RecordType) -> str | None:
     if not columns:
         return None
     cols = ", ".join(f"[{c}]" for c in columns)
+    padded = ", ".join(_padded(c) for c in columns)
     return (f"INSERT INTO [{fts_table(record_type)}](rowid, {cols}) "
-            f"SELECT id, {cols} FROM [{record_type.table}] WHERE id > ?")
+            f"SELECT id, {padded} FROM [{record_type.table}] WHERE id > ?")
 
 
 def needs_ensure(conn, record_type: RecordType) -> bool:
@@ -56,7 +92,25 @@ def needs_ensure(conn, record_type: RecordType) -> bool:
         return True
     if any(name not in present for name, _, _ in partial_read_indexes(record_type)):
         return True
-    return bool(record_type.text_index_columns) and _fts_columns(conn, record_type) != list(record_type.text_index_columns)
+    return bool(record_type.text_index_columns) and (
+        _fts_columns(conn, record_type) != list(record_type.text_index_columns) or not fts_padded(conn, record_type))
+
+
+def fts_padded(conn, record_type: RecordType) -> bool:
+    """Whether the type's full-text index is the padded one with its vocabulary (a store made
+    before #23.5 has the plain one until it is opened by this version)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?",
+                        [fts_content_view(record_type)]).fetchone():
+        return False
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", [fts_table(record_type)]).fetchone()
+    if not sql or f"content='{fts_content_view(record_type)}'" not in sql[0]:
+        return False
+    # Every trigger writing the index writes padded text (an older writer's insert trigger
+    # would index bare text beside it).
+    name = fts_table(record_type)
+    triggers = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?)",
+                            [f"{name}_ai", f"{name}_ad", f"{name}_au"]).fetchall()
+    return all(PAD_SQL in (row[0] or "") for row in triggers)
 
 
 def ensure_sqlite(db, record_type: RecordType) -> None:
@@ -136,22 +190,31 @@ def _fts_columns(conn, record_type: RecordType) -> list[str]:
 
 
 def _ensure_fts(db, record_type: RecordType) -> None:
+    """Create the padded full-text index, its content view and vocabulary, or make them again
+    when the indexed columns changed or the index is a plain one from before #23.5 (a
+    rebuild: about a minute per million records, once)."""
     columns = list(record_type.text_index_columns)
     name = fts_table(record_type)
     current = _fts_columns(db.conn, record_type)
-    if current == columns:
+    if current == columns and (not columns or fts_padded(db.conn, record_type)):
         return
     for suffix in ("ai", "ad", "au"):
         db.execute(f"DROP TRIGGER IF EXISTS [{name}_{suffix}]")
     if current:
         db.execute(f"DROP TABLE [{name}]")
+    db.execute(f"DROP VIEW IF EXISTS [{fts_content_view(record_type)}]")
     if not columns:
         return
+    if current:
+        log.info("record type %s: rebuilding the full-text index of %s (once)", record_type.name, record_type.table)
     cols = ", ".join(columns)
-    new_vals = ", ".join(f"new.{c}" for c in columns)
-    old_vals = ", ".join(f"old.{c}" for c in columns)
+    new_vals = ", ".join(_padded(c, "new.") for c in columns)
+    old_vals = ", ".join(_padded(c, "old.") for c in columns)
     table = record_type.table
-    db.execute(f"CREATE VIRTUAL TABLE [{name}] USING fts5({cols}, content='{table}', content_rowid='id', "
+    view = fts_content_view(record_type)
+    db.execute(f"CREATE VIEW [{view}] AS SELECT id, {', '.join(f'{_padded(c)} AS [{c}]' for c in columns)} "
+               f"FROM [{table}]")
+    db.execute(f"CREATE VIRTUAL TABLE [{name}] USING fts5({cols}, content='{view}', content_rowid='id', "
                "tokenize='trigram')")
     db.execute(f"""CREATE TRIGGER [{name}_ad] AFTER DELETE ON [{table}] BEGIN
           INSERT INTO [{name}]([{name}], rowid, {cols}) VALUES ('delete', old.id, {old_vals});
@@ -188,4 +251,5 @@ def pg_statements(record_type: RecordType) -> list[str]:
 
 
 __all__ = ["ensure_sqlite", "needs_ensure", "partial_read_indexes", "read_indexes", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
+           "fts_padded", "fts_content_view", "fts_vocab_table", "attach_fts_vocab", "PAD",
            "pg_search_document", "pg_statements"]

@@ -34,13 +34,14 @@ from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
 from basecrawler.reading.browse import types_by_table
+from basecrawler.reading.facetcounts import (known_months, months_sql, stored_counts, unknown_sql, values_sql,
+                                             whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading.summary import cached_summary, run_marker, search_covers
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
 DATE_UNKNOWN = "date unknown"
-SENTINEL_FLOOR = "1970-01-01"      # a sentinel date (vehicle recalls) is never a month
 WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may take this long
 BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
 BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
@@ -49,6 +50,7 @@ SUMMARY_WAIT_S = 0.3               # a search page waits this long for its count
 
 _cache: dict[tuple, list[dict]] = {}
 _pending: dict[tuple, "asyncio.Future"] = {}
+_stored: dict[tuple, dict | None] = {}   # (database, table, marker) → the counts a run kept in meta
 
 
 async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
@@ -72,6 +74,18 @@ async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list
         raise
     finally:
         del _pending[key]
+
+
+async def _kept_counts(datasette, database: str, table: str, marker: tuple) -> dict | None:
+    """The whole-table counts the last run that changed data kept in `meta`
+    (reading/facetcounts.py), when they are of the data as it is now; read once per version."""
+    key = (database, table, marker)
+    if key not in _stored:
+        if len(_stored) >= CACHE_SIZE:
+            _stored.pop(next(iter(_stored)))
+        _stored[key] = await datasette.get_database(database).execute_fn(
+            lambda conn: stored_counts(conn, table, list(marker)))
+    return _stored[key]
 
 
 def search_only(request, table: str) -> RecallFilter | None:
@@ -128,16 +142,29 @@ class _DeclaredFacet(Facet):
             raise QueryInterrupted(None, "", {})
         return summary
 
+    def _source(self) -> str:
+        """What the facet queries count: the page's rows, or for a page of the whole table the
+        table itself whatever its columns, so every such page (and the start-up warm-up, and
+        the counts a run kept, basecrawler/reading/facetcounts.py) shares one count."""
+        return whole_table(self.table) if self._whole() else self.sql
+
+    def _whole(self) -> bool:
+        return _whole_table(self.sql) and not self.params
+
     async def _rows(self, sql: str) -> list[dict]:
-        """The facet query's rows, from the per-run cache when this run already counted them.
-        A whole-table count may take long (once per run); a filtered page's count keeps
-        Datasette's facet time limit, and when it runs out the count goes on in the background
-        so the next visitor of that page sees it."""
-        key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str),
-               await run_marker(self.ds, self.database, self.table))
+        """The facet query's rows, from the per-run cache when this run already counted them,
+        or for the whole table from the counts the run kept when it ended. A whole-table count
+        may take long (once per run); a filtered page's count keeps Datasette's facet time
+        limit, and when it runs out the count goes on in the background so the next visitor of
+        that page sees it."""
+        marker = await run_marker(self.ds, self.database, self.table)
+        key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str), marker)
         if key in _cache:
             return _cache[key]
-        if _whole_table(self.sql):
+        if self._whole():
+            kept = await _kept_counts(self.ds, self.database, self.table, marker)
+            if kept is not None and sql in kept:
+                return kept[sql]
             return await _count(self.ds, key, sql, self.params, WHOLE_TABLE_LIMIT_MS)
         try:
             return await _count(self.ds, key, sql, self.params, self.ds.setting("facet_time_limit_ms"))
@@ -161,19 +188,24 @@ class MonthFacet(_DeclaredFacet):
         for source_and_config in self.get_configs():
             column = _column(source_and_config["config"])
             size = self.get_facet_size()
-            known = "AND COALESCE(date_unknown, 0) = 0" if may_be_unknown else ""
-            sql = (f"SELECT substr([{column}], 1, 7) AS value, count(*) AS count FROM ({self.sql}) "
-                   f"WHERE [{column}] IS NOT NULL AND [{column}] > '{SENTINEL_FLOOR}' {known} "
-                   f"GROUP BY value ORDER BY value DESC LIMIT {size + 1}")
+            source = self._source()
             try:
                 summary = await self._summary()
+                unknown = 0
                 if summary is not None:
                     rows, unknown = summary.month_rows()[: size + 1], summary.date_unknown
+                elif self._whole() and may_be_unknown:
+                    # Every month from the date index, less the few undated records' months
+                    # (the straight count read every row for its date_unknown flag).
+                    rows = known_months(await self._rows(months_sql(column, source, known_only=False)),
+                                        await self._rows(months_sql(column, source, known_only=False,
+                                                                    undated_only=True)))[: size + 1]
+                elif self._whole():   # the query a run keeps the counts of (no LIMIT)
+                    rows = (await self._rows(months_sql(column, source, known_only=False)))[: size + 1]
                 else:
-                    rows = await self._rows(sql)
-                    unknown = 0
-                    if may_be_unknown:
-                        unknown = (await self._rows(f"SELECT count(*) AS n FROM ({self.sql}) WHERE date_unknown = 1"))[0]["n"]
+                    rows = await self._rows(months_sql(column, source, known_only=may_be_unknown) + f" LIMIT {size + 1}")
+                if summary is None and may_be_unknown:
+                    unknown = (await self._rows(unknown_sql(source)))[0]["n"]
             except QueryInterrupted:
                 timed_out.append(column)
                 continue
@@ -200,14 +232,7 @@ def _facet_values(facet, stored) -> list[str]:
     return [str(v) for v in facet.expand(stored)] if facet.expand else [str(stored)]
 
 
-def _raw_values_sql(column: str, multi: bool, source: str) -> str:
-    """Each stored value of `column` in `source` with its record count (a JSON list's elements
-    one by one for a multi-valued field)."""
-    if multi:
-        return (f"SELECT element.value AS value, count(*) AS count FROM ({source}) AS t, json_each("
-                f"CASE WHEN json_valid(t.[{column}]) THEN t.[{column}] ELSE json_array(t.[{column}]) END) AS element "
-                f"WHERE t.[{column}] IS NOT NULL AND element.value IS NOT NULL GROUP BY element.value")
-    return f"SELECT [{column}] AS value, count(*) AS count FROM ({source}) GROUP BY [{column}]"
+_raw_values_sql = values_sql   # the facet queries' SQL lives with the counts a run keeps
 
 
 class ValuesFacet(_DeclaredFacet):
@@ -226,7 +251,7 @@ class ValuesFacet(_DeclaredFacet):
             try:
                 summary = await self._summary()
                 rows = summary.value_rows(column) if summary is not None else \
-                    await self._rows(_raw_values_sql(column, facet.multi, self.sql))
+                    await self._rows(values_sql(column, facet.multi, self._source()))
             except QueryInterrupted:
                 timed_out.append(column)
                 continue
@@ -245,24 +270,39 @@ class ValuesFacet(_DeclaredFacet):
         return results, timed_out
 
 
+async def _warm(datasette) -> None:
+    """Count every type's facets over its whole table, before anyone asks (from the counts a
+    run kept when they are current, else counted)."""
+    for database in list(datasette.databases):
+        if database == "_internal":
+            continue
+        names = await datasette.get_database(database).table_names()
+        for table in (t for t in names if t in TYPES):
+            try:
+                await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results")
+            except Exception:   # a cold cache only costs the first visitor time
+                pass
+
+
+_warmed_loops: list = []
+
+
 @hookimpl
-def startup(datasette):
-    """Count every type's facets over its whole table in the background, before anyone asks."""
-
-    async def warm():
-        for database in list(datasette.databases):
-            if database == "_internal":
-                continue
-            names = await datasette.get_database(database).table_names()
-            for table in (t for t in names if t in TYPES):
-                try:
-                    await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results")
-                except Exception:   # a cold cache only costs the first visitor time
-                    pass
-
-    async def schedule():
-        asyncio.get_running_loop().create_task(warm())
-    return schedule
+def asgi_wrapper(datasette):
+    """Start the warm-up in the loop that serves: `datasette serve` runs the startup hooks in a
+    loop of their own that stops before the server starts, so a task made there never ran (the
+    first visitor counted everything). The server's first ASGI call (its lifespan start, or
+    the first request in-process) starts it once per loop."""
+    def wrap(app):
+        async def warming(scope, receive, send):
+            loop = asyncio.get_running_loop()
+            if loop not in _warmed_loops:
+                _warmed_loops[:] = [loop]
+                task = loop.create_task(_warm(datasette))
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            await app(scope, receive, send)
+        return warming
+    return wrap
 
 
 @hookimpl
@@ -288,9 +328,11 @@ def filters_from_request(request, database, table, datasette):
         marker = await run_marker(datasette, database, table)
         for n, (facet, value) in enumerate(chosen):
             # The stored values (counted once per run, like the facets) that count under `value`.
-            sql = _raw_values_sql(facet.field, facet.multi, f"SELECT * FROM [{table}]")
+            sql = values_sql(facet.field, facet.multi, whole_table(table))
             key = (database, sql, "[]", marker)
-            stored = _cache.get(key) or await _count(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
+            kept = await _kept_counts(datasette, database, table, marker)
+            stored = _cache.get(key) or (kept or {}).get(sql) or \
+                await _count(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
             matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
             name = f"bcf_{n}"
             params[name] = json.dumps(matching)

@@ -28,8 +28,8 @@ from datasette.filters import FilterArguments
 
 from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
 from basecrawler.errors import ConfigError
-from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_terms,
-                                       text_conditions, translation_progress)
+from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
+                                       short_terms, text_conditions, translation_progress)
 from basecrawler.reading.summary import cached_summary, search_covers
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
@@ -102,10 +102,13 @@ def filters_from_request(request, database, table, datasette):
         db = datasette.get_database(database)
         note = description
         if _search_only(request.args.keys()) and not (request.args.get("_sort") or request.args.get("_sort_desc")):
-            walk = await db.execute_fn(lambda conn: plan_terms(conn, filters))
-            where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]"))
+            walk, grams = await db.execute_fn(
+                lambda conn: (plan_terms(conn, filters), short_index(conn, filters.declaration())))
+            where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]", grams=grams))
             if request.args.get("_nocount"):
-                rare_short = bool(short_terms(filters) - walk)
+                # A rare 1–2 character term the index's vocabulary cannot list (a store whose
+                # index is not padded yet, a cased letter outside ASCII) needs a pass.
+                rare_short = bool(short_terms(filters, grams) - walk)
                 summary = await cached_summary(datasette, database, table, filters,
                                                RARE_SHORT_WAIT_S if rare_short else SUMMARY_WAIT_S)
                 note += f" ({summary.count:,} records)" if summary is not None else " (counting…)"
@@ -125,6 +128,18 @@ def filters_from_request(request, database, table, datasette):
                 note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
         return FilterArguments([where], named, [note], context)
     return conditions()
+
+
+@hookimpl
+def prepare_connection(conn, database, datasette):
+    """Every read connection gets the temporary vocabulary of each type's padded full-text
+    index (a 1–2 character search reads it, basecrawler/reading/search.py): the page's
+    queries run on whichever connection is free."""
+    for record_type in TYPES.values():
+        try:
+            short_index(conn, record_type)
+        except Exception:   # not a store of ours, or no such table here
+            pass
 
 
 def _search_only(keys) -> bool:
