@@ -125,3 +125,24 @@ def test_a_stop_during_a_wait_is_never_a_dead_letter(settings, store):
     assert summary.statuses() == {"cc": "interrupted"}
     assert store.count_recalls("cc") == 1
     assert store.query("SELECT COUNT(*) AS n FROM dead_letters")[0]["n"] == 0
+
+
+def test_runs_that_stored_records_leave_the_web_views_facet_counts_ready(settings, store):
+    from basecrawler.reading.facetcounts import count_whole_table, data_marker, stored_counts
+    from basecrawler.recordtypes import get_record_type
+
+    run_sources({"aa": _source("aa", []), "bb": _source("bb", [])}, settings=settings, store=store)
+    conn = store.db.conn
+    kept = stored_counts(conn, "recalls", data_marker(conn, "recalls"))
+    assert kept is not None and kept == count_whole_table(conn, get_record_type("vehicle_recall"))["rows"]
+    assert any({"AA", "BB"} <= {value for row in rows for value in row.values()} for rows in kept.values())
+
+
+def test_a_run_that_changed_nothing_counts_nothing_again(settings, store, monkeypatch):
+    import basecrawler.pipeline.runner as runner
+
+    run_sources({"aa": _source("aa", [])}, settings=settings, store=store)
+    counted = []
+    monkeypatch.setattr(runner, "keep_facet_counts", counted.append)
+    run_sources({"aa": _source("aa", [])}, settings=settings, store=store)   # the same three records
+    assert counted == []
