@@ -206,7 +206,8 @@ def _ensure_fts(db, record_type: RecordType) -> None:
     if not columns:
         return
     if current:
-        log.info("record type %s: rebuilding the full-text index of %s (once)", record_type.name, record_type.table)
+        log.info("record type %s: rebuilding the full-text index of %s for 1–2 character search (once; about two "
+                 "minutes per million records)", record_type.name, record_type.table)
     cols = ", ".join(columns)
     new_vals = ", ".join(_padded(c, "new.") for c in columns)
     old_vals = ", ".join(_padded(c, "old.") for c in columns)
