@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import logging
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -189,6 +190,13 @@ class _Clock:
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
+def upsert_records(count: int, start: int = 0) -> list[Recall]:
+    """A source names a few hundred makers, not one per recall: so does this data (the store
+    derives a normalised maker key per row, cached per name)."""
+    return [recall("US", n).model_copy(update={"manufacturer_original": f"Maker {word(n % 300)}"})
+            for n in range(start, start + count)]
+
+
 def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     """The store against the engine doing the same work on the same rows and schema, each on a
     fresh database, variants interleaved per repetition: wall and client CPU time.
@@ -202,10 +210,7 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     The trigram index is a GIN index on the columns themselves: every variant feeds it alike."""
     import psycopg
 
-    # A source names a few hundred makers, not one per recall: so does this data (the store
-    # derives a normalised maker key per row, cached per name).
-    records = [recall("US", n).model_copy(update={"manufacturer_original": f"Maker {word(n % 300)}"})
-               for n in range(count)]
+    records = upsert_records(count)
     cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     rows = []
     for r in records:
@@ -287,6 +292,51 @@ def _row_by_row():
         pg_upsert.merge_batch = real
 
 
+def pipeline_rerun(cluster, count: int, repeats: int) -> dict:
+    """The whole pipeline on PostgreSQL, as bench_upsert.py measures it on SQLite (its data and
+    crawler): a first `run()` of `count` records into a fresh database, then a re-run of the
+    unchanged data (exact counts, 0 rows written), per repetition; the ratio re-run / first run
+    is taken per repetition. Rows written by the re-run are the rows whose `xmin` is a
+    transaction after the first run's (no trigger: it would slow the first run)."""
+    from bench_upsert import ListCrawler, Timer, vehicle_rows
+
+    rows = vehicle_rows(count)
+    times: dict[str, list] = {"first run": [], "re-run": []}
+    written = []
+    for _ in range(repeats):
+        store = Store(cluster.new_database())
+        for name in times:
+            if name == "re-run":
+                after = store.scalar("SELECT txid_current()")   # a transaction of its own: every later write is above it
+            with Timer() as timer:
+                result = ListCrawler(store, rows, "vehicle_recall").run()
+            assert result.status == "succeeded", result.error
+            counts = result.counts
+            if name == "first run":
+                assert counts.new == count, counts
+            else:
+                assert counts.unchanged == count and counts.saved == count, counts
+                written.append(store.scalar("SELECT COUNT(*) FROM recalls WHERE xmin::text::bigint > ?", [after]))
+            times[name].append(timer)
+        store.close()
+    return {"records": count, "repeats": repeats, "times": times, "written": written}
+
+
+def _print_pipeline(p: dict) -> None:
+    count, times = p["records"], p["times"]
+
+    def spread(values, fmt):
+        return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+    print(f"pipeline on PostgreSQL: {count:,} vehicle_recall records (bench_upsert's data), batches of "
+          f"{os.environ.get('BASECRAWLER_BATCH_SIZE', '5000')}, {p['repeats']} fresh databases: median (min–max)")
+    for name, timers in times.items():
+        print(f"  {name:<10} {spread([count / t.wall for t in timers], ',.0f'):>28} rec/s wall  "
+              f"{spread([count / t.cpu for t in timers], ',.0f'):>28} rec/s client CPU")
+    pairs = list(zip(times["first run"], times["re-run"]))
+    print(f"  re-run / first run: {spread([r.wall / f.wall for f, r in pairs], '.3f')} wall, "
+          f"{spread([r.cpu / f.cpu for f, r in pairs], '.3f')} client CPU; rows written by the re-run: {max(p['written'])}")
+
+
 def profile_store(cluster, count: int, top: int) -> None:
     """Where the store's time goes: cProfile of the client over `count` records, then EXPLAIN
     ANALYZE of the merge statement for 500 new rows and for 500 unchanged ones."""
@@ -298,7 +348,7 @@ def profile_store(cluster, count: int, top: int) -> None:
     from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for
     from basecrawler.store.engines.pg_upsert import merge_sql
 
-    records = [recall("US", n) for n in range(count + 500)]
+    records = upsert_records(count + 500)
     store = Store(cluster.new_database())
     profiler = cProfile.Profile()
     with _Clock() as clock:
@@ -337,7 +387,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--upsert", type=int, default=20000)
     parser.add_argument("--url", help="an existing server instead of a throw-away cluster")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh databases per upsert variant")
     parser.add_argument("--upsert-only", action="store_true", help="only the upsert measurement")
+    parser.add_argument("--pipeline", type=int, metavar="N", help="only the whole pipeline's first run and re-run of "
+                        "N records (bench_upsert.py's data), --repeats times")
     parser.add_argument("--profile", type=int, metavar="TOP", help="then profile the store's upsert (cProfile top TOP, "
                         "EXPLAIN ANALYZE of the merge)")
     args = parser.parse_args()
@@ -348,8 +401,11 @@ def main() -> None:
     else:
         cluster = Cluster(_bin_dir()).start()
     try:
+        if args.pipeline:
+            _print_pipeline(pipeline_rerun(cluster, args.pipeline, args.repeats))
+            return
         if args.upsert_only:
-            _print_upsert(upsert_rate(cluster, args.upsert))
+            _print_upsert(upsert_rate(cluster, args.upsert, args.repeats))
             if args.profile:
                 profile_store(cluster, args.upsert, args.profile)
             return
@@ -368,7 +424,7 @@ def main() -> None:
               f"{m['wrong_or_missing']}, untranslated {m['untranslated']}; texts sent {m['texts_sent']} = distinct "
               f"{m['distinct']}: {m['texts_sent'] == m['distinct']}; crawl counts {m['crawled']}; "
               f"rows per translator {m['translated_per_process']}")
-        _print_upsert(upsert_rate(cluster, args.upsert))
+        _print_upsert(upsert_rate(cluster, args.upsert, args.repeats))
     finally:
         cluster.stop()
 
