@@ -15,11 +15,14 @@
    INSERT … ON CONFLICT per batch (see `upsert_rate`); also the store's row-by-row path (what it
    ran before the merge, and still runs for a batch the server refuses) and an unchanged re-run.
    `--profile TOP` then prints the store's client profile and the merge's EXPLAIN ANALYZE.
+4. `--pipeline N`: the whole pipeline (bench_upsert.py's data and crawler), a first run of N
+   records and a re-run of the unchanged data, --repeats fresh databases: the re-run's share.
 
 A throw-away cluster is started in a temp folder (tests/pgcluster.py; fsync off), or pass
 --url postgresql://… for a server of your own (it must allow CREATE DATABASE).
 
-    python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--upsert-only] [--profile 25]
+    python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--repeats 3] [--upsert-only]
+                             [--profile 25] [--pipeline 50000]
 """
 from __future__ import annotations
 
@@ -273,11 +276,17 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
 
     def ratio(name, clock):   # per repetition: a noisy moment hits both sides of a pair
         return statistics.median(getattr(p, clock) / getattr(s, clock) for s, p in zip(timings["store"], timings[name]))
+
+    def spread(name):   # the wall ratio per repetition: min, median, max
+        pairs = [p.wall / s.wall for s, p in zip(timings["store"], timings[name])]
+        return min(pairs), statistics.median(pairs), max(pairs)
     return {"records": count, "repeats": repeats,
             "rates": {name: {clock: median(name, clock) for clock in ("wall", "cpu")} for name in timings},
             "ratios": {name: {clock: ratio(name, clock) for clock in ("wall", "cpu")}
                        for name in ("executemany", "copy + merge")},
-            "row by row / store": {clock: ratio("store, row by row", clock) for clock in ("wall", "cpu")}}
+            "row by row / store": {clock: ratio("store, row by row", clock) for clock in ("wall", "cpu")},
+            "spread": {name: spread(name) for name in ("executemany", "copy + merge")},
+            "re-run spread": [r.wall / f.wall for f, r in zip(timings["store"], timings["store re-run"])]}
 
 
 @contextlib.contextmanager
@@ -435,12 +444,16 @@ def _print_upsert(u: dict) -> None:
     for name, rate in u["rates"].items():
         print(f"  {name:<14} {rate['wall']:>9,.0f} rec/s wall  {rate['cpu']:>9,.0f} rec/s client CPU")
     for name, r in u["ratios"].items():
-        print(f"  ratio store / {name:<14} {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU")
+        low, mid, high = u["spread"][name]
+        print(f"  ratio store / {name:<14} {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU "
+              f"(per repetition, wall: min {low:.2f}, median {mid:.2f}, max {high:.2f})")
     best = max(u["rates"][name]["wall"] for name in u["ratios"])
     print(f"  store / best plain path (wall): {u['rates']['store']['wall'] / best:.2f}")
     r = u["row by row / store"]
     print(f"  store (merge) / store row by row: {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU")
-    print(f"  store re-run / first run (wall): {u['rates']['store']['wall'] / u['rates']['store re-run']['wall']:.2f}")
+    reruns = u["re-run spread"]
+    print(f"  store re-run / first run (wall): {u['rates']['store']['wall'] / u['rates']['store re-run']['wall']:.2f} "
+          f"(per repetition: min {min(reruns):.2f}, median {statistics.median(reruns):.2f}, max {max(reruns):.2f})")
 
 
 class _ExistingServer:

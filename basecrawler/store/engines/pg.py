@@ -450,10 +450,10 @@ class PgConnection:
             self._in_tx = True
             self.transactions += 1
             self.statements_in_transaction = 0
-        elif self._in_tx:
-            self.statements_in_transaction += 1
         elif ends:
             self._in_tx = self._unwatched = False
+        elif self._in_tx:
+            self.statements_in_transaction += 1
         return result
 
     def _check_fence(self, sql: str, bracket: bool) -> None:
