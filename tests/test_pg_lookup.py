@@ -2,6 +2,8 @@
 same rows the generic keyed read finds, for keys of several sources and countries at once, and
 a plan of index probes on every key column even on a table just filled (no statistics yet).
 """
+import json
+
 import pytest
 
 from basecrawler import Recall, Store
@@ -61,16 +63,22 @@ def test_a_number_given_for_a_text_key_finds_its_digits_as_sqlite_does(store):
 def test_the_plan_probes_the_key_index_with_every_key_column_on_a_young_table(store, one_prefix):
     sql = pg_lookup.lookup_sql(RT.table, tuple(RT.key_columns), (str, str, str), ("input_hash",), one_prefix)
     numbers = [str(n) for n in range(500)]
-    params = [numbers, "us", "US"] if one_prefix else [["us"] * 500, ["US"] * 500, numbers]
+    params = [json.dumps(numbers), "us", "US"] if one_prefix else [json.dumps([["us", "US", n] for n in numbers])]
     plan = "\n".join(r[0] for r in store.db.conn.raw.execute("EXPLAIN " + sql, params))
     assert "Nested Loop" in plan and "Index Cond:" in plan and "Seq Scan" not in plan and "Hash" not in plan
     cond = plan.split("Index Cond:")[1].split("\n")[0]
     assert all(column in cond for column in ("source", "country", "recall_number")) and "Filter" not in plan
 
 
-def test_the_keys_of_one_source_and_country_go_as_one_array(store, monkeypatch):
+def test_the_keys_of_one_source_and_country_go_as_one_list_of_numbers(store, monkeypatch):
     sent = []
     real = store.db.conn._run
     monkeypatch.setattr(store.db.conn, "_run", lambda sql, run: sent.append(sql) or real(sql, run))
     found = lookup(store, [("us", "CA", str(n)) for n in range(10)], ["input_hash"])
-    assert len(found) == 10 and len(sent) == 1 and "unnest(%s::text[])" in sent[0]
+    assert len(found) == 10 and len(sent) == 1 and "json_array_elements_text(%s::json)" in sent[0]
+
+
+def test_a_key_postgresql_text_cannot_hold_is_simply_not_found(store):
+    keys = [("us", "US", "1"), ("us", "US", "a\x00b"), ("us", "US", "bad \udcff"), ("us", "CA", "2")]
+    assert set(lookup(store, keys, ["input_hash"])) == {("us", "US", "1"), ("us", "CA", "2")}
+    assert lookup(store, [("us", "US", "a\x00b")]) == {}
