@@ -15,11 +15,14 @@
    INSERT … ON CONFLICT per batch (see `upsert_rate`); also the store's row-by-row path (what it
    ran before the merge, and still runs for a batch the server refuses) and an unchanged re-run.
    `--profile TOP` then prints the store's client profile and the merge's EXPLAIN ANALYZE.
+4. `--pipeline N`: the whole pipeline (bench_upsert.py's data and crawler), a first run of N
+   records and a re-run of the unchanged data, --repeats fresh databases: the re-run's share.
 
 A throw-away cluster is started in a temp folder (tests/pgcluster.py; fsync off), or pass
 --url postgresql://… for a server of your own (it must allow CREATE DATABASE).
 
-    python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--upsert-only] [--profile 25]
+    python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--repeats 3] [--upsert-only]
+                             [--profile 25] [--pipeline 50000]
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import argparse
 import contextlib
 import logging
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import time
@@ -37,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from basecrawler import Recall, Store  # noqa: E402
+from basecrawler.recordtypes import get_record_type  # noqa: E402
+from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for  # noqa: E402
 from basecrawler.store.core import DATA_COLUMNS  # noqa: E402
 from translate.backends import LibreTranslateBackend  # noqa: E402
 from translate.fakeserver import FakeLibreTranslate  # noqa: E402
@@ -180,13 +186,40 @@ def _unique_key(conn) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _backend_cpu(pid: int | None) -> float | None:
+    """CPU seconds (user + system) the server process `pid` has used so far, read from /proc:
+    a local server only (None for another host or without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class _Clock:
+    """Wall clock, this process's CPU and, given the server process serving the connection,
+    its CPU: `total` (client + server CPU) is what a busy shared machine disturbs least."""
+
+    def __init__(self, backend_pid: int | None = None):
+        self.pid = backend_pid
+
     def __enter__(self):
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.wall, self.cpu, self.server = time.perf_counter(), time.process_time(), _backend_cpu(self.pid)
         return self
 
     def __exit__(self, *exc):
         self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        after = _backend_cpu(self.pid)
+        self.server = after - self.server if after is not None and self.server is not None else None
+        self.total = self.cpu + self.server if self.server is not None else None
+
+
+def upsert_records(count: int, start: int = 0) -> list[Recall]:
+    """A source names a few hundred makers, not one per recall: so does this data (the store
+    derives a normalised maker key per row, cached per name)."""
+    return [recall("US", n).model_copy(update={"manufacturer_original": f"Maker {word(n % 300)}"})
+            for n in range(start, start + count)]
 
 
 def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
@@ -198,14 +231,14 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     - store re-run: the store's rows sent again unchanged (0 rows written);
     - executemany: a plain psycopg `executemany` of ready rows, one transaction per 500;
     - copy + merge: `COPY` into a temporary staging table, then one `INSERT … SELECT … ON
-      CONFLICT (key) DO UPDATE SET c = COALESCE(excluded.c, c)` per 500 (the same merge rule).
+      CONFLICT (key) DO UPDATE SET c = COALESCE(excluded.c, c)` per 500 (the same merge rule);
+    - copy + merge, store's values: the same with every value the store writes (the derived
+      maker key, which has an index, and the input hash), the store's own parameters for these
+      rows made beforehand — what bench_upsert.py's plain path does on SQLite.
     The trigram index is a GIN index on the columns themselves: every variant feeds it alike."""
     import psycopg
 
-    # A source names a few hundred makers, not one per recall: so does this data (the store
-    # derives a normalised maker key per row, cached per name).
-    records = [recall("US", n).model_copy(update={"manufacturer_original": f"Maker {word(n % 300)}"})
-               for n in range(count)]
+    records = upsert_records(count)
     cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     rows = []
     for r in records:
@@ -213,12 +246,20 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
         rows.append([row.get(c) if c != "extra" else None for c in DATA_COLUMNS] + ["2024-01-01T00:00:00+00:00"] * 2)
     rows = [[int(v) if isinstance(v, bool) else v for v in row] for row in rows]
     insert = f"INSERT INTO recalls ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})"
+    plan = plan_for(get_record_type("vehicle_recall"))
+    full_cols = [*plan.written, *plan.derived, INPUT_HASH, "first_seen_at", "updated_at"]
+    full_rows = []
+    for r in records:
+        row = plan.row_of(r, "us")
+        row[INPUT_HASH] = plan.input_hash(row)
+        full_rows.append([int(v) if isinstance(v, bool) else v for v in plan.params(row, "2024-01-01T00:00:00+00:00")])
     timings: dict[str, list[_Clock]] = {"store": [], "store, row by row": [], "store re-run": [],
-                                        "executemany": [], "copy + merge": []}
+                                        "executemany": [], "copy + merge": [], "copy + merge, store's values": []}
 
     def through_store(store) -> _Clock:
         generic = getattr(store, "upsert", None)
-        with _Clock() as clock:
+        store.scalar("SELECT 1")   # connected: the server process to watch
+        with _Clock(store.db.conn.raw.info.backend_pid) as clock:
             for start in range(0, count, 500):
                 if generic is not None:
                     generic("vehicle_recall", records[start:start + 500], source="us")
@@ -239,40 +280,56 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
 
         url = cluster.new_database()
         with psycopg.connect(url) as conn:
-            with _Clock() as clock:
+            with _Clock(conn.info.backend_pid) as clock:
                 for start in range(0, count, 500):     # one transaction per 500 rows, as the store
                     with conn.transaction():
                         conn.cursor().executemany(insert, rows[start:start + 500])
         timings["executemany"].append(clock)
 
-        url = cluster.new_database()
-        with psycopg.connect(url) as conn:
-            key = _unique_key(conn)
-            updates = ", ".join(f"{c} = COALESCE(excluded.{c}, recalls.{c})" for c in cols if c not in key)
-            merge = (f"INSERT INTO recalls ({', '.join(cols)}) SELECT {', '.join(cols)} FROM stage "
-                     f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
-            conn.execute(f"CREATE TEMP TABLE stage ON COMMIT DELETE ROWS AS SELECT {', '.join(cols)} FROM recalls WITH NO DATA")
-            conn.commit()
-            with _Clock() as clock:
-                for start in range(0, count, 500):
-                    with conn.transaction():
-                        with conn.cursor().copy(f"COPY stage ({', '.join(cols)}) FROM STDIN") as copy:
-                            for row in rows[start:start + 500]:
-                                copy.write_row(row)
-                        conn.execute(merge)
-            assert conn.execute("SELECT COUNT(*) FROM recalls").fetchone()[0] == count
-        timings["copy + merge"].append(clock)
+        for name, columns, values in (("copy + merge", cols, rows), ("copy + merge, store's values", full_cols, full_rows)):
+            timings[name].append(_copy_merge(cluster.new_database(), columns, values, count))
+
+    clocks = ("wall", "cpu", "total") if all(t.total for ts in timings.values() for t in ts) else ("wall", "cpu")
 
     def median(name, clock):
         return statistics.median(count / getattr(t, clock) for t in timings[name])
 
     def ratio(name, clock):   # per repetition: a noisy moment hits both sides of a pair
         return statistics.median(getattr(p, clock) / getattr(s, clock) for s, p in zip(timings["store"], timings[name]))
+
+    def spread(name, clock="wall"):   # the ratio per repetition: min, median, max
+        pairs = [getattr(p, clock) / getattr(s, clock) for s, p in zip(timings["store"], timings[name])]
+        return min(pairs), statistics.median(pairs), max(pairs)
     return {"records": count, "repeats": repeats,
-            "rates": {name: {clock: median(name, clock) for clock in ("wall", "cpu")} for name in timings},
-            "ratios": {name: {clock: ratio(name, clock) for clock in ("wall", "cpu")}
-                       for name in ("executemany", "copy + merge")},
-            "row by row / store": {clock: ratio("store, row by row", clock) for clock in ("wall", "cpu")}}
+            "rates": {name: {clock: median(name, clock) for clock in clocks} for name in timings},
+            "ratios": {name: {clock: ratio(name, clock) for clock in clocks}
+                       for name in ("executemany", "copy + merge", "copy + merge, store's values")},
+            "row by row / store": {clock: ratio("store, row by row", clock) for clock in ("wall", "cpu")},
+            "spread": {name: {clock: spread(name, clock) for clock in clocks}
+                       for name in ("executemany", "copy + merge", "copy + merge, store's values")},
+            "re-run spread": [r.wall / f.wall for f, r in zip(timings["store"], timings["store re-run"])]}
+
+
+def _copy_merge(url: str, cols: list[str], rows: list[list], count: int) -> _Clock:
+    """COPY into a staging table + one COALESCE merge per 500 rows, one transaction each."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        key = _unique_key(conn)
+        updates = ", ".join(f"{c} = COALESCE(excluded.{c}, recalls.{c})" for c in cols if c not in key)
+        merge = (f"INSERT INTO recalls ({', '.join(cols)}) SELECT {', '.join(cols)} FROM stage "
+                 f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
+        conn.execute(f"CREATE TEMP TABLE stage ON COMMIT DELETE ROWS AS SELECT {', '.join(cols)} FROM recalls WITH NO DATA")
+        conn.commit()
+        with _Clock(conn.info.backend_pid) as clock:
+            for start in range(0, count, 500):
+                with conn.transaction():
+                    with conn.cursor().copy(f"COPY stage ({', '.join(cols)}) FROM STDIN") as copy:
+                        for row in rows[start:start + 500]:
+                            copy.write_row(row)
+                    conn.execute(merge)
+        assert conn.execute("SELECT COUNT(*) FROM recalls").fetchone()[0] == count
+    return clock
 
 
 @contextlib.contextmanager
@@ -287,6 +344,55 @@ def _row_by_row():
         pg_upsert.merge_batch = real
 
 
+def pipeline_rerun(cluster, count: int, repeats: int) -> dict:
+    """The whole pipeline on PostgreSQL, as bench_upsert.py measures it on SQLite (its data and
+    crawler): a first `run()` of `count` records into a fresh database, then a re-run of the
+    unchanged data (exact counts, 0 rows written), per repetition; the ratio re-run / first run
+    is taken per repetition. Rows written by the re-run are the rows whose `xmin` is a
+    transaction after the first run's (no trigger: it would slow the first run)."""
+    from bench_upsert import ListCrawler, vehicle_rows
+
+    rows = vehicle_rows(count)
+    times: dict[str, list] = {"first run": [], "re-run": []}
+    written = []
+    for _ in range(repeats):
+        store = Store(cluster.new_database())
+        for name in times:
+            if name == "re-run":
+                after = store.scalar("SELECT txid_current()")   # a transaction of its own: every later write is above it
+            store.scalar("SELECT 1")   # connected: the server process to watch
+            with _Clock(store.db.conn.raw.info.backend_pid) as timer:
+                result = ListCrawler(store, rows, "vehicle_recall").run()
+            assert result.status == "succeeded", result.error
+            counts = result.counts
+            if name == "first run":
+                assert counts.new == count, counts
+            else:
+                assert counts.unchanged == count and counts.saved == count, counts
+                written.append(store.scalar("SELECT COUNT(*) FROM recalls WHERE xmin::text::bigint > ?", [after]))
+            times[name].append(timer)
+        store.close()
+    return {"records": count, "repeats": repeats, "times": times, "written": written}
+
+
+def _print_pipeline(p: dict) -> None:
+    count, times = p["records"], p["times"]
+
+    def spread(values, fmt):
+        return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+    print(f"pipeline on PostgreSQL: {count:,} vehicle_recall records (bench_upsert's data), batches of "
+          f"{os.environ.get('BASECRAWLER_BATCH_SIZE', '5000')}, {p['repeats']} fresh databases: median (min–max)")
+    for name, timers in times.items():
+        print(f"  {name:<10} {spread([count / t.wall for t in timers], ',.0f'):>28} rec/s wall  "
+              f"{spread([count / t.cpu for t in timers], ',.0f'):>28} rec/s client CPU")
+    pairs = list(zip(times["first run"], times["re-run"]))
+    total = (f", {spread([r.total / f.total for f, r in pairs], '.3f')} client + server CPU"
+             if all(t.total for f, r in pairs for t in (f, r)) else "")
+    print(f"  re-run / first run: {spread([r.wall / f.wall for f, r in pairs], '.3f')} wall, "
+          f"{spread([r.cpu / f.cpu for f, r in pairs], '.3f')} client CPU{total}; "
+          f"rows written by the re-run: {max(p['written'])}")
+
+
 def profile_store(cluster, count: int, top: int) -> None:
     """Where the store's time goes: cProfile of the client over `count` records, then EXPLAIN
     ANALYZE of the merge statement for 500 new rows and for 500 unchanged ones."""
@@ -294,11 +400,9 @@ def profile_store(cluster, count: int, top: int) -> None:
     import pstats
 
     from basecrawler.formats.dates import utc_now_iso
-    from basecrawler.recordtypes import get_record_type
-    from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for
     from basecrawler.store.engines.pg_upsert import merge_sql
 
-    records = [recall("US", n) for n in range(count + 500)]
+    records = upsert_records(count + 500)
     store = Store(cluster.new_database())
     profiler = cProfile.Profile()
     with _Clock() as clock:
@@ -337,7 +441,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--upsert", type=int, default=20000)
     parser.add_argument("--url", help="an existing server instead of a throw-away cluster")
+    parser.add_argument("--repeats", type=int, default=3, help="fresh databases per upsert variant")
     parser.add_argument("--upsert-only", action="store_true", help="only the upsert measurement")
+    parser.add_argument("--pipeline", type=int, metavar="N", help="only the whole pipeline's first run and re-run of "
+                        "N records (bench_upsert.py's data), --repeats times")
     parser.add_argument("--profile", type=int, metavar="TOP", help="then profile the store's upsert (cProfile top TOP, "
                         "EXPLAIN ANALYZE of the merge)")
     args = parser.parse_args()
@@ -348,8 +455,11 @@ def main() -> None:
     else:
         cluster = Cluster(_bin_dir()).start()
     try:
+        if args.pipeline:
+            _print_pipeline(pipeline_rerun(cluster, args.pipeline, args.repeats))
+            return
         if args.upsert_only:
-            _print_upsert(upsert_rate(cluster, args.upsert))
+            _print_upsert(upsert_rate(cluster, args.upsert, args.repeats))
             if args.profile:
                 profile_store(cluster, args.upsert, args.profile)
             return
@@ -368,7 +478,7 @@ def main() -> None:
               f"{m['wrong_or_missing']}, untranslated {m['untranslated']}; texts sent {m['texts_sent']} = distinct "
               f"{m['distinct']}: {m['texts_sent'] == m['distinct']}; crawl counts {m['crawled']}; "
               f"rows per translator {m['translated_per_process']}")
-        _print_upsert(upsert_rate(cluster, args.upsert))
+        _print_upsert(upsert_rate(cluster, args.upsert, args.repeats))
     finally:
         cluster.stop()
 
@@ -377,14 +487,21 @@ def _print_upsert(u: dict) -> None:
     print(f"upsert {u['records']} records, batches of 500, {u['repeats']} fresh databases each, median "
           "(rec/s by wall clock / by this process's CPU; the server's CPU is not in the second figure):")
     for name, rate in u["rates"].items():
-        print(f"  {name:<14} {rate['wall']:>9,.0f} rec/s wall  {rate['cpu']:>9,.0f} rec/s client CPU")
+        total = f"  {rate['total']:>9,.0f} rec/s client + server CPU" if "total" in rate else ""
+        print(f"  {name:<28} {rate['wall']:>9,.0f} rec/s wall  {rate['cpu']:>9,.0f} rec/s client CPU{total}")
     for name, r in u["ratios"].items():
-        print(f"  ratio store / {name:<14} {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU")
-    best = max(u["rates"][name]["wall"] for name in u["ratios"])
-    print(f"  store / best plain path (wall): {u['rates']['store']['wall'] / best:.2f}")
+        print(f"  ratio store / {name:<28} {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU"
+              + (f"  {r['total']:.2f} client + server CPU" if "total" in r else ""))
+        for clock, (low, mid, high) in u["spread"][name].items():
+            print(f"      per repetition, {clock:<5}: min {low:.2f}, median {mid:.2f}, max {high:.2f}")
+    for clock in u["rates"]["store"]:
+        best = max(u["rates"][name][clock] for name in u["ratios"])
+        print(f"  store / best plain path ({clock}, median rates): {u['rates']['store'][clock] / best:.2f}")
     r = u["row by row / store"]
     print(f"  store (merge) / store row by row: {r['wall']:.2f} wall  {r['cpu']:.2f} client CPU")
-    print(f"  store re-run / first run (wall): {u['rates']['store']['wall'] / u['rates']['store re-run']['wall']:.2f}")
+    reruns = u["re-run spread"]
+    print(f"  store re-run / first run (wall): {u['rates']['store']['wall'] / u['rates']['store re-run']['wall']:.2f} "
+          f"(per repetition: min {min(reruns):.2f}, median {statistics.median(reruns):.2f}, max {max(reruns):.2f})")
 
 
 class _ExistingServer:

@@ -355,12 +355,17 @@ class PgConnection:
         self._unwatched = False  # this transaction turned the statement timeout off
         self._hung = False       # the watchdog cut the last statement: one reconnect attempt, no back-off
         self._fence = None       # (hook, error) of a reconnect hook that refused this connection
+        self.transactions = 0    # BEGINs so far: tells a caller whether it already acted in this transaction
+        self.statements_in_transaction = 0   # since the last BEGIN: 0 = nothing to keep on a rollback
         self._deadline_s = answer_deadline_s(connection_params(url))
         self.raw = self._connect()
 
     def _connect(self) -> psycopg.Connection:
         raw = connect(self.url)
         raw.adapters.register_loader("numeric", _NumericLoader)
+        # What callers keep about this session (a temporary table they made): a new
+        # connection starts without it.
+        self.session: dict = {}
         return raw
 
     def _reconnect(self) -> None:
@@ -443,8 +448,12 @@ class PgConnection:
             result = self._watched(sql, run)
         if begins:
             self._in_tx = True
+            self.transactions += 1
+            self.statements_in_transaction = 0
         elif ends:
             self._in_tx = self._unwatched = False
+        elif self._in_tx:
+            self.statements_in_transaction += 1
         return result
 
     def _check_fence(self, sql: str, bracket: bool) -> None:

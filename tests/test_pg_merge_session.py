@@ -1,0 +1,145 @@
+"""The PostgreSQL batch merge's round trips (basecrawler/store/engines/pg_upsert.py, issue #23):
+the staging table is made once per connection, a batch that opens its transaction needs no
+savepoint, and the cases those shortcuts must not break — a staging table lost with a
+rolled-back transaction, several batches in one transaction, a refused batch after others.
+"""
+import pytest
+
+from basecrawler import Recall, Store
+from basecrawler.recordtypes import get_record_type
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, plan_for
+from basecrawler.store.core import UpsertResult
+from basecrawler.store.engines import pg_upsert
+from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+
+TYPE = "vehicle_recall"
+PLAN = plan_for(get_record_type(TYPE))
+
+
+def recall(n: int, **fields) -> Recall:
+    values = {"country": "US", "recall_number": f"R{n:04d}", "recall_date": "2024-05-01", "source_lang": "en",
+              "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
+    values.update(fields)
+    return Recall(**values)
+
+
+def rows(numbers, **fields) -> list[dict]:
+    """Rows as Store.upsert hands them to the merge (folded, hashed)."""
+    out = []
+    for n in numbers:
+        row = PLAN.row_of(recall(n, **fields), "us")
+        row["_raw"] = row
+        row[INPUT_HASH] = PLAN.input_hash(row)
+        row[GIVEN_HASH] = False
+        out.append(row)
+    return out
+
+
+@pytest.fixture
+def store(pg_url):  # noqa: F811
+    store = Store(pg_url)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def statements(store, monkeypatch):
+    """Every statement the store's connection sends (its first 40 characters)."""
+    sent = []
+    conn = store.db.conn
+    real = conn._run
+
+    def spy(sql, run):
+        sent.append(sql[:40])
+        return real(sql, run)
+    monkeypatch.setattr(conn, "_run", spy)
+    return sent
+
+
+@pytest.fixture
+def row_by_row(monkeypatch):
+    batches = []
+    real = Store._write_bisecting
+
+    def spy(self, db, plan, items, now):
+        batches.append(len(items))
+        return real(self, db, plan, items, now)
+    monkeypatch.setattr(Store, "_write_bisecting", spy)
+    return batches
+
+
+def test_a_batch_costs_begin_copy_merge_commit_and_the_staging_table_is_made_once(store, statements, row_by_row):
+    for start in (0, 10, 20):
+        assert store.upsert(TYPE, [recall(n) for n in range(start, start + 10)], source="us").new == 10
+    heads = [s.split(" ")[0] for s in statements]
+    assert heads == ["BEGIN", "CREATE", "COPY", "INSERT", "COMMIT"] + ["BEGIN", "COPY", "INSERT", "COMMIT"] * 2
+    assert row_by_row == [] and store.count(TYPE) == 30
+
+
+def test_a_staging_table_lost_with_its_transaction_is_made_again_and_the_batch_merged(store, row_by_row):
+    store.upsert(TYPE, [recall(n) for n in range(3)], source="us")
+    stage = pg_upsert.merge_sql(PLAN).stage
+    # What a rolled-back first transaction leaves: the connection remembers a table that is gone.
+    store.db.conn.execute(f"DROP TABLE {stage}")
+    result = store.upsert(TYPE, [recall(n, model_original="M") for n in range(2, 5)], source="us")
+    assert (result.new, result.updated, result.unchanged) == (2, 1, 0)
+    assert row_by_row == []   # merged, not sent row by row
+    assert store.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0002"})["model_original"] == "M"
+
+
+def test_several_batches_in_one_transaction_each_merge_only_their_own_rows(store, row_by_row):
+    results = [UpsertResult() for _ in range(8)]
+
+    def batches(db):
+        db.execute("SELECT 1")   # the merges run after another statement: with their savepoint
+        for index, result in enumerate(results):
+            # Batch i: keys 5i..5i+9 with model Mi, so half of each changes the batch before it.
+            assert pg_upsert.merge_batch(db, PLAN, rows(range(5 * index, 5 * index + 10), model_original=f"M{index}"),
+                                         result)
+    store.write(batches)
+    assert (results[0].new, results[0].updated) == (10, 0)
+    for result in results[1:]:   # rows an earlier batch left staged would be merged again
+        assert (result.new, result.updated, result.unchanged) == (5, 5, 0)
+    models = {r["recall_number"]: r["model_original"] for r in store.query("SELECT recall_number, model_original FROM recalls")}
+    assert models == {f"R{n:04d}": f"M{min(n // 5, 7)}" for n in range(45)}
+    assert row_by_row == []
+
+
+def test_a_refused_batch_after_another_in_its_transaction_keeps_the_first(store, row_by_row):
+    store.write(lambda db: db.conn.execute("ALTER TABLE recalls ADD CONSTRAINT no_r0007 CHECK (recall_number <> 'R0007')"))
+    first, second = UpsertResult(), UpsertResult()
+
+    def batches(db):
+        assert pg_upsert.merge_batch(db, PLAN, rows(range(5)), first)
+        assert not pg_upsert.merge_batch(db, PLAN, rows(range(5, 10)), second)   # R0007: refused
+    store.write(batches)
+    assert first.new == 5 and second.new == 0
+    assert store.count(TYPE) == 5   # the first batch stayed, the refused one left nothing
+
+
+def test_a_refused_batch_that_opened_its_transaction_leaves_it_open_and_empty(store, row_by_row):
+    store.write(lambda db: db.conn.execute("ALTER TABLE recalls ADD CONSTRAINT no_r0003 CHECK (recall_number <> 'R0003')"))
+    result = store.upsert(TYPE, [recall(n) for n in range(6)], source="us")
+    assert (result.new, len(result.failed)) == (5, 1)
+    assert row_by_row   # the row-by-row path ran in the transaction begun again
+    assert store.upsert(TYPE, [recall(n) for n in range(6, 9)], source="us").new == 3
+    assert store.count(TYPE) == 8
+
+
+def test_the_copy_values_are_the_plans_params_for_every_kind_of_row():
+    from record_types.product_alert import ProductAlert
+    alert_plan = plan_for(get_record_type("product_alert"))
+    cases = [(PLAN, PLAN.row_of(recall(1, extra={"b": 1, "a": [""]}, recall_date=None), "us")),
+             (PLAN, PLAN.row_of(recall(2, manufacturer_original="Mercedes-Benz AG"), "us")),
+             (alert_plan, alert_plan.row_of(ProductAlert(country="CA", alert_id="A1", category=["toys"], archived=True,
+                                                         alert_date=None), "hc"))]
+    missing = PLAN.row_of(recall(3), "us")
+    del missing["model_original"]   # a row without a column: the plan's own params
+    cases.append((PLAN, missing))
+    for plan, row in cases:
+        row[INPUT_HASH] = plan.input_hash(row)
+        typed = [(type(v), v) for v in pg_upsert.copy_values(plan)(row, "now")]
+        assert typed == [(type(v), v) for v in plan.params(row, "now")]   # True is not 1 here
+    values = pg_upsert.copy_values(PLAN)(cases[1][1], "now")
+    assert PLAN.derived and values[len(PLAN.written)]   # the derived maker key is there to compare
+    assert values[-3:] == [cases[1][1][INPUT_HASH], "now", "now"]
