@@ -406,10 +406,15 @@ class Store:
                     columns: Iterable[str] | None = None) -> dict[tuple, dict]:
         """Stored rows of a type by their keys (tuples in `key_columns` order, source first),
         in chunks of 500 values of the last key column per query."""
+        rt = _type(record_type)
+        if self.engine == "postgresql":   # engines/pg_lookup.py: index probes, 1,000 keys a query
+            from basecrawler.store.engines.pg_lookup import rows_by_key
+            with self._write_lock:
+                return rows_by_key(self.db.conn, rt, keys, columns)
         with self._write_lock:
-            return self._rows_by_key(_type(record_type), keys, columns, self.db.conn)
+            return self._sqlite_rows_by_key(rt, keys, columns)
 
-    def _rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None, conn) -> dict[tuple, dict]:
+    def _sqlite_rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None) -> dict[tuple, dict]:
         key_columns = rt.key_columns
         key_of = plan_for(rt).key
         cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
@@ -422,13 +427,8 @@ class Store:
         for prefix, values in by_prefix.items():
             for start in range(0, len(values), 500):
                 chunk = values[start:start + 500]
-                if self.engine == "postgresql":
-                    # One array parameter instead of 500: PostgreSQL then plans the query
-                    # once instead of per batch (a third of the upsert's time otherwise).
-                    where, params = f"[{last}] = ANY(?)", [*prefix, chunk]
-                else:
-                    where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
-                cursor = conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
+                where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
+                cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
                 names = [d[0] for d in cursor.description]
                 for values_ in cursor:
                     row = dict(zip(names, values_))
