@@ -61,9 +61,9 @@ def row_by_row(monkeypatch):
     batches = []
     real = Store._write_bisecting
 
-    def spy(self, db, plan, items, now):
+    def spy(self, db, plan, items, now, *sql):
         batches.append(len(items))
-        return real(self, db, plan, items, now)
+        return real(self, db, plan, items, now, *sql)
     monkeypatch.setattr(Store, "_write_bisecting", spy)
     return batches
 

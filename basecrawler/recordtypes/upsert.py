@@ -72,6 +72,8 @@ class UpsertPlan:
         self._compared_plain = tuple(c for c in self.compared if c != DATE_UNKNOWN and c not in self.json_columns)
         # A key as a tuple (source first); at least two columns, so itemgetter gives a tuple.
         self.key = itemgetter(*self.key_columns)
+        # The written columns' values of a row (a row always holds them: `row_of` copies every field).
+        self._written_values = _values_getter(self.written)
         # `params`: positions of the columns converted on the way into SQL.
         self._param_json_at = tuple(self.written.index(c) for c in self.json_columns)
         self._param_flag_at = self.written.index(DATE_UNKNOWN) if self.dated else None
@@ -112,8 +114,8 @@ class UpsertPlan:
         row whose `input_hash` equals it is unchanged without a merge or a comparison. Any
         representation works as long as it is stable for equal input: `repr` of plain values
         (str, int, float, None, a dict in the source's own key order) is, and is cheaper than JSON."""
-        get = row.get
-        return hashlib.blake2b(repr([get(c) for c in self.written]).encode(), digest_size=12).hexdigest()
+        # (`_written_values`: one C call; `repr` of the list as before, so stored hashes stay valid)
+        return hashlib.blake2b(repr(list(self._written_values(row))).encode(), digest_size=12).hexdigest()
 
     def column_values(self, row: dict) -> tuple:
         """The compared columns in their stored types (what the database holds after a write)."""
@@ -166,8 +168,7 @@ class UpsertPlan:
         return list(by_key.values())
 
     def params(self, row: dict, now: str) -> list:
-        get = row.get
-        params = [get(c) for c in self.written]
+        params = list(self._written_values(row))
         for at in self._param_json_at:
             params[at] = extra_json(params[at])
         if self._param_flag_at is not None:
@@ -212,6 +213,18 @@ class UpsertPlan:
         sets.append("updated_at = excluded.updated_at")
         return (f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))}) "
                 f"ON CONFLICT({', '.join(self.key_columns)}) DO UPDATE SET {', '.join(sets)}")
+
+
+def _values_getter(columns: tuple[str, ...]):
+    """A row's values of `columns` as a tuple (missing ones None), by one itemgetter when it can."""
+    getter = itemgetter(*columns) if len(columns) > 1 else None
+
+    def values(row: dict) -> tuple:
+        try:
+            return getter(row)
+        except (KeyError, TypeError):   # a row lacking a column (a folded row, a hand-made one)
+            return tuple(row.get(c) for c in columns)
+    return values
 
 
 @functools.lru_cache(maxsize=None)
