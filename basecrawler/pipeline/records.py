@@ -179,7 +179,7 @@ def stored_input_hash(record_type: RecordType, input_hash: str | None, record: B
         return None
     if record_type.date_field is None:
         return input_hash + UNDATED
-    if f"implausible_{record_type.date_field}" in (getattr(record, "extra", None) or {}):
+    if f"implausible_{record_type.date_field}" in (record.__dict__.get("extra") or {}):
         return None
     return input_hash + (DATE_NOT_KNOWN if is_date_unknown(record_type, record) else DATE_KNOWN)
 
@@ -217,7 +217,11 @@ def code_fingerprint(record_type: RecordType) -> str:
 
 
 def is_date_unknown(record_type: RecordType, record: BaseModel) -> bool:
-    return bool(getattr(record, DATE_UNKNOWN, False)) or getattr(record, record_type.date_field) is None
+    # The instance dict, not getattr: for a field the model does not have (most types have no
+    # `date_unknown`), getattr goes through pydantic's __getattr__ and its AttributeError,
+    # about 6 % of a first run of such a type (py-spy), asked three times per record.
+    values = record.__dict__
+    return bool(values.get(DATE_UNKNOWN, False)) or values.get(record_type.date_field) is None
 
 
 def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: dt.date,
@@ -229,7 +233,7 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
     the overridden origins, lets `extra` be searched for them in one pass of C before walking it)."""
     update: dict[str, Any] = {}
     fields = record_type.model.model_fields
-    extra = getattr(record, "extra", None)
+    extra = record.__dict__.get("extra")   # (not getattr: see is_date_unknown)
     extra_before = extra
     date_field = record_type.date_field
     if date_field and not is_date_unknown(record_type, record):
