@@ -93,6 +93,22 @@ def store(db_path):
 
 
 @pytest.fixture
+def row_by_row(monkeypatch):
+    """The batches the store wrote by its row-by-row (bisecting) path, each a list of keys;
+    empty when every batch went at once (SQLite) or by the merge (PostgreSQL)."""
+    from basecrawler.store.core import Store
+
+    batches = []
+    real = Store._write_bisecting
+
+    def spy(self, db, plan, items, now, *sql):
+        batches.append([plan.key(row) for row, _ in items])
+        return real(self, db, plan, items, now, *sql)
+    monkeypatch.setattr(Store, "_write_bisecting", spy)
+    return batches
+
+
+@pytest.fixture
 def settings(db_path):
     return fast_settings(db_path)
 

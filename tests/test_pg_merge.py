@@ -27,19 +27,6 @@ def recall(n: int, **fields) -> Recall:
 
 
 @pytest.fixture
-def row_by_row(monkeypatch):
-    """The batches the row-by-row path wrote (each a list of keys)."""
-    batches = []
-    real = Store._write_bisecting
-
-    def spy(self, db, plan, items, now, *sql):
-        batches.append([plan.key(row) for row, _ in items])
-        return real(self, db, plan, items, now, *sql)
-    monkeypatch.setattr(Store, "_write_bisecting", spy)
-    return batches
-
-
-@pytest.fixture
 def store(pg_url):  # noqa: F811
     store = Store(pg_url)
     yield store

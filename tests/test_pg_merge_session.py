@@ -56,18 +56,6 @@ def statements(store, monkeypatch):
     return sent
 
 
-@pytest.fixture
-def row_by_row(monkeypatch):
-    batches = []
-    real = Store._write_bisecting
-
-    def spy(self, db, plan, items, now, *sql):
-        batches.append(len(items))
-        return real(self, db, plan, items, now, *sql)
-    monkeypatch.setattr(Store, "_write_bisecting", spy)
-    return batches
-
-
 def test_a_batch_costs_begin_copy_merge_commit_and_the_staging_table_is_made_once(store, statements, row_by_row):
     for start in (0, 10, 20):
         assert store.upsert(TYPE, [recall(n) for n in range(start, start + 10)], source="us").new == 10
