@@ -271,13 +271,15 @@ class Intake:
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as
     ISO text)."""
-    getter = _KEY_GETTERS.get(record_type.name)
+    getter = _KEY_GETTERS.get(record_type.model)
     if getter is None:
-        getter = _KEY_GETTERS[record_type.name] = _key_getter(record_type)
+        getter = _KEY_GETTERS[record_type.model] = _key_getter(record_type)
     return (source, *getter(record))
 
 
-_KEY_GETTERS: dict[str, Any] = {}
+# By the type's model class (hashed by identity, in C): a type registered again under the same
+# name with another model gets its own getter.
+_KEY_GETTERS: dict[type, Any] = {}
 
 
 def _key_getter(record_type: RecordType):

@@ -83,7 +83,7 @@ class UpsertPlan:
         # A row the lookup found no stored row for, on SQLite (whose BEGIN IMMEDIATE keeps any
         # other writer out between the lookup and the write): a plain INSERT. The upsert form
         # seeks the unique index once more for its conflict check: 1.23 vs 0.70 s per 50,000
-        # new recalls (bench/README.md, "Write path").
+        # new recalls (bench/README.md, "What changed in wave 5").
         self.insert_sql = self._build_insert_sql()
 
     # ---- rows ---------------------------------------------------------------------------
@@ -216,13 +216,16 @@ class UpsertPlan:
 
 
 def _values_getter(columns: tuple[str, ...]):
-    """A row's values of `columns` as a tuple (missing ones None), by one itemgetter when it can."""
-    getter = itemgetter(*columns) if len(columns) > 1 else None
+    """A row's values of `columns` as a tuple (missing ones None), by one itemgetter when the
+    row has them all."""
+    if len(columns) < 2:   # (itemgetter of one column gives the value, not a tuple)
+        return lambda row: tuple(row.get(c) for c in columns)
+    getter = itemgetter(*columns)
 
     def values(row: dict) -> tuple:
         try:
             return getter(row)
-        except (KeyError, TypeError):   # a row lacking a column (a folded row, a hand-made one)
+        except KeyError:   # a row lacking a column (a hand-made one)
             return tuple(row.get(c) for c in columns)
     return values
 
