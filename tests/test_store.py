@@ -311,3 +311,26 @@ def test_a_refused_changed_row_among_new_ones_fails_alone_and_the_rest_is_writte
     rows = {r["recall_number"]: r["summary_original"] for r in store.query("SELECT recall_number, summary_original FROM recalls")}
     assert rows == {**{f"Q{n}": "new" for n in range(8)}, "Q2": "old"}
     assert _matches(store, "new") == sorted(f"Q{n}" for n in range(8) if n != 2) and _fts_consistent(store)
+
+
+def test_the_lookup_by_input_reads_only_its_covering_index(tmp_path):
+    from basecrawler.recordtypes import record_types
+
+    store = Store(tmp_path / "t.db")
+    for record_type in record_types().values():
+        seen = _statements(store)
+        store.known_inputs(record_type, [("t", *(["x"] * (len(record_type.key_columns) - 1)))])
+        store.db.conn.set_trace_callback(None)
+        lookup = next(s for s in seen if s.startswith("SELECT"))
+        plan = " ".join(str(row[-1]) for row in store.db.conn.execute(f"EXPLAIN QUERY PLAN {lookup}"))
+        assert f"COVERING INDEX idx_{record_type.table}_inputs" in plan, (record_type.name, plan)
+
+
+def test_a_store_without_the_input_index_gets_it_when_opened(tmp_path):
+    Store(tmp_path / "t.db").close()
+    conn = sqlite3.connect(tmp_path / "t.db")
+    conn.execute("DROP INDEX idx_recalls_inputs")
+    conn.commit()
+    conn.close()
+    store = Store(tmp_path / "t.db")
+    assert "idx_recalls_inputs" in {row[1] for row in store.db.conn.execute("PRAGMA index_list(recalls)")}

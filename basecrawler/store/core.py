@@ -42,7 +42,7 @@ from basecrawler.store.engines import is_postgres_url, redact
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
+from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table, input_index
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
 from basecrawler.store.schema import ensure_types, migrate
 
@@ -323,15 +323,22 @@ class Store:
     def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple]) -> dict[tuple, dict]:
         """What the pipeline needs of the stored rows with these keys (tuples in `key_columns`
         order) to count a record made from the same input as unchanged without validating
-        it: the row's `input_hash` and date. Read through the unique key's index, the one
-        every write maintains anyway (an index on the hash itself doubled the insert cost of a
-        large store: every insert landed on a random page)."""
+        it: the row's `input_hash` and date. On SQLite read from the covering index of the key
+        and these columns (`tables.input_index`), never the table: a re-run of unchanged data
+        reads nothing else of the stored rows (an index on the hash alone had doubled the insert
+        cost of a large store, every insert landing on a random page; this one is ordered by key
+        like the unique index)."""
         rt = _type(record_type)
         columns = [INPUT_HASH]
         if rt.date_field:
             columns.append(rt.date_field)
         if rt.has_date_unknown:
             columns.append(DATE_UNKNOWN)
+        if self.engine == "sqlite":
+            # Named, as the planner otherwise may take the unique key index and read the table
+            # row by row (it did for a four-column key): the covering one answers from itself.
+            with self._write_lock:
+                return self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0])
         return self.rows_by_key(rt, keys, columns)
 
     def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
@@ -414,7 +421,8 @@ class Store:
         with self._write_lock:
             return self._sqlite_rows_by_key(rt, keys, columns)
 
-    def _sqlite_rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None) -> dict[tuple, dict]:
+    def _sqlite_rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None,
+                            indexed_by: str | None = None) -> dict[tuple, dict]:
         key_columns = rt.key_columns
         key_of = plan_for(rt).key
         cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
@@ -428,7 +436,8 @@ class Store:
             for start in range(0, len(values), 500):
                 chunk = values[start:start + 500]
                 where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
-                cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}] WHERE {prefix_sql}{where}", params)
+                index = f" INDEXED BY [{indexed_by}]" if indexed_by else ""
+                cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}]{index} WHERE {prefix_sql}{where}", params)
                 names = [d[0] for d in cursor.description]
                 for values_ in cursor:
                     row = dict(zip(names, values_))
