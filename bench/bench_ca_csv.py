@@ -122,10 +122,9 @@ def crawl(url: str, db: str, profile_top: int = 0) -> None:
         stats.sort_stats("cumulative").print_stats(profile_top)
         from profile_layers import report
         print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
-    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
     c = result.counts
     print(json.dumps({"status": result.status, "recalls": c.saved, "fetched": c.fetched, "dead": c.dead_lettered,
-                      "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": peak_kb / 1024}))
+                      "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": benchkit.peak_rss_mb()}))
 
 
 def parse_only(path: str, out_path: str | None = None) -> None:
@@ -146,16 +145,13 @@ def parse_only(path: str, out_path: str | None = None) -> None:
     elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
     if out:
         out.close()
-    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
-    print(json.dumps({"records": records, "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": peak_kb / 1024}))
+    print(json.dumps({"records": records, "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": benchkit.peak_rss_mb()}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=800_000)
-    parser.add_argument("--keep", help="work in this directory and keep it")
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the crawl's N costliest functions")
-    parser.add_argument("--records-to", metavar="JSONL", help="also write every parsed record here (to compare versions)")
+    benchkit.whole_run_arguments(parser, profile="print the crawl's N costliest functions")
     parser.add_argument("--crawl", nargs=2, metavar=("URL", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--parse", metavar="CSV", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -200,17 +200,6 @@ def report_files(folder: Path):
     return resolve
 
 
-def cpu_s() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def peak_rss_mb() -> float:
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024
-
-
 def run_child(db: str, profile_top: int) -> None:
     """Child: `basecrawler run --source eu --mode full`; prints counts, time, CPU, peak RSS."""
     import sqlite3
@@ -222,9 +211,9 @@ def run_child(db: str, profile_top: int) -> None:
         import cProfile
         profiler = cProfile.Profile()
         profiler.enable()
-    started, cpu_started = time.monotonic(), cpu_s()
+    started, cpu_started = time.monotonic(), benchkit.cpu_s()
     code = main(["--db", db, "-q", "run", "--source", "eu", "--mode", "full"])
-    elapsed, cpu = time.monotonic() - started, cpu_s() - cpu_started
+    elapsed, cpu = time.monotonic() - started, benchkit.cpu_s() - cpu_started
     if profiler:
         import io
         import pstats
@@ -238,8 +227,8 @@ def run_child(db: str, profile_top: int) -> None:
     with sqlite3.connect(db) as connection:
         counts = {table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                   for table in ("recalls", "product_alerts")}
-    print(json.dumps({"exit": code, "seconds": elapsed, "cpu_s": cpu, "cpu_with_imports_s": cpu_s(),
-                      "peak_rss_mb": peak_rss_mb(), **counts}))
+    print(json.dumps({"exit": code, "seconds": elapsed, "cpu_s": cpu, "cpu_with_imports_s": benchkit.cpu_s(),
+                      "peak_rss_mb": benchkit.peak_rss_mb(), **counts}))
 
 
 def parse_child(folder: str, out_path: str | None) -> None:
@@ -254,7 +243,7 @@ def parse_child(folder: str, out_path: str | None) -> None:
     out = open(out_path, "w", encoding="utf-8") if out_path else None
     first_seen: dict[str, str] = {}
     notifications = records = 0
-    started, cpu_started = time.monotonic(), cpu_s()
+    started, cpu_started = time.monotonic(), benchkit.cpu_s()
     for path in entries:
         report = WeeklyReport(reference=path.stem, published=None, year=None, week=None, url=None, report_id=path.stem)
         for item in crawler._read_report(str(path), report, "http://127.0.0.1/"):
@@ -266,23 +255,17 @@ def parse_child(folder: str, out_path: str | None) -> None:
                 if out:
                     typed = (record.type, record.fields) if isinstance(record, Record) else ("vehicle_recall", record)
                     out.write(json.dumps(typed, sort_keys=True, ensure_ascii=False, default=str) + "\n")
-    elapsed, cpu = time.monotonic() - started, cpu_s() - cpu_started
+    elapsed, cpu = time.monotonic() - started, benchkit.cpu_s() - cpu_started
     if out:
         out.close()
     print(json.dumps({"notifications": notifications, "records": records, "seconds": elapsed, "cpu_s": cpu,
-                      "peak_rss_mb": peak_rss_mb()}))
-
-
-def child(*args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
-    return benchkit.child(__file__, *args, env=env, show_stderr=show_stderr)
+                      "peak_rss_mb": benchkit.peak_rss_mb()}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=763)
-    parser.add_argument("--keep", help="work in this directory and keep it (the reports are reused)")
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="profile the full run")
-    parser.add_argument("--records-to", metavar="JSONL", help="write every record the source makes (to compare versions)")
+    benchkit.whole_run_arguments(parser, keep="work in this directory and keep it (the reports are reused)")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--parse", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -308,10 +291,10 @@ def main() -> None:
         stale.unlink()
     load = os.getloadavg()[0]
     try:
-        run = child("--run", str(db), "--profile", str(args.profile), env=env, show_stderr=bool(args.profile))
+        run = benchkit.child(__file__, "--run", str(db), "--profile", str(args.profile), env=env, show_stderr=bool(args.profile))
     finally:
         server.shutdown()
-    parsed = child("--parse", str(folder), *(["--records-to", args.records_to] if args.records_to else []))
+    parsed = benchkit.child(__file__, "--parse", str(folder), *(["--records-to", args.records_to] if args.records_to else []))
     table = [
         ("reports", f"{args.reports} ({size_mb:.1f} MB, {notifications:,} notifications, generated in {gen_s:.1f} s); "
                     f"load average {load:.1f} on {os.cpu_count()} cores"),

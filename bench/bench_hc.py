@@ -79,18 +79,6 @@ def generate(path: Path, records: int, seed: int = 24) -> None:
         out.write("]")
 
 
-def cpu_s() -> float:
-    """CPU seconds of this process (user + system): what the run costs, whatever the load."""
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def peak_rss_mb() -> float:
-    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")) / 1024
-
-
 def read_child(how: str, path: str, out_path: str | None = None) -> None:
     """Child: read and parse the file one way; prints seconds, records, peak RSS. `out_path`
     writes every parsed record as JSON lines, so two versions of sources/hc.py can be compared
@@ -112,8 +100,8 @@ def read_child(how: str, path: str, out_path: str | None = None) -> None:
                 out.write(json.dumps(record, sort_keys=True, ensure_ascii=False, default=str) + "\n")
     if out:
         out.close()
-    print(json.dumps({"seconds": time.monotonic() - started, "records": count, "peak_rss_mb": peak_rss_mb(),
-                      "cpu_s": cpu_s()}))
+    print(json.dumps({"seconds": time.monotonic() - started, "records": count, "peak_rss_mb": benchkit.peak_rss_mb(),
+                      "cpu_s": benchkit.cpu_s()}))
 
 
 def run_child(db: str, profile_top: int = 0) -> None:
@@ -139,12 +127,8 @@ def run_child(db: str, profile_top: int = 0) -> None:
         stats = pstats.Stats(profiler, stream=out)
         stats.sort_stats("tottime").print_stats(profile_top)
         print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
-    print(json.dumps({"seconds": time.monotonic() - started, "exit": code, "peak_rss_mb": peak_rss_mb(),
-                      "cpu_s": cpu_s()}))
-
-
-def child(*args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
-    return benchkit.child(__file__, *args, env=env, show_stderr=show_stderr)
+    print(json.dumps({"seconds": time.monotonic() - started, "exit": code, "peak_rss_mb": benchkit.peak_rss_mb(),
+                      "cpu_s": benchkit.cpu_s()}))
 
 
 def main() -> None:
@@ -171,7 +155,7 @@ def main() -> None:
                       f"on {os.cpu_count()} cores")]
     for how in ("json.load", "ijson"):
         extra = ["--records-to", args.records_to] if args.records_to and how == "ijson" else []
-        r = child("--read", how, str(path), *extra)
+        r = benchkit.child(__file__, "--read", how, str(path), *extra)
         table.append((f"read + parse, {how}", f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process), "
                                                f"peak RSS {r['peak_rss_mb']:.0f} MB"))
     if not args.parse_only:
@@ -183,7 +167,7 @@ def main() -> None:
         try:
             for label in ("full run (first)", "full run (again, nothing to write)"):
                 profile = ["--profile", str(args.profile)] if args.profile and "first" in label else []
-                r = child("--run", db, *profile, env=env, show_stderr=bool(profile))
+                r = benchkit.child(__file__, "--run", db, *profile, env=env, show_stderr=bool(profile))
                 table.append((label, f"{r['seconds']:.2f} s wall, {r['cpu_s']:.2f} s CPU (process, imports included), "
                                      f"peak RSS {r['peak_rss_mb']:.0f} MB, exit {r['exit']} (targets ≤ 5 s, < 200 MB)"))
         finally:

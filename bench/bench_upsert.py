@@ -44,6 +44,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import benchkit  # noqa: E402
 from basecrawler import BaseCrawler, Store  # noqa: E402
 from basecrawler.config import Settings  # noqa: E402
 from basecrawler.pipeline.collector import fewer_collections  # noqa: E402
@@ -231,14 +232,6 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
 
 
-def rss_mb() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def profile_pipeline(path: str, rt: RecordType, rows: list[dict], top: int) -> str:
     store = fresh_store(path)
     profiler = cProfile.Profile()
@@ -354,7 +347,7 @@ def main() -> None:
     line("per row: plain (FTS per row) / store", ratio("plain per row", "store"))
     line("re-run / first run (pipeline)", ratio("re-run", "pipeline"))
     print(f"{'re-run: rows written (target 0)':<58}{max(written):>26}")
-    print(f"{'peak RSS (MB)':<58}{rss_mb():>26.0f}")
+    print(f"{'peak RSS (MB)':<58}{benchkit.peak_rss_mb():>26.0f}")
     if args.profile:
         print(profile_pipeline(os.path.join(tmp, "profile.db"), rt, rows, args.profile))
 

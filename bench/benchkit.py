@@ -26,6 +26,28 @@ def child(script: str, *args: str, env: dict | None = None, show_stderr: bool = 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def cpu_s() -> float:
+    """CPU seconds of this process (user + system): what the run costs, whatever the load."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM), in MB."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+
+
+def whole_run_arguments(parser, *, keep: str = "work in this directory and keep it",
+                        profile: str = "profile the full run: its N costliest functions and the layer split") -> None:
+    """The options every whole-run bench has: --keep DIR, --profile N, --records-to JSONL."""
+    parser.add_argument("--keep", help=keep)
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help=profile)
+    parser.add_argument("--records-to", metavar="JSONL", help="also write every record the source makes (to compare versions)")
+
+
 def print_table(table: list[tuple[str, str]]) -> None:
     width = max(len(k) for k, _ in table)
     print(f"{'measure':<{width}} | value\n{'-' * width}-+-{'-' * 60}")
