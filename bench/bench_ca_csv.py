@@ -104,24 +104,9 @@ def crawl(url: str, db: str, profile_top: int = 0) -> None:
     from sources.ca import CanadaCrawler
 
     store = Store(db)
-    profiler = None
-    if profile_top:
-        import cProfile
-        profiler = cProfile.Profile()
-        profiler.enable()
-    started, cpu_started = time.monotonic(), time.process_time()
-    result = CanadaCrawler(store, settings=Settings.from_env(db_path=db), mode="full").run()
-    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
-    if profiler:
-        import io as _io
-        import pstats
-        profiler.disable()
-        out = _io.StringIO()
-        stats = pstats.Stats(profiler, stream=out)
-        stats.sort_stats("tottime").print_stats(profile_top)
-        stats.sort_stats("cumulative").print_stats(profile_top)
-        from profile_layers import report
-        print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
+    with benchkit.measured(profile_top, cumulative=True) as timing:
+        result = CanadaCrawler(store, settings=Settings.from_env(db_path=db), mode="full").run()
+    elapsed, cpu = timing["seconds"], timing["cpu_s"]
     c = result.counts
     print(json.dumps({"status": result.status, "recalls": c.saved, "fetched": c.fetched, "dead": c.dead_lettered,
                       "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": benchkit.peak_rss_mb()}))
@@ -135,14 +120,14 @@ def parse_only(path: str, out_path: str | None = None) -> None:
 
     crawler = CanadaCrawler.__new__(CanadaCrawler)   # parse() reads no state
     out = open(out_path, "w", encoding="utf-8") if out_path else None
-    started, cpu_started = time.monotonic(), time.process_time()
     records = 0
-    for group in group_rows(Path(path), count_rows(Path(path))):
-        record = crawler.parse(group)
-        records += 1
-        if out:
-            out.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
-    elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
+    with benchkit.measured() as timing:
+        for group in group_rows(Path(path), count_rows(Path(path))):
+            record = crawler.parse(group)
+            records += 1
+            if out:
+                out.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+    elapsed, cpu = timing["seconds"], timing["cpu_s"]
     if out:
         out.close()
     print(json.dumps({"records": records, "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": benchkit.peak_rss_mb()}))

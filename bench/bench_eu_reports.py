@@ -206,24 +206,9 @@ def run_child(db: str, profile_top: int) -> None:
 
     from basecrawler.cli import main
 
-    profiler = None
-    if profile_top:
-        import cProfile
-        profiler = cProfile.Profile()
-        profiler.enable()
-    started, cpu_started = time.monotonic(), benchkit.cpu_s()
-    code = main(["--db", db, "-q", "run", "--source", "eu", "--mode", "full"])
-    elapsed, cpu = time.monotonic() - started, benchkit.cpu_s() - cpu_started
-    if profiler:
-        import io
-        import pstats
-
-        from profile_layers import report
-        profiler.disable()
-        out = io.StringIO()
-        stats = pstats.Stats(profiler, stream=out)
-        stats.sort_stats("tottime").print_stats(profile_top)
-        print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
+    with benchkit.measured(profile_top) as timing:
+        code = main(["--db", db, "-q", "run", "--source", "eu", "--mode", "full"])
+    elapsed, cpu = timing["seconds"], timing["cpu_s"]
     with sqlite3.connect(db) as connection:
         counts = {table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                   for table in ("recalls", "product_alerts")}
@@ -243,19 +228,19 @@ def parse_child(folder: str, out_path: str | None) -> None:
     out = open(out_path, "w", encoding="utf-8") if out_path else None
     first_seen: dict[str, str] = {}
     notifications = records = 0
-    started, cpu_started = time.monotonic(), benchkit.cpu_s()
-    for path in entries:
-        report = WeeklyReport(reference=path.stem, published=None, year=None, week=None, url=None, report_id=path.stem)
-        for item in crawler._read_report(str(path), report, "http://127.0.0.1/"):
-            notifications += 1
-            item["first_report_date"] = first_seen.setdefault(item["caseNumber"], item["report_date"])
-            item["date_stored"] = False
-            for record in crawler.parse(item):
-                records += 1
-                if out:
-                    typed = (record.type, record.fields) if isinstance(record, Record) else ("vehicle_recall", record)
-                    out.write(json.dumps(typed, sort_keys=True, ensure_ascii=False, default=str) + "\n")
-    elapsed, cpu = time.monotonic() - started, benchkit.cpu_s() - cpu_started
+    with benchkit.measured() as timing:
+        for path in entries:
+            report = WeeklyReport(reference=path.stem, published=None, year=None, week=None, url=None, report_id=path.stem)
+            for item in crawler._read_report(str(path), report, "http://127.0.0.1/"):
+                notifications += 1
+                item["first_report_date"] = first_seen.setdefault(item["caseNumber"], item["report_date"])
+                item["date_stored"] = False
+                for record in crawler.parse(item):
+                    records += 1
+                    if out:
+                        typed = (record.type, record.fields) if isinstance(record, Record) else ("vehicle_recall", record)
+                        out.write(json.dumps(typed, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    elapsed, cpu = timing["seconds"], timing["cpu_s"]
     if out:
         out.close()
     print(json.dumps({"notifications": notifications, "records": records, "seconds": elapsed, "cpu_s": cpu,

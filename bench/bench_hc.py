@@ -110,36 +110,19 @@ def run_child(db: str, profile_top: int = 0) -> None:
     the time split into layers (bench/profile_layers.py)."""
     from basecrawler.cli import main
 
-    profiler = None
-    if profile_top:
-        import cProfile
-        profiler = cProfile.Profile()
-        profiler.enable()
-    started = time.monotonic()
-    code = main(["--db", db, "-q", "run", "--source", "hc", "--mode", "full"])
-    if profiler:
-        import io
-        import pstats
-
-        from profile_layers import report
-        profiler.disable()
-        out = io.StringIO()
-        stats = pstats.Stats(profiler, stream=out)
-        stats.sort_stats("tottime").print_stats(profile_top)
-        print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
-    print(json.dumps({"seconds": time.monotonic() - started, "exit": code, "peak_rss_mb": benchkit.peak_rss_mb(),
+    with benchkit.measured(profile_top) as timing:
+        code = main(["--db", db, "-q", "run", "--source", "hc", "--mode", "full"])
+    # (CPU of the whole process, imports included, as this bench has always reported it)
+    print(json.dumps({"seconds": timing["seconds"], "exit": code, "peak_rss_mb": benchkit.peak_rss_mb(),
                       "cpu_s": benchkit.cpu_s()}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=34_000)
-    parser.add_argument("--keep", help="work in this directory and keep it")
+    benchkit.whole_run_arguments(parser, profile="profile the first full run: its N costliest functions and the layer split")
     parser.add_argument("--parse-only", action="store_true", help="only compare json.load and ijson")
-    parser.add_argument("--records-to", metavar="JSONL", help="also write every parsed record here (to compare versions)")
     parser.add_argument("--read", nargs=2, help=argparse.SUPPRESS)
-    parser.add_argument("--profile", type=int, default=0, metavar="N",
-                        help="profile the first full run: its N costliest functions and the layer split")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.read:

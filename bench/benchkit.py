@@ -3,14 +3,19 @@ step in a fresh child process of the same script (so its peak RSS and CPU time a
 printing the two-column table."""
 from __future__ import annotations
 
+import contextlib
+import cProfile
+import io
 import json
 import os
+import pstats
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,6 +43,32 @@ def peak_rss_mb() -> float:
     """This process's peak resident memory (VmHWM), in MB."""
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+
+
+@contextlib.contextmanager
+def measured(profile_top: int = 0, *, cumulative: bool = False) -> Iterator[dict]:
+    """Time the block: the yielded dict gets "seconds" (wall) and "cpu_s" when it ends. With
+    `profile_top`, the block also runs under cProfile and its costliest functions (by own time;
+    with `cumulative` also by cumulative time) and the layer split (profile_layers.py) go to stderr."""
+    timing: dict = {}
+    profiler = cProfile.Profile() if profile_top else None
+    if profiler:
+        profiler.enable()
+    started, cpu_started = time.monotonic(), cpu_s()
+    try:
+        yield timing
+    finally:
+        timing["seconds"], timing["cpu_s"] = time.monotonic() - started, cpu_s() - cpu_started
+        if profiler:
+            from profile_layers import report
+
+            profiler.disable()
+            out = io.StringIO()
+            stats = pstats.Stats(profiler, stream=out)
+            stats.sort_stats("tottime").print_stats(profile_top)
+            if cumulative:
+                stats.sort_stats("cumulative").print_stats(profile_top)
+            print(out.getvalue() + "\n" + report(stats), file=sys.stderr)
 
 
 def whole_run_arguments(parser, *, keep: str = "work in this directory and keep it",
