@@ -210,16 +210,12 @@ class SourceAPI:
         """The stored date (ISO) of one of this source's records of `record_type` (default: the
         source's own type), by the last field of the type's key (the publisher's number); None
         when it is not stored or its date is unknown."""
-        rt = get_record_type(record_type) if record_type else self.default_type()
-        row = self.store.get(rt, dict(zip(rt.key_columns, self._key(number, rt))))
-        if not row or rt.date_field is None or row.get("date_unknown"):
-            return None
-        return row[rt.date_field]
+        return self.known_dates([number], record_type).get(number)
 
     def known_dates(self, numbers, record_type: str | None = None) -> dict[str, str]:
-        """`known_date` of many numbers at once: {number: stored date (ISO)} for those stored
+        """The stored dates of many numbers at once: {number: stored date (ISO)} for those stored
         with a known date; a number not stored, or stored with its date unknown, is left out
-        (`.get(number)` answers as `known_date` does). One keyed query per 500 numbers instead
+        (`known_date` is `.get(number)` of it). One keyed query per 500 numbers instead
         of one per number: a source that looks up every item of a page or report asks here."""
         rt = get_record_type(record_type) if record_type else self.default_type()
         if rt.date_field is None:
