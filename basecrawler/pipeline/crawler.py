@@ -86,6 +86,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     def run(self) -> RunResult:
         started = time.monotonic()
         self.counts, self.warnings = RunCounts(), []
+        self._intake = None
         self._transport_bases = None
         lock = RunLock(self.store.path, self.settings.lock_timeout_s, scope=self.source)
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
@@ -109,6 +110,8 @@ class BaseCrawler(SourceAPI, abc.ABC):
         except Interrupted:
             result.status = "interrupted"
         except Exception as exc:  # a failing source never escapes run(); it is a failed run
+            if self._intake is not None:   # a batch lost with the failure is not counted stored
+                self._intake.confirm(raise_failure=False)
             result.status, result.error = "failed", describe(exc)
             log.error("%s: source failed: %s", self.source, result.error, exc_info=not isinstance(exc, CrawlerError))
         except BaseException as exc:  # Ctrl-C / SystemExit: recorded as such, then passed on
@@ -157,6 +160,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         except Exception as exc:
             fetch_error = exc  # keep what was fetched so far, then report the failure
         self._flush_all()   # and the ledger's items whose records are all stored now (or had none)
+        intake.confirm()   # the last batch committed (or its failure raised here, as the source's)
         if interrupted:
             raise Interrupted()
         if fetch_error is not None:

@@ -16,6 +16,7 @@ store said.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
@@ -56,6 +57,8 @@ class Intake:
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
         self._stored_keys: dict[tuple, str] = {}          # (type name, key) → how this run counted it
         self._recognised_for_detail: list[SimpleNamespace] = []
+        # The batch last stored while its commit finishes behind, and the counts it added.
+        self._finishing: tuple[Future, dict[str, int]] | None = None
         self._contexts: dict[str, str] = {}   # by type name
         # Fixed for the run: asked once, not per item.
         self._default_type = crawler.default_type()
@@ -235,11 +238,18 @@ class Intake:
             return
         crawler, counts = self.crawler, self.crawler.counts
         records = [record for record, _, _ in batch]
+        self.confirm()
+        before = _stored_tally(counts)
+        # The batch's index feed and commit finish behind us while we make the next batch
+        # (store/finishing.py); its counts stand once it is confirmed stored.
         outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
-                                       input_hashes=[input_hash for _, _, input_hash in batch])
+                                       input_hashes=[input_hash for _, _, input_hash in batch], behind=True)
         counts.merged += outcome.merged  # same key twice in this batch: folded into one row
         for key, what in outcome.by_key.items():
             self.count(record_type, key, what)
+        if outcome.finishing is not None:
+            after = _stored_tally(counts)
+            self._finishing = (outcome.finishing, {name: after[name] - before[name] for name in after})
         for row, error in outcome.failed:
             counts.store_failed += 1
             # The letter's key column holds the last key field (the publisher's number).
@@ -249,6 +259,22 @@ class Intake:
             from basecrawler.pipeline import enrichment
 
             enrichment.enqueue(crawler, records, failed=[row for row, _ in outcome.failed])
+
+    def confirm(self, *, raise_failure: bool = True) -> None:
+        """Wait until the batch last stored is committed. If it was not (its finishing failed,
+        e.g. on a full disk, and it was rolled back whole), its records' counts are taken
+        back, so the run's counts say what the database holds, and the failure is raised."""
+        if self._finishing is None:
+            return
+        (finishing, counted), self._finishing = self._finishing, None
+        try:
+            finishing.result()
+        except Exception:
+            counts = self.crawler.counts
+            for name, added in counted.items():
+                setattr(counts, name, getattr(counts, name) - added)
+            if raise_failure:
+                raise
 
     def count(self, record_type: RecordType, key: tuple, what: str) -> None:
         """One stored (or recognised) record: new, updated or unchanged; a key this run
@@ -266,6 +292,14 @@ class Intake:
         self._stored_keys[(record_type.name, key)] = what
         setattr(counts, what, getattr(counts, what) + 1)
         counts.saved += 1
+
+
+# The counts storing a batch moves (count(), and `merged` for keys folded in the batch).
+_STORED_COUNTS = ("saved", "new", "updated", "unchanged", "merged")
+
+
+def _stored_tally(counts) -> dict[str, int]:
+    return {name: getattr(counts, name) for name in _STORED_COUNTS}
 
 
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:

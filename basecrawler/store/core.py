@@ -29,6 +29,7 @@ import os
 import sqlite3
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -44,6 +45,7 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table, input_index
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.store.finishing import Finisher
 from basecrawler.store.schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,9 @@ class UpsertResult:
     failed: list[tuple[dict, str]] = field(default_factory=list)  # (row, error)
     merged: int = 0   # rows folded into another row of the same key in this batch
     by_key: dict[tuple, str] = field(default_factory=dict)  # key (source first) → new / updated / unchanged
+    # `upsert(…, behind=True)`: the batch's commit, still running when upsert returned (its
+    # result() raises if the batch was not stored); None when it was committed before.
+    finishing: Future | None = None
 
     @property
     def saved(self) -> int:
@@ -73,6 +78,10 @@ class UpsertResult:
         self.failed.extend(other.failed)
         self.merged += other.merged
         self.by_key.update(other.by_key)
+
+
+# A row's statement parameters made ahead of the write (`_upsert_finishing_behind`).
+_PARAMS = "_params"
 
 
 class _BatchRefused(CrawlerError):
@@ -149,6 +158,9 @@ class Store:
         self.path = str(path)
         self.engine = "postgresql" if is_postgres_url(self.path) else "sqlite"
         self._write_lock = threading.RLock()
+        self._finisher = Finisher()   # a SQLite batch finishing behind the caller (finishing.py)
+        self._finishing_keys: tuple[str, set[tuple]] = ("", set())   # its table and keys
+        self._reading: sqlite3.Connection | None = None   # lookups meanwhile (_known_inputs_meanwhile)
         # (psycopg's errors only where they can happen: importing it costs an SQLite run 0.1 s)
         self._refused = (sqlite3.Error,) if self.engine == "sqlite" else _db_errors()
         if self.engine == "postgresql":
@@ -162,7 +174,7 @@ class Store:
             self._with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        self.db = sqlite_utils.Database(conn)
+        self._db = sqlite_utils.Database(conn)
         self._with_lock_retry(lambda: migrate(self.db))
         self.ensure_type_tables()
 
@@ -172,7 +184,7 @@ class Store:
         except ImportError as exc:   # psycopg is the optional extra "pg"
             from basecrawler.errors import ConfigError
             raise ConfigError(f"{redact(self.path)} needs psycopg 3: pip install 'basecrawler[pg]' ({exc})") from exc
-        self.db = PgDatabase(self.path)
+        self._db = PgDatabase(self.path)
         self.ensure_type_tables()   # migrate_pg: the numbered schema and every type's tables
 
     @property
@@ -195,8 +207,28 @@ class Store:
             return Path.cwd()
         return Path(self.path).resolve().parent
 
+    @property
+    def db(self):
+        """The database (sqlite-utils' `Database`, or engines/pg.py's adapter). Waits first for a
+        batch finishing behind the caller, so nothing else ever runs on the connection meanwhile."""
+        if self._finisher.busy:
+            self.settle()
+        return self._db
+
+    def settle(self) -> None:
+        """Wait until the batch an `upsert(…, behind=True)` left finishing is committed; raise
+        its failure (the batch was then rolled back whole)."""
+        with self._write_lock:
+            self._finisher.settle()
+
     def close(self) -> None:
-        self.db.conn.close()
+        try:
+            with self._write_lock:
+                self._finisher.close()
+        finally:
+            if self._reading is not None:
+                self._reading.close()
+            self._db.conn.close()
 
     @staticmethod
     def _with_lock_retry(operation):
@@ -293,12 +325,18 @@ class Store:
         return self._fts_feed(get_record_type(DEFAULT_RECORD_TYPE)) is not None
 
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
-               raws: list | None = None, input_hashes: list[str | None] | None = None) -> UpsertResult:
+               raws: list | None = None, input_hashes: list[str | None] | None = None,
+               behind: bool = False) -> UpsertResult:
         """Store one batch of validated records of one type with the COALESCE rule; exact new /
         updated / unchanged / merged counts. `raws` (same order as `records`) is what a failing
         row's dead letter keeps; `input_hashes` (same order; the pipeline's, see
         pipeline/records.py) say which input each record was made from: a record without one
-        gets the hash of its own values."""
+        gets the hash of its own values.
+
+        `behind=True` (SQLite files; the pipeline asks it): return once the rows are written,
+        and let the batch's full-text feed and COMMIT run on a background thread while the
+        caller makes its next batch (finishing.py). `result.finishing` then says whether the
+        batch was stored; any later use of the store waits for it first."""
         plan = plan_for(_type(record_type))
         rows = []
         for index, record in enumerate(records):
@@ -312,7 +350,10 @@ class Store:
             if row[INPUT_HASH] is None:
                 row[INPUT_HASH] = plan.input_hash(row)
         try:
-            result = self.write(lambda db: self._upsert_batch(db, plan, folded))
+            if behind and self.engine == "sqlite" and self.path != ":memory:":
+                result = self._with_lock_retry(lambda: self._upsert_finishing_behind(plan, folded, utc_now_iso()))
+            else:
+                result = self.write(lambda db: self._upsert_batch(db, plan, folded))
         except _BatchRefused:
             # The engine refused a row of the batch written at once, and the whole batch was
             # rolled back with it: write it again, bisected, so exactly the bad rows fail.
@@ -338,14 +379,64 @@ class Store:
             # Named, as the planner otherwise may take the unique key index and read the table
             # row by row (it did for a four-column key): the covering one answers from itself.
             with self._write_lock:
+                if self._finisher.busy:
+                    return self._known_inputs_meanwhile(rt, keys, columns)
                 return self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0])
         return self.rows_by_key(rt, keys, columns)
+
+    def _known_inputs_meanwhile(self, rt: RecordType, keys: Iterable[tuple], columns: list[str]) -> dict[tuple, dict]:
+        """`known_inputs` while a batch is finishing behind, without waiting for it: the
+        committed file read through a second connection (WAL), less the keys that batch holds,
+        whose rows are about to change (their records go the whole way, and the store sees
+        them after the batch). A lookup every 500 records would otherwise wait for each batch
+        and leave nothing to overlap."""
+        table, held = self._finishing_keys
+        found = self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0], conn=self._reader())
+        if table == rt.table:
+            for key in held.intersection(found):
+                del found[key]
+        return found
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._reading is None:
+            self._reading = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+            self._reading.execute("PRAGMA query_only = ON")
+        return self._reading
 
     def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
         """`upsert` of the default type (vehicle recalls), as callers before record types wrote it."""
         return self.upsert(DEFAULT_RECORD_TYPE, records, source=source, raws=raws)
 
-    def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict], bisect: bool = False) -> UpsertResult:
+    def _upsert_finishing_behind(self, plan: UpsertPlan, rows: list[dict], now: str) -> UpsertResult:
+        """One attempt of `upsert(…, behind=True)`: the transaction of `write`, left open with
+        the rows written; the index feed and the COMMIT go to the finisher."""
+        # Each row's statement parameters as a new row, made before waiting for the batch
+        # finishing: this Python work overlaps it (a row the lookup finds stored is merged and
+        # gets its parameters then; one that cannot be made here is made, and fails, where the
+        # write can tell which row it was).
+        for row in rows:
+            try:
+                row[_PARAMS] = plan.params(row, now)
+            except Exception:
+                pass
+        with self._write_lock:
+            conn = self.db.conn   # (waits for the batch before)
+            conn.execute("BEGIN IMMEDIATE")
+            finishing: list[tuple[str, list]] = []
+            try:
+                result = self._upsert_batch(self._db, plan, rows, finishing=finishing, now=now)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            result.finishing = self._finisher.start(conn, finishing)
+            self._finishing_keys = (plan.table, set(result.by_key))
+            return result
+
+    def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict], bisect: bool = False,
+                      finishing: list | None = None, now: str | None = None) -> UpsertResult:
+        """The batch's lookup and writes inside the caller's transaction. The full-text feed of
+        its new rows runs last, or, given `finishing`, is appended to it for the finisher."""
         result = UpsertResult()
         if self.engine == "postgresql":   # COPY + one merge statement; a refused batch goes on row by row below
             from basecrawler.store.engines.pg_upsert import merge_batch
@@ -357,7 +448,7 @@ class Store:
         hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), (INPUT_HASH,))
         differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
         stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, ("id", *plan.written)) if differing else {})}
-        now = utc_now_iso()
+        now = now or utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
         # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
@@ -403,10 +494,13 @@ class Store:
                 result.by_key[key(row)] = outcome
             else:
                 result.failed.append((row, outcome))
-        if result.new and feed:
-            db.conn.execute(feed, [last_id])
         if rehashed:   # bookkeeping only: updated_at and the counts stay as they are
             db.conn.executemany(f"UPDATE [{plan.table}] SET {INPUT_HASH} = ? WHERE id = ?", rehashed)
+        if result.new and feed:
+            if finishing is None:
+                db.conn.execute(feed, [last_id])
+            else:
+                finishing.append((feed, [last_id]))
         return result
 
     def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
@@ -422,7 +516,8 @@ class Store:
             return self._sqlite_rows_by_key(rt, keys, columns)
 
     def _sqlite_rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None,
-                            indexed_by: str | None = None) -> dict[tuple, dict]:
+                            indexed_by: str | None = None, conn: sqlite3.Connection | None = None) -> dict[tuple, dict]:
+        conn = conn or self.db.conn
         key_columns = rt.key_columns
         key_of = plan_for(rt).key
         cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
@@ -437,7 +532,7 @@ class Store:
                 chunk = values[start:start + 500]
                 where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
                 index = f" INDEXED BY [{indexed_by}]" if indexed_by else ""
-                cursor = self.db.conn.execute(f"SELECT {cols} FROM [{rt.table}]{index} WHERE {prefix_sql}{where}", params)
+                cursor = conn.execute(f"SELECT {cols} FROM [{rt.table}]{index} WHERE {prefix_sql}{where}", params)
                 names = [d[0] for d in cursor.description]
                 for values_ in cursor:
                     row = dict(zip(names, values_))
@@ -451,7 +546,7 @@ class Store:
         if not items:
             return []
         try:
-            db.conn.executemany(sql, [plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [row.get(_PARAMS) or plan.params(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if not _refused_row(db, exc):
                 raise
@@ -467,7 +562,7 @@ class Store:
         savepoint = "upsert_batch"
         db.conn.execute(f"SAVEPOINT {savepoint}")
         try:
-            db.conn.executemany(sql, [plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [row.get(_PARAMS) or plan.params(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if self.engine == "sqlite" and not _refused_row(db, exc):
                 raise   # (the transaction, savepoint and all, is rolled back by the caller or was already)
