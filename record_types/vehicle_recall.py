@@ -11,6 +11,7 @@ so the record is kept (the field helpers of basecrawler.recordtypes.fields).
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import math
 import re
@@ -50,6 +51,8 @@ def parse_units(value: Any) -> int | None:
 
 
 def _units_or_none(value: Any) -> int | None:
+    if value.__class__ is str and value.isdigit() and value.isascii():
+        return int(value)   # the common case ("96310"), without NFKC and the pattern
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -84,7 +87,14 @@ def normalize_model_year(value: Any) -> str | None:
     """'2021', '2019-2021'; NHTSA's 9999 and 0 mean "unknown / equipment" and become None."""
     if value is None:
         return None
-    s = normalize_digits(str(value)).strip()
+    if value.__class__ is str:   # a few distinct values per source, asked for every record
+        return _model_year_of_text(value)
+    return _model_year_of_text(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _model_year_of_text(value: str) -> str | None:
+    s = normalize_digits(value).strip()
     if s in MODEL_YEAR_SENTINELS:
         return None
     m = _YEAR_RANGE_RE.match(s)

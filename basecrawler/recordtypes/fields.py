@@ -42,12 +42,8 @@ def clean_strings(data: dict) -> dict:
     """`blank_to_none` over every text value of a model's input (a `mode="before"` validator).
     Runs on every field of every record: the common case (printable text) is inlined, one
     method call instead of a function call per value."""
-    cleaned = {}
-    for key, value in data.items():
-        if value.__class__ is str:
-            value = (value.strip() or None) if value.isprintable() else blank_to_none(value)
-        cleaned[key] = value
-    return cleaned
+    return {key: ((value.strip() or None) if value.isprintable() else blank_to_none(value))
+            if value.__class__ is str else value for key, value in data.items()}
 
 
 def date_or_unknown(data: dict, field: str, sentinel: dt.date | None = None, *, day_first: bool = True) -> dict:

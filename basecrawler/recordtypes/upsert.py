@@ -36,6 +36,12 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
+# Made once: `json.dumps` with options builds an encoder per call, a third of its cost on a
+# small `extra` (1.9 against 2.8 µs), paid for every record written.
+_EXTRA_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True, default=json_default)
+_LIST_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def extra_json(value: Any) -> str | None:
     """A dict (or list) as stored JSON text; empty → None (a blank never erases)."""
     if value is None:
@@ -44,7 +50,7 @@ def extra_json(value: Any) -> str | None:
         return value
     if not value:
         return None
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=json_default)
+    return _EXTRA_ENCODER.encode(value)
 
 
 class UpsertPlan:
@@ -99,7 +105,7 @@ class UpsertPlan:
                 row[column] = value.isoformat()
         for column in self.other_json:
             value = row.get(column)
-            row[column] = json.dumps(list(value), ensure_ascii=False) if value else None
+            row[column] = _LIST_ENCODER.encode(list(value)) if value else None
         if self.dated and not self.model_has_date_unknown:
             unknown = row[self.date_field] is None
             row[DATE_UNKNOWN] = unknown
