@@ -143,7 +143,7 @@ class CanadaCrawler(BaseCrawler):
             "recall_date": _first_date(cells("RECALL_DATE_DTE")),
             "manufacturer_original": distinct_joined(clean_make.values()),
             "model_original": distinct_joined(clean_model.values()),
-            "model_year": year_range(set(clean_year.values())),
+            "model_year": _model_years(frozenset(clean_year.values())),
             "component_original": text("SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
             "source_url": DETAIL_PAGE.format(number),
@@ -163,6 +163,13 @@ class CanadaCrawler(BaseCrawler):
             extra["units_reported"] = reported
         record["extra"] = {key: value for key, value in extra.items() if value}
         return record
+
+
+@functools.lru_cache(maxsize=4096)
+def _model_years(years: frozenset) -> str | None:
+    """`year_range` of a recall's distinct model years (cached: the same few years come back
+    recall after recall, and each is read by a regex)."""
+    return year_range(years)
 
 
 # ---- vehicles shared between recalls ----------------------------------------------------

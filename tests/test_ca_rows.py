@@ -168,3 +168,13 @@ def test_whole_adjacent_recalls_and_row_by_row_ones_are_handed_on_in_file_order(
     assert emitted[2]["line"] == 7 and emitted[2]["rows"][0]["MANUFACTURER_RECALL_NO_TXT"] == "orphan"
     assert parse(emitted[1])["model_year"] == "2020-2022" and parse(emitted[3])["model_original"] == "CIVIC, FIT"
     assert sum("row 6 has 6 cells" in message for message in caplog.messages) == 1
+
+
+def test_model_years_are_the_year_range_of_each_recalls_own_years(tmp_path):
+    # The range is cached by the set of years: recalls with the same years in another order,
+    # and one with a year more, each get their own years' range.
+    rows = [row("2020015", year="2021"), row("2020015", year="2019"), row("2020016", year="2019"),
+            row("2020016", year="2021"), row("2020017", year="2019"), row("2020017", year="2021"),
+            row("2020017", year="2024"), row("2020018", year="9999"), row("2020018", year="")]
+    assert [parse(g)["model_year"] for g in groups(write(tmp_path / "f.csv", rows))] \
+        == ["2019-2021", "2019-2021", "2019-2024", None]
