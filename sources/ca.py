@@ -42,7 +42,7 @@ import io
 import logging
 import re
 from collections import Counter
-from itertools import groupby
+from itertools import chain, groupby, islice
 from pathlib import Path
 from typing import Iterator
 
@@ -143,7 +143,7 @@ class CanadaCrawler(BaseCrawler):
             "recall_date": _first_date(cells("RECALL_DATE_DTE")),
             "manufacturer_original": distinct_joined(clean_make.values()),
             "model_original": distinct_joined(clean_model.values()),
-            "model_year": year_range(set(clean_year.values())),
+            "model_year": _model_years(frozenset(clean_year.values())),
             "component_original": text("SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
             "source_url": DETAIL_PAGE.format(number),
@@ -163,6 +163,13 @@ class CanadaCrawler(BaseCrawler):
             extra["units_reported"] = reported
         record["extra"] = {key: value for key, value in extra.items() if value}
         return record
+
+
+@functools.lru_cache(maxsize=4096)
+def _model_years(years: frozenset) -> str | None:
+    """`year_range` of a recall's distinct model years (cached: the same few years come back
+    recall after recall, and each is read by a regex)."""
+    return year_range(years)
 
 
 # ---- vehicles shared between recalls ----------------------------------------------------
@@ -257,7 +264,11 @@ SHARE_AFTER_ROWS = 64
 def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
     """Pass two: yield {"recall_number", "header", "rows", "columns"} when the last row of a
     recall has been read: each column's cells over the recall's rows; every row as wide as the header (a
-    short row is completed from the recall's first row, a long one cut, as before: both logged)."""
+    short row is completed from the recall's first row, a long one cut, as before: both logged).
+
+    The rows come in adjacent runs of one number (`groupby`, in C): a run that is a whole recall
+    of well-formed rows, the usual case, is handed on at once; any other run (a blank number, a
+    row of the wrong width, a recall that is scattered, long or already open) goes row by row."""
     handle, reader = open_csv(path)
     with handle:
         header = next(reader, None)
@@ -268,14 +279,18 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
         width = len(names)
         open_groups: dict[str, dict] = {}
         previous = None     # the group of the row before: a group left open is a scattered one
-        for line_number, cells in enumerate(reader, start=2):
+
+        def add_row(cells: list, line_number: int) -> dict | None:
+            """One row into its open group; the item to hand on when that completes it (or when
+            the row has no number but has content: a dead letter of its own), else None."""
+            nonlocal previous
             number = cells[number_column].strip() if len(cells) > number_column else ""
             if not number:
                 if any(cell.strip() for cell in cells):
                     # Not a silent skip: handed on as an item of its own, which parse() turns
                     # into a dead letter that keeps the row (the run line counts it).
-                    yield {"recall_number": None, "line": line_number, "rows": [dict(zip(names, cells))]}
-                continue
+                    return {"recall_number": None, "line": line_number, "rows": [dict(zip(names, cells))]}
+                return None
             group = open_groups.get(number)
             if len(cells) != width:
                 log.warning("ca: row %d has %d cells, header has %d", line_number, len(cells), width)
@@ -295,7 +310,30 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
             if len(group["rows"]) >= rows_per_recall.get(number, 0):
                 del open_groups[number]
                 previous = None
-                yield _as_columns(group)
+                return _as_columns(group)
+            return None
+
+        def number_of(cells: list) -> str:
+            return cells[number_column] if len(cells) > number_column else ""
+
+        line_number = 2
+        for raw_number, run in groupby(reader, number_of):
+            number = raw_number.strip()
+            rows = list(islice(run, SHARE_AFTER_ROWS))
+            if (number and number not in open_groups and len(rows) == rows_per_recall.get(number, 0)
+                    and all(len(cells) == width for cells in rows)):
+                # A whole recall in one run (nothing left in `run`: the count says so).
+                if previous is not None and not previous["shared"]:
+                    _share_group(previous)
+                previous = None
+                yield _as_columns({"recall_number": number, "header": names, "rows": rows})
+                line_number += len(rows)
+                continue
+            for cells in chain(rows, run):
+                item = add_row(cells, line_number)
+                line_number += 1
+                if item is not None:
+                    yield item
         for group in open_groups.values():  # only if the file changed between the passes
             yield _as_columns(group)
 

@@ -150,3 +150,31 @@ def test_a_recall_pickles_to_the_same_bytes_whatever_was_read_before_it(tmp_path
             parse(group)
         assert input_hash(parse(after)) == expected
         assert len(ca._shared) <= table_size + 8   # one recall's cells and vehicles beyond the bound, at most
+
+
+def test_whole_adjacent_recalls_and_row_by_row_ones_are_handed_on_in_file_order(tmp_path, caplog):
+    # Whole adjacent runs (2020011, 2020013) go on at once; a scattered recall (2020010), a run
+    # with a short row (2020012) and a row without a number go row by row, in the same order.
+    rows = [row("2020010", model="CIVIC"), row("2020011"), row("2020011", year="2021"),
+            row("2020012"), row("2020012", year="2022")[:6], ["", "2020", "orphan"], [],
+            row("2020010", model="FIT"), row("2020013", year="2019")]
+    path = write(tmp_path / "f.csv", rows)
+    with open(path, "a", encoding="utf-8") as out:   # a blank line (csv reads it as no cells)
+        out.write("\n" + ",".join(f'"{cell}"' for cell in row("2020014")) + "\n")
+    with caplog.at_level(logging.WARNING, logger="sources.ca"):
+        emitted = groups(path)
+    assert [g["recall_number"] for g in emitted] == ["2020011", "2020012", None, "2020010", "2020013", "2020014"]
+    assert [g["rows"] for g in emitted if g["recall_number"]] == [2, 2, 2, 1, 1]
+    assert emitted[2]["line"] == 7 and emitted[2]["rows"][0]["MANUFACTURER_RECALL_NO_TXT"] == "orphan"
+    assert parse(emitted[1])["model_year"] == "2020-2022" and parse(emitted[3])["model_original"] == "CIVIC, FIT"
+    assert sum("row 6 has 6 cells" in message for message in caplog.messages) == 1
+
+
+def test_model_years_are_the_year_range_of_each_recalls_own_years(tmp_path):
+    # The range is cached by the set of years: recalls with the same years in another order,
+    # and one with a year more, each get their own years' range.
+    rows = [row("2020015", year="2021"), row("2020015", year="2019"), row("2020016", year="2019"),
+            row("2020016", year="2021"), row("2020017", year="2019"), row("2020017", year="2021"),
+            row("2020017", year="2024"), row("2020018", year="9999"), row("2020018", year="")]
+    assert [parse(g)["model_year"] for g in groups(write(tmp_path / "f.csv", rows))] \
+        == ["2019-2021", "2019-2021", "2019-2024", None]
