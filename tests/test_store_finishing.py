@@ -164,3 +164,21 @@ def test_a_run_whose_batch_is_lost_while_finishing_fails_and_counts_only_what_wa
     assert (result.counts.saved, result.counts.new) == (kept, kept)   # the lost batch is not counted
     run = store.query("SELECT status, saved FROM crawl_runs WHERE id = ?", [result.run_id])[0]
     assert run == {"status": "failed", "saved": kept}
+
+
+def test_a_commit_that_meets_a_lock_is_asked_again_with_the_batch_still_open(monkeypatch):
+    monkeypatch.setattr(finishing, "COMMIT_RETRY_BASE_WAIT_S", 0)
+    asked = []
+
+    class LockedOnce:   # the connection a held write lock elsewhere makes COMMIT wait on
+        in_transaction = True
+
+        def execute(self, sql, params=()):
+            asked.append(sql)
+            if sql == "COMMIT" and asked.count("COMMIT") == 1:
+                raise sqlite3.OperationalError("database is locked")
+            if sql == "COMMIT":
+                self.in_transaction = False
+    conn = LockedOnce()
+    finishing._finish(conn, [("INSERT INTO fts SELECT 1", [])])
+    assert asked == ["INSERT INTO fts SELECT 1", "COMMIT", "COMMIT"] and not conn.in_transaction

@@ -22,6 +22,7 @@ The contract (Store keeps it):
 from __future__ import annotations
 
 import sqlite3
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
@@ -65,11 +66,29 @@ def _finish(conn: sqlite3.Connection, statements: tuple[tuple[str, Sequence], ..
     try:
         for sql, params in statements:
             conn.execute(sql, params)
-        conn.execute("COMMIT")
+        _commit(conn)
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+# A COMMIT that meets a lock past the busy timeout leaves the transaction open and may be asked
+# again (SQLite's documented rule); the waited-for write retried its whole transaction as often.
+COMMIT_RETRIES = 5
+COMMIT_RETRY_BASE_WAIT_S = 0.2
+
+
+def _commit(conn: sqlite3.Connection) -> None:
+    for attempt in range(COMMIT_RETRIES + 1):
+        try:
+            conn.execute("COMMIT")
+            return
+        except sqlite3.OperationalError as exc:
+            locked = "database is locked" in str(exc) or "database is busy" in str(exc)
+            if not locked or attempt == COMMIT_RETRIES or not conn.in_transaction:
+                raise
+            time.sleep(COMMIT_RETRY_BASE_WAIT_S * 2 ** attempt)
 
 
 __all__ = ["Finisher"]
