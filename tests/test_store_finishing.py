@@ -182,3 +182,19 @@ def test_a_commit_that_meets_a_lock_is_asked_again_with_the_batch_still_open(mon
     conn = LockedOnce()
     finishing._finish(conn, [("INSERT INTO fts SELECT 1", [])])
     assert asked == ["INSERT INTO fts SELECT 1", "COMMIT", "COMMIT"] and not conn.in_transaction
+
+
+def test_lookups_meanwhile_read_the_file_opened_wherever_the_working_directory_went(tmp_path, held, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = Store("relative.db")
+    held.set()
+    store.upsert(VEHICLE, BATCHES[0], source="us", behind=True)
+    store.settle()
+    held.clear()
+    store.upsert(VEHICLE, [recall("24V099")], source="us", behind=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert list(store.known_inputs(VEHICLE, [("us", "US", "24V002")])) == [("us", "US", "24V002")]
+    assert not (elsewhere / "relative.db").exists()
+    held.set()

@@ -168,6 +168,7 @@ class Store:
             return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._file = Path(self.path).resolve()
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if self.path != ":memory:":
@@ -399,8 +400,10 @@ class Store:
 
     def _reader(self) -> sqlite3.Connection:
         if self._reading is None:
-            self._reading = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-            self._reading.execute("PRAGMA query_only = ON")
+            # The file opened at start (the working directory may have moved since), read only:
+            # never a new empty file in its place.
+            self._reading = sqlite3.connect(f"{self._file.as_uri()}?mode=ro", uri=True, check_same_thread=False,
+                                            timeout=BUSY_TIMEOUT_MS / 1000)
         return self._reading
 
     def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
