@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import io
 import logging
 import os
 import pickle
 import sys
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
@@ -70,28 +72,32 @@ def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]
 class Entry:
     """One record as parse() handed it over, before validation: its type, its fields (a dict
     with the source's defaults filled in, or a model instance) and, for a dict, the hash of
-    that input (`input_hash_of`), by which an unchanged record is recognised unvalidated."""
+    that input (`InputHasher`), by which an unchanged record is recognised unvalidated."""
 
     record_type: RecordType
     fields: Any
     input_hash: str | None = None
-    # The key fields as parse() gave them (text stripped): where the stored row made from the
-    # same input would be. A key the model normalises otherwise is simply not found there.
+    # The stored key (source first) with the key fields as parse() gave them (text stripped):
+    # where the stored row made from the same input would be. A key the model normalises
+    # otherwise is simply not found there.
     raw_key: tuple | None = None
 
 
 def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
-            context_of: Callable[[RecordType], str] | None = None) -> list[Entry]:
+            hasher: "InputHasher | None" = None) -> list[Entry]:
     """What `parse()` returned as typed entries: a dict (a record of the source's default
     type, the source's `defaults` filled in), a model instance, a `Record(type, fields)`,
     several of these, or None. Raises `Skip`, or an unknown type's or a foreign model's error:
-    the item is then one dead letter, whole. With `context_of` (a type's `hash_context`), every dict
-    entry carries its input hash."""
-    if produced is None:
+    the item is then one dead letter, whole. With a `hasher` (the run's), every dict entry
+    carries its input hash and its stored key."""
+    if produced.__class__ is dict:   # the usual item: one record of the default type
+        listed = (produced,)
+    elif produced is None:
         return []
-    if isinstance(produced, Skip):
+    elif isinstance(produced, Skip):
         raise produced
-    listed = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
+    else:
+        listed = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
     frozen = defaults if isinstance(defaults, tuple) else tuple(defaults.items())   # (the intake's, frozen once)
     made = []
     for entry in listed:
@@ -106,17 +112,24 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
                 raise TypeError(f"parse() returned a {type(fields).__name__}, the model of no record type")
             made.append(Entry(record_type, fields))
         else:
-            fields = {**_defaults_for(record_type, frozen), **fields}
-            if context_of is None:
+            given = _defaults_for(record_type, frozen) if hasher is None else hasher.defaults_for(record_type)
+            # A copy, taken now: a source that hands the same dict over again, changed, has
+            # the record it returned first validated, as it was hashed.
+            fields = fields.copy() if fields.__class__ is dict and given.keys() <= fields.keys() else {**given, **fields}
+            if hasher is None:
                 made.append(Entry(record_type, fields))
             else:
-                made.append(Entry(record_type, fields, input_hash_of(fields, context_of(record_type)),
-                                  _raw_key(record_type, fields)))
+                made.append(Entry(record_type, fields, hasher(record_type, fields),
+                                  _raw_key(record_type, fields, hasher.source)))
     return made
 
 
-def _raw_key(record_type: RecordType, fields: dict) -> tuple | None:
-    key = []
+def _raw_key(record_type: RecordType, fields: dict, source: str) -> tuple | None:
+    try:   # the usual key: text only (str.strip refuses anything else)
+        return (source, *map(str.strip, _key_getter(record_type)(fields)))
+    except (KeyError, TypeError):
+        pass
+    key = [source]
     for name in record_type.key:
         value = fields.get(name)
         if value.__class__ is str:
@@ -125,6 +138,19 @@ def _raw_key(record_type: RecordType, fields: dict) -> tuple | None:
             return None   # no key, or one the store keeps in another form (a date…): not looked up
         key.append(value)
     return tuple(key)
+
+
+_KEY_GETTERS: dict[tuple, Callable[[dict], tuple]] = {}
+
+
+def _key_getter(record_type: RecordType) -> Callable[[dict], tuple]:
+    """The key fields of a dict as a tuple, in one C call (cached by the key's names)."""
+    names = record_type.key
+    getter = _KEY_GETTERS.get(names)
+    if getter is None:
+        getter = _KEY_GETTERS[names] = (itemgetter(*names) if len(names) > 1
+                                        else (lambda fields, get=itemgetter(names[0]): (get(fields),)))
+    return getter
 
 
 def validate(entry: Entry) -> BaseModel:
@@ -155,18 +181,87 @@ def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tu
     return f"{code_fingerprint(record_type)}|{source}|{sorted(public_bases)!r}|"
 
 
+class _Digesting:
+    """Where the run's pickler writes: straight into the record's digest (no bytes kept)."""
+
+    __slots__ = ("digest",)
+
+    def write(self, data) -> None:
+        self.digest.update(data)
+
+
+class InputHasher:
+    """The input hashes of one run (one thread: an `Intake` holds its own): `hasher(type,
+    fields)` is `input_hash_of(fields, context_of(type))`, cheaper. One pickler serves every
+    record, in fast mode (no memo: a value is written whole wherever it occurs, so the bytes
+    do not depend on which objects are shared, and one record's memo never reaches the next),
+    writing into a SHA-256 already fed the type's context; a value fast mode refuses (a
+    cyclic structure) falls back to a plain pickle, one it cannot write at all to no hash."""
+
+    def __init__(self, source: str, defaults: tuple[tuple[str, Any], ...], context_of: Callable[[RecordType], str]):
+        self.source = source
+        self._defaults = defaults
+        self._context_of = context_of
+        self._seeded: dict[str, Any] = {}   # by type name: a digest fed the context
+        self._defaults_by_type: dict[str, dict] = {}
+        self._new_pickler()
+
+    def defaults_for(self, record_type: RecordType) -> dict:
+        """`_defaults_for` this run's defaults, by the type's name alone."""
+        found = self._defaults_by_type.get(record_type.name)
+        if found is None:
+            found = self._defaults_by_type[record_type.name] = _defaults_for(record_type, self._defaults)
+        return found
+
+    def _new_pickler(self) -> None:
+        self._sink = _Digesting()
+        self._pickler = pickle.Pickler(self._sink, protocol=5)
+        self._pickler.fast = True
+
+    def __call__(self, record_type: RecordType, fields: dict) -> str | None:
+        seeded = self._seeded.get(record_type.name)
+        if seeded is None:
+            seeded = self._seeded[record_type.name] = hashlib.sha256(self._context_of(record_type).encode())
+        digest = self._sink.digest = seeded.copy()
+        try:
+            self._pickler.dump(fields)
+        except Exception:   # cyclic, or a value pickle cannot write: this pickler is not trusted again
+            self._new_pickler()
+            return input_hash_of(fields, self._context_of(record_type))
+        return digest.hexdigest()[:HASH_CHARS]
+
+
+# The stored hash: 128 bits of SHA-256, in hex, and the date letter (`stored_input_hash`).
+HASH_CHARS = 32
+
+
+def _serialised(fields: dict) -> bytes:
+    """The bytes `InputHasher` digests: a fast-mode pickle (protocol 5), or where fast mode
+    refuses (a cycle) a plain one. The two cannot coincide for different values: each decodes
+    to its value."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True
+    try:
+        pickler.dump(fields)
+        return out.getvalue()
+    except ValueError:   # fast mode refuses cycles; pickle's memo writes them
+        return pickle.dumps(fields, protocol=5)
+
+
 def input_hash_of(fields: dict, context: str) -> str | None:
     """The hash of one dict parse() returned (defaults filled in), or None when it cannot be
     serialised (a value pickle refuses: the record then simply goes the whole way). Pickle
     writes every value as it is (no repr that shortens or shows an address) and is 2–3× faster
-    than `repr` on a big record; equal input gives equal bytes, except where one object is
-    shared between two fields in one run and not in another, which only makes the record look
-    changed (it is then validated and compared as before)."""
+    than `repr` on a big record; equal input gives equal bytes (fast mode: an object shared
+    between two fields is written twice, as an equal copy would be). A pickled object whose
+    reduction differs run to run only makes the record look changed (it is then validated and
+    compared as before)."""
     try:
-        data = pickle.dumps(fields, protocol=5)
+        data = _serialised(fields)
     except Exception:   # an object pickle cannot write (a parser node, a generator…)
         return None
-    return hashlib.blake2b(context.encode() + data, digest_size=16).hexdigest()
+    return hashlib.sha256(context.encode() + data).hexdigest()[:HASH_CHARS]
 
 
 def stored_input_hash(record_type: RecordType, input_hash: str | None, record: BaseModel) -> str | None:
@@ -333,5 +428,5 @@ def as_date(value) -> dt.date | None:
     return dt.date.fromisoformat(str(value))
 
 
-__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of",
+__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of", "InputHasher",
            "stored_input_hash", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
