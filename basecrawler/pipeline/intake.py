@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from basecrawler.errors import Skip
 from basecrawler.pipeline import deadletters
-from basecrawler.pipeline.records import (DATE_KNOWN, Entry, InputHasher, Raw, Window, as_date, entries, hash_context,
+from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Window, as_date, entries, hash_context,
                                           in_window, prepare, stored_input_hash, validate)
 from basecrawler.recordtypes import RecordType
 
@@ -62,7 +62,7 @@ class Intake:
         self._defaults = tuple(crawler.record_defaults().items())
         self._today = None   # per lookup round: a run may cross midnight
         self._windowed = window.since is not None or window.until is not None
-        self._hasher = InputHasher(crawler.source, self._defaults, self._context)
+        self._maker = EntryMaker(crawler.source, self._defaults, self._context)
         self._public_url = crawler.public_url if crawler._overridden_bases() else None
         self._moved_from = tuple(transport for transport, _ in crawler._overridden_bases())
 
@@ -74,7 +74,7 @@ class Intake:
         letters_before = counts.dead_lettered
         try:
             made = entries(crawler.parse(raw), default_type=self._default_type, defaults=self._defaults,
-                           hasher=self._hasher)
+                           maker=self._maker)
         except Skip as skip:
             counts.skip(skip.reason)
             log.debug("%s: item skipped: %s", crawler.source, skip.reason)

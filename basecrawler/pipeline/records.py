@@ -72,7 +72,7 @@ def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]
 class Entry:
     """One record as parse() handed it over, before validation: its type, its fields (a dict
     with the source's defaults filled in, or a model instance) and, for a dict, the hash of
-    that input (`InputHasher`), by which an unchanged record is recognised unvalidated."""
+    that input (`EntryMaker`), by which an unchanged record is recognised unvalidated."""
 
     record_type: RecordType
     fields: Any
@@ -84,12 +84,12 @@ class Entry:
 
 
 def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
-            hasher: "InputHasher | None" = None) -> list[Entry]:
+            maker: "EntryMaker | None" = None) -> list[Entry]:
     """What `parse()` returned as typed entries: a dict (a record of the source's default
     type, the source's `defaults` filled in), a model instance, a `Record(type, fields)`,
     several of these, or None. Raises `Skip`, or an unknown type's or a foreign model's error:
-    the item is then one dead letter, whole. With a `hasher` (the run's), every dict entry
-    carries its input hash and its stored key."""
+    the item is then one dead letter, whole. With the run's `maker` (its `defaults` are the
+    ones given here), every dict entry carries its input hash and its stored key."""
     if produced.__class__ is dict:   # the usual item: one record of the default type
         listed = (produced,)
     elif produced is None:
@@ -111,24 +111,28 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
             if not isinstance(fields, record_type.model):
                 raise TypeError(f"parse() returned a {type(fields).__name__}, the model of no record type")
             made.append(Entry(record_type, fields))
+        elif maker is not None:
+            made.append(maker.entry(record_type, fields))
         else:
-            given = _defaults_for(record_type, frozen) if hasher is None else hasher.defaults_for(record_type)
-            # A copy, taken now: a source that hands the same dict over again, changed, has
-            # the record it returned first validated, as it was hashed.
-            fields = fields.copy() if fields.__class__ is dict and given.keys() <= fields.keys() else {**given, **fields}
-            if hasher is None:
-                made.append(Entry(record_type, fields))
-            else:
-                made.append(Entry(record_type, fields, hasher(record_type, fields),
-                                  _raw_key(record_type, fields, hasher.source)))
+            made.append(Entry(record_type, _with_defaults(fields, _defaults_for(record_type, frozen))))
     return made
 
 
+def _with_defaults(given: Any, defaults: dict) -> dict:
+    """A copy of what parse() gave, the defaults filled in where it has no value of its own.
+    Taken at once: a source that hands the same dict over again, changed, has the record it
+    returned first validated, as it was hashed. (A copy and an assignment per missing
+    default: cheaper than `{**defaults, **given}`.)"""
+    fields = given.copy() if given.__class__ is dict else {**given}
+    for name, value in defaults.items():
+        if name not in fields:
+            fields[name] = value
+    return fields
+
+
 def _raw_key(record_type: RecordType, fields: dict, source: str) -> tuple | None:
-    try:   # the usual key: text only (str.strip refuses anything else)
-        return (source, *map(str.strip, _key_getter(record_type)(fields)))
-    except (KeyError, TypeError):
-        pass
+    """The stored key as parse() gave it (text stripped), or None where the store keeps it in
+    another form: not looked up (EntryMaker.entry takes the usual all-text key in C)."""
     key = [source]
     for name in record_type.key:
         value = fields.get(name)
@@ -190,45 +194,54 @@ class _Digesting:
         self.digest.update(data)
 
 
-class InputHasher:
-    """The input hashes of one run (one thread: an `Intake` holds its own): `hasher(type,
-    fields)` is `input_hash_of(fields, context_of(type))`, cheaper. One pickler serves every
-    record, in fast mode (no memo: a value is written whole wherever it occurs, so the bytes
-    do not depend on which objects are shared, and one record's memo never reaches the next),
-    writing into a SHA-256 already fed the type's context; a value fast mode refuses (a
-    cyclic structure) falls back to a plain pickle, one it cannot write at all to no hash."""
+class EntryMaker:
+    """The dict entries of one run (one thread: an `Intake` holds its own): each with the
+    source's defaults, its input hash (`input_hash_of(fields, context_of(type))`, cheaper) and
+    its raw stored key, what a type needs for them kept by its name.
+
+    One pickler serves every record, in fast mode (no memo: a value is written whole wherever
+    it occurs, so the bytes do not depend on which objects are shared, and one record's memo
+    never reaches the next), writing into a SHA-256 already fed the type's context; a value
+    fast mode refuses (a cyclic structure) falls back to a plain pickle, one pickle cannot
+    write at all to no hash."""
 
     def __init__(self, source: str, defaults: tuple[tuple[str, Any], ...], context_of: Callable[[RecordType], str]):
         self.source = source
         self._defaults = defaults
         self._context_of = context_of
-        self._seeded: dict[str, Any] = {}   # by type name: a digest fed the context
-        self._defaults_by_type: dict[str, dict] = {}
+        self._by_type: dict[str, tuple[dict, Any, Callable[[dict], tuple]]] = {}
         self._new_pickler()
-
-    def defaults_for(self, record_type: RecordType) -> dict:
-        """`_defaults_for` this run's defaults, by the type's name alone."""
-        found = self._defaults_by_type.get(record_type.name)
-        if found is None:
-            found = self._defaults_by_type[record_type.name] = _defaults_for(record_type, self._defaults)
-        return found
 
     def _new_pickler(self) -> None:
         self._sink = _Digesting()
         self._pickler = pickle.Pickler(self._sink, protocol=5)
         self._pickler.fast = True
 
-    def __call__(self, record_type: RecordType, fields: dict) -> str | None:
-        seeded = self._seeded.get(record_type.name)
-        if seeded is None:
-            seeded = self._seeded[record_type.name] = hashlib.sha256(self._context_of(record_type).encode())
+    def _for_type(self, record_type: RecordType) -> tuple[dict, Any, Callable[[dict], tuple]]:
+        """(its defaults, a digest fed its hash context, its key getter)"""
+        found = self._by_type[record_type.name] = (
+            _defaults_for(record_type, self._defaults), hashlib.sha256(self._context_of(record_type).encode()),
+            _key_getter(record_type))
+        return found
+
+    def entry(self, record_type: RecordType, given: Any) -> Entry:
+        defaults, seeded, key_of = self._by_type.get(record_type.name) or self._for_type(record_type)
+        fields = given.copy() if given.__class__ is dict else {**given}   # as _with_defaults, inline
+        for name, value in defaults.items():
+            if name not in fields:
+                fields[name] = value
         digest = self._sink.digest = seeded.copy()
         try:
             self._pickler.dump(fields)
+            input_hash = digest.hexdigest()[:HASH_CHARS]
         except Exception:   # cyclic, or a value pickle cannot write: this pickler is not trusted again
             self._new_pickler()
-            return input_hash_of(fields, self._context_of(record_type))
-        return digest.hexdigest()[:HASH_CHARS]
+            input_hash = input_hash_of(fields, self._context_of(record_type))
+        try:   # the usual key: text only (str.strip refuses anything else)
+            raw_key = (self.source, *map(str.strip, key_of(fields)))
+        except (KeyError, TypeError):
+            raw_key = _raw_key(record_type, fields, self.source)
+        return Entry(record_type, fields, input_hash, raw_key)
 
 
 # The stored hash: 128 bits of SHA-256, in hex, and the date letter (`stored_input_hash`).
@@ -236,7 +249,7 @@ HASH_CHARS = 32
 
 
 def _serialised(fields: dict) -> bytes:
-    """The bytes `InputHasher` digests: a fast-mode pickle (protocol 5), or where fast mode
+    """The bytes `EntryMaker` digests: a fast-mode pickle (protocol 5), or where fast mode
     refuses (a cycle) a plain one. The two cannot coincide for different values: each decodes
     to its value."""
     out = io.BytesIO()
@@ -428,5 +441,5 @@ def as_date(value) -> dt.date | None:
     return dt.date.fromisoformat(str(value))
 
 
-__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of", "InputHasher",
+__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of", "EntryMaker",
            "stored_input_hash", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
