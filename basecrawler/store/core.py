@@ -332,19 +332,16 @@ class Store:
         on a random page; this one is ordered by key like the unique index). Tuples, not
         rows: a re-run reads one per record."""
         rt = _type(record_type)
-        columns = (INPUT_HASH, rt.date_field) if rt.date_field and dates else (INPUT_HASH,)
+        # None: a NULL read in the date's place, so every value has one shape (hash, date).
+        columns = (INPUT_HASH, rt.date_field if dates else None)
         if self.engine == "sqlite":
             # Named, as the planner otherwise may take the unique key index and read the table
             # row by row (it did for a four-column key): the covering one answers from itself.
             with self._write_lock:
-                found = self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0], as_values=True)
-        else:
-            from basecrawler.store.engines.pg_lookup import values_by_key
-            with self._write_lock:
-                found = values_by_key(self.db.conn, rt, keys, columns)
-        if len(columns) == 1:   # (hash,) → (hash, None): one shape whatever was asked
-            return {key: (value[0], None) for key, value in found.items()}
-        return found
+                return self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0], as_values=True)
+        from basecrawler.store.engines.pg_lookup import values_by_key
+        with self._write_lock:
+            return values_by_key(self.db.conn, rt, keys, columns)
 
     def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
         """`upsert` of the default type (vehicle recalls), as callers before record types wrote it."""
@@ -429,8 +426,9 @@ class Store:
     def _sqlite_rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None,
                             indexed_by: str | None = None, as_values: bool = False) -> dict[tuple, Any]:
         """`rows_by_key` on SQLite; with `as_values`, {key: tuple of `columns`} instead of rows
-        (no dict per row). The keys returned hold the stored values: a key asked with a number
-        for a text column (or text for a number) is found under the stored form, as a row's is."""
+        (no dict per row; a column None reads NULL). The keys returned hold the stored values: a
+        key asked with a number for a text column (or text for a number) is found under the
+        stored form, as a row's is."""
         key_columns = rt.key_columns
         key_of = plan_for(rt).key
         *prefix_columns, last = key_columns
@@ -448,7 +446,7 @@ class Store:
             if columns is None:
                 cols = "*"
             elif as_values:   # the key, then the columns (one may be a key column too)
-                cols = ", ".join(f"[{c}]" for c in ([last, *columns] if short else [*key_columns, *columns]))
+                cols = ", ".join(f"[{c}]" if c else "NULL" for c in ([last, *columns] if short else [*key_columns, *columns]))
             else:
                 cols = ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
             width = len(key_columns)

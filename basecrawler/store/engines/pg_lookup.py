@@ -28,7 +28,7 @@ _TYPES = {int: "bigint", bool: "bigint", float: "float8"}
 
 @functools.lru_cache(maxsize=None)
 def lookup_sql(table: str, key_columns: tuple[str, ...], key_types: tuple[type, ...],
-               columns: tuple[str, ...] | None, one_prefix: bool = False) -> str:
+               columns: tuple[str | None, ...] | None, one_prefix: bool = False) -> str:
     """The lookup of a chunk of keys sent as one JSON array: of key tuples, or with
     `one_prefix` (every key of the chunk has the same values but for the last column, as a
     crawl's keys do) of the last column's values, the others as parameters."""
@@ -44,7 +44,7 @@ def lookup_sql(table: str, key_columns: tuple[str, ...], key_types: tuple[type, 
     match = [f't."{column}" = {value}' for column, value in zip(key_columns, values)]
     if one_prefix:   # the prefix's parameters come after the array (placeholders in text order)
         match = match[last:] + match[:last]
-    select = "*" if columns is None else ", ".join(f't."{column}"' for column in columns)
+    select = "*" if columns is None else ", ".join(f't."{column}"' if column else "NULL" for column in columns)
     return (f"SELECT r.* FROM {source} CROSS JOIN LATERAL "
             f'(SELECT {select} FROM "{table}" AS t WHERE {" AND ".join(match)} LIMIT 1) AS r')
 
@@ -113,9 +113,10 @@ def rows_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
     return found
 
 
-def values_by_key(conn, record_type: RecordType, keys: Iterable[tuple], columns: tuple[str, ...]) -> dict[tuple, tuple]:
+def values_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
+                  columns: tuple[str | None, ...]) -> dict[tuple, tuple]:
     """{key: tuple of `columns`} of the stored rows with these keys (`Store.known_inputs`: a
-    re-run reads one per record, so no dict per row). A chunk of one prefix whose values have
+    re-run reads one per record, so no dict per row; a column None reads NULL). A chunk of one prefix whose values have
     their columns' types reads back only the last key column and `columns`, the key completed
     from the prefix asked; any other reads the whole key, so a key is always the stored one."""
     key_columns = tuple(record_type.key_columns)
