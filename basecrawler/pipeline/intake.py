@@ -278,7 +278,7 @@ class Intake:
             seen = self._stored_keys[record_type.name] = {}
         earlier = seen.get(key)
         if earlier is not None:
-            counts.merged += 1  # same key already stored by an earlier batch of this run
+            counts.merged += 1   # same key already stored by an earlier batch of this run
             if earlier == "unchanged" and what != "unchanged":
                 counts.unchanged -= 1
                 counts.updated += 1
