@@ -126,6 +126,22 @@ def test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whol
     assert (result.counts.updated, result.counts.merged) == (1, 1)
 
 
+def test_a_round_of_recognised_records_one_of_whose_keys_waits_in_a_batch_sends_that_one_the_whole_way(
+        store, validations, monkeypatch):
+    """As above, the two in different lookup rounds: the later round recognises everything,
+    yet its record's key waits in the batch the earlier round filled."""
+    first = recall("24V1", summary_original="Original summary", remedy_original=None)
+    run(store, [first, recall("24V2")], mode="full")
+    monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", 1)   # a lookup round per record
+    validations.clear()
+    changed = recall("24V1", summary_original="A changed summary", remedy_original="Replace the hose")
+    result = run(store, [changed, first, recall("24V2")], mode="full")
+    assert [entry.fields["summary_original"] for entry in validations] == ["A changed summary", "Original summary"]
+    row = store.get_recall("US", "24V1")
+    assert (row["summary_original"], row["remedy_original"]) == ("Original summary", "Replace the hose")
+    assert (result.counts.updated, result.counts.unchanged, result.counts.merged) == (1, 1, 1)
+
+
 def test_a_recognised_record_a_later_batch_changes_counts_as_updated(tmp_path, monkeypatch):
     store = Store(tmp_path / "s.db")
     first = recall("24V1", summary_original="Original summary")
