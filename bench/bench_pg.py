@@ -15,14 +15,15 @@
    INSERT … ON CONFLICT per batch (see `upsert_rate`); also the store's row-by-row path (what it
    ran before the merge, and still runs for a batch the server refuses) and an unchanged re-run.
    `--profile TOP` then prints the store's client profile and the merge's EXPLAIN ANALYZE.
-4. `--pipeline N`: the whole pipeline (bench_upsert.py's data and crawler), a first run of N
-   records and a re-run of the unchanged data, --repeats fresh databases: the re-run's share.
+4. `--pipeline N`: the whole pipeline (bench_upsert.py's data and crawler, `--type` vehicle_recall
+   or bench_alert), a first run of N records and a re-run of the unchanged data, --repeats fresh
+   databases: the re-run's share.
 
 A throw-away cluster is started in a temp folder (tests/pgcluster.py; fsync off), or pass
 --url postgresql://… for a server of your own (it must allow CREATE DATABASE).
 
     python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--repeats 3] [--upsert-only]
-                             [--profile 25] [--pipeline 50000]
+                             [--profile 25] [--pipeline 50000 [--type bench_alert]]
 """
 from __future__ import annotations
 
@@ -344,15 +345,16 @@ def _row_by_row():
         pg_upsert.merge_batch = real
 
 
-def pipeline_rerun(cluster, count: int, repeats: int) -> dict:
+def pipeline_rerun(cluster, count: int, repeats: int, type_name: str = "vehicle_recall") -> dict:
     """The whole pipeline on PostgreSQL, as bench_upsert.py measures it on SQLite (its data and
     crawler): a first `run()` of `count` records into a fresh database, then a re-run of the
     unchanged data (exact counts, 0 rows written), per repetition; the ratio re-run / first run
     is taken per repetition. Rows written by the re-run are the rows whose `xmin` is a
     transaction after the first run's (no trigger: it would slow the first run)."""
-    from bench_upsert import ListCrawler, vehicle_rows
+    from bench_upsert import ListCrawler, type_and_rows
 
-    rows = vehicle_rows(count)
+    record_type, make_rows = type_and_rows(type_name)
+    rows = make_rows(count)
     times: dict[str, list] = {"first run": [], "re-run": []}
     written = []
     for _ in range(repeats):
@@ -362,17 +364,17 @@ def pipeline_rerun(cluster, count: int, repeats: int) -> dict:
                 after = store.scalar("SELECT txid_current()")   # a transaction of its own: every later write is above it
             store.scalar("SELECT 1")   # connected: the server process to watch
             with _Clock(store.db.conn.raw.info.backend_pid) as timer:
-                result = ListCrawler(store, rows, "vehicle_recall").run()
+                result = ListCrawler(store, rows, record_type.name).run()
             assert result.status == "succeeded", result.error
             counts = result.counts
             if name == "first run":
                 assert counts.new == count, counts
             else:
                 assert counts.unchanged == count and counts.saved == count, counts
-                written.append(store.scalar("SELECT COUNT(*) FROM recalls WHERE xmin::text::bigint > ?", [after]))
+                written.append(store.scalar(f"SELECT COUNT(*) FROM {record_type.table} WHERE xmin::text::bigint > ?", [after]))
             times[name].append(timer)
         store.close()
-    return {"records": count, "repeats": repeats, "times": times, "written": written}
+    return {"records": count, "repeats": repeats, "times": times, "written": written, "type": record_type.name}
 
 
 def _print_pipeline(p: dict) -> None:
@@ -380,7 +382,7 @@ def _print_pipeline(p: dict) -> None:
 
     def spread(values, fmt):
         return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
-    print(f"pipeline on PostgreSQL: {count:,} vehicle_recall records (bench_upsert's data), batches of "
+    print(f"pipeline on PostgreSQL: {count:,} {p['type']} records (bench_upsert's data), batches of "
           f"{os.environ.get('BASECRAWLER_BATCH_SIZE', '5000')}, {p['repeats']} fresh databases: median (min–max)")
     for name, timers in times.items():
         print(f"  {name:<10} {spread([count / t.wall for t in timers], ',.0f'):>28} rec/s wall  "
@@ -445,6 +447,8 @@ def main() -> None:
     parser.add_argument("--upsert-only", action="store_true", help="only the upsert measurement")
     parser.add_argument("--pipeline", type=int, metavar="N", help="only the whole pipeline's first run and re-run of "
                         "N records (bench_upsert.py's data), --repeats times")
+    parser.add_argument("--type", default="vehicle_recall", choices=("vehicle_recall", "bench_alert"),
+                        help="the record type of --pipeline (bench_upsert.py's data of it)")
     parser.add_argument("--profile", type=int, metavar="TOP", help="then profile the store's upsert (cProfile top TOP, "
                         "EXPLAIN ANALYZE of the merge)")
     args = parser.parse_args()
@@ -456,7 +460,7 @@ def main() -> None:
         cluster = Cluster(_bin_dir()).start()
     try:
         if args.pipeline:
-            _print_pipeline(pipeline_rerun(cluster, args.pipeline, args.repeats))
+            _print_pipeline(pipeline_rerun(cluster, args.pipeline, args.repeats, args.type))
             return
         if args.upsert_only:
             _print_upsert(upsert_rate(cluster, args.upsert, args.repeats))

@@ -82,3 +82,20 @@ def test_a_key_postgresql_text_cannot_hold_is_simply_not_found(store):
     keys = [("us", "US", "1"), ("us", "US", "a\x00b"), ("us", "US", "bad \udcff"), ("us", "CA", "2")]
     assert set(lookup(store, keys, ["input_hash"])) == {("us", "US", "1"), ("us", "CA", "2")}
     assert lookup(store, [("us", "US", "a\x00b")]) == {}
+
+
+def test_values_by_key_are_the_rows_columns_as_tuples_under_the_same_stored_keys(store):
+    mixed = [("us", "US", "7"), ("us", "US", 42), ("us", "CA", "8"), ("eu", "US", "1"), ("us", "US", "5000")]
+    one_prefix = [("us", "US", "7"), ("us", "US", 42), ("us", "US", "5000")]
+    for keys in (mixed, one_prefix):   # the whole key read back, or only its last column
+        with store._write_lock:
+            values = pg_lookup.values_by_key(store.db.conn, RT, keys, ("input_hash", "recall_date"))
+        rows = lookup(store, keys, ["input_hash", "recall_date"])
+        assert values == {key: (row["input_hash"], row["recall_date"]) for key, row in rows.items()}
+        assert ("us", "US", "42") in values and ("us", "US", "5000") not in values
+
+
+def test_known_inputs_on_postgresql_gives_the_hash_and_the_date_only_when_asked(store):
+    [row] = store.query("SELECT input_hash FROM recalls WHERE source = 'us' AND country = 'US' AND recall_number = '7'")
+    assert store.known_inputs(TYPE, [("us", "US", "7"), ("us", "US", "x")]) == {("us", "US", "7"): (row["input_hash"], "2024-05-01")}
+    assert store.known_inputs(TYPE, [("us", "US", "7")], dates=False) == {("us", "US", "7"): (row["input_hash"], None)}

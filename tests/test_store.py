@@ -334,3 +334,20 @@ def test_a_store_without_the_input_index_gets_it_when_opened(tmp_path):
     conn.close()
     store = Store(tmp_path / "t.db")
     assert "idx_recalls_inputs" in {row[1] for row in store.db.conn.execute("PRAGMA index_list(recalls)")}
+
+
+def test_known_inputs_gives_each_stored_key_found_its_hash_and_date_the_date_only_when_asked(tmp_path):
+    store = Store(tmp_path / "t.db")
+    store.upsert_recalls([Recall(country="US", recall_number=n, recall_date="2024-01-02", summary_original="s")
+                          for n in ("7", "42")], source="t")
+    store.upsert_recalls([Recall(country="US", recall_number="7", summary_original="s")], source="1")
+    hashes = {(r["source"], r["recall_number"]): r["input_hash"] for r in store.query("SELECT * FROM recalls")}
+    asked = [("t", "US", "7"), ("t", "US", 42), ("t", "US", "9"), ("u", "US", "7"), (1, "US", "7")]
+    found = store.known_inputs("vehicle_recall", asked)
+    # Under the stored key: a number asked for text is found as its digits, as a row's key says.
+    assert found == {("t", "US", "7"): (hashes["t", "7"], "2024-01-02"), ("t", "US", "42"): (hashes["t", "42"], "2024-01-02"),
+                     ("1", "US", "7"): (hashes["1", "7"], "1970-01-01")}   # (an unknown date's stored sentinel)
+    seen = _statements(store)
+    undated = store.known_inputs("vehicle_recall", asked, dates=False)
+    assert undated == {key: (input_hash, None) for key, (input_hash, _) in found.items()}
+    assert not any("recall_date" in statement for statement in seen)   # a run without a window reads no date

@@ -126,6 +126,22 @@ def test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whol
     assert (result.counts.updated, result.counts.merged) == (1, 1)
 
 
+def test_a_round_of_recognised_records_one_of_whose_keys_waits_in_a_batch_sends_that_one_the_whole_way(
+        store, validations, monkeypatch):
+    """As above, the two in different lookup rounds: the later round recognises everything,
+    yet its record's key waits in the batch the earlier round filled."""
+    first = recall("24V1", summary_original="Original summary", remedy_original=None)
+    run(store, [first, recall("24V2")], mode="full")
+    monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", 1)   # a lookup round per record
+    validations.clear()
+    changed = recall("24V1", summary_original="A changed summary", remedy_original="Replace the hose")
+    result = run(store, [changed, first, recall("24V2")], mode="full")
+    assert [entry.fields["summary_original"] for entry in validations] == ["A changed summary", "Original summary"]
+    row = store.get_recall("US", "24V1")
+    assert (row["summary_original"], row["remedy_original"]) == ("Original summary", "Replace the hose")
+    assert (result.counts.updated, result.counts.unchanged, result.counts.merged) == (1, 1, 1)
+
+
 def test_a_recognised_record_a_later_batch_changes_counts_as_updated(tmp_path, monkeypatch):
     store = Store(tmp_path / "s.db")
     first = recall("24V1", summary_original="Original summary")
@@ -217,8 +233,101 @@ def test_recognising_changes_no_count_and_no_stored_value_against_the_whole_way(
         since = rng.choice([None, dt.date(2024, 1, 1), dt.date(2025, 1, 1)])   # the last drops every known date
         recognised = run(with_store, items, mode="full", since=since)
         with monkeypatch.context() as patch:
-            patch.setattr(Store, "known_inputs", lambda self, record_type, hashes: {})
+            patch.setattr(Store, "known_inputs", lambda self, record_type, hashes, **kwargs: {})
             whole_way = run(without_store, items, mode="full", since=since)
         assert counts(recognised) == counts(whole_way)
         strip = lambda rows: [{k: v for k, v in r.items() if k not in ("first_seen_at", "updated_at")} for r in rows]
         assert strip(stored(with_store)) == strip(stored(without_store))
+
+
+# ---- the input hash: its bytes, its fallbacks, a store hashed the old way ----------------------
+def maker(source: str = "tst", defaults=(("country", "US"), ("source_lang", "en"))) -> records.EntryMaker:
+    return records.EntryMaker(source, defaults, lambda record_type: f"context of {record_type.name}|")
+
+
+def test_the_run_s_entry_maker_gives_input_hash_of_its_fields_and_a_changed_value_another(tmp_path):
+    made, context = maker(), "context of vehicle_recall|"
+    base = recall("24V1")
+    variants = [recall("24V1", affected_units=1200), recall("24V1", affected_units="1,201"), recall("24V1", extra={}),
+                recall("24V1", extra={"kind": ["vehicle"]}), recall("24V1", extra={"kind": ("vehicle",)}),
+                recall("24V1", model_year=None), recall("24V1", country="CA"), recall("24V1", flag=True),
+                recall("24V1", flag=1), recall("24V1", flag=1.0)]
+    hashes = set()
+    for fields in [base, *variants]:
+        entry = made.entry(VEHICLE, fields)
+        assert entry.input_hash == records.input_hash_of(entry.fields, context) and len(entry.input_hash) == 32
+        hashes.add(entry.input_hash)
+    assert len(hashes) == 1 + len(variants)                                   # every change tells
+    assert made.entry(VEHICLE, recall("24V1")).input_hash == made.entry(VEHICLE, base).input_hash   # equal input, equal hash
+    other = records.EntryMaker("tst", (("country", "US"), ("source_lang", "en")), lambda rt: "another context|")
+    assert other.entry(VEHICLE, base).input_hash != made.entry(VEHICLE, base).input_hash
+
+
+def test_the_input_hash_does_not_depend_on_which_values_are_shared_objects():
+    shared = {"make": "HONDA", "model": "CIVIC"}
+    one = recall("24V1", extra={"vehicles": [shared, shared]})
+    two = recall("24V1", extra={"vehicles": [{"make": "HONDA", "model": "CIVIC"}, {"make": "HONDA", "model": "CIVIC"}]})
+    made = maker()
+    assert made.entry(VEHICLE, one).input_hash == made.entry(VEHICLE, two).input_hash
+    assert records.input_hash_of(one, "c") == records.input_hash_of(two, "c")
+
+
+def test_a_value_fast_pickling_refuses_falls_back_to_a_plain_pickle_and_the_next_record_is_hashed_as_ever():
+    cyclic: list = ["a"]
+    cyclic.append(cyclic)
+    made, context = maker(), "context of vehicle_recall|"
+    entry = made.entry(VEHICLE, recall("24V1", extra={"loop": cyclic}))
+    assert entry.input_hash is not None and entry.input_hash == records.input_hash_of(entry.fields, context)
+    after = made.entry(VEHICLE, recall("24V2"))
+    assert after.input_hash == records.input_hash_of(after.fields, context)
+    assert made.entry(VEHICLE, recall("24V3", extra={"node": Unpicklable()})).input_hash is None
+    assert made.entry(VEHICLE, recall("24V2")).input_hash == after.input_hash
+
+
+def test_an_entry_is_a_copy_with_the_defaults_under_its_own_values_and_its_raw_key():
+    made = maker()
+    given = recall(" 24V1 ")
+    entry = made.entry(VEHICLE, given)
+    given["summary_original"] = "changed after parse() returned it"
+    assert entry.fields["summary_original"] == "Brake hose  24V1 " and "country" not in given
+    assert (entry.fields["country"], entry.fields["source_lang"], entry.raw_key) == ("US", "en", ("tst", "US", "24V1"))
+    assert made.entry(VEHICLE, recall("24V1", country="CA", source_lang="fr")).raw_key == ("tst", "CA", "24V1")
+    assert made.entry(VEHICLE, recall(7)).raw_key == ("tst", "US", 7)             # a number as it is
+    assert made.entry(VEHICLE, recall(None)).raw_key is None                       # no key: not looked up
+    assert made.entry(VEHICLE, recall(dt.date(2024, 1, 1))).raw_key is None
+    assert made.entry(VEHICLE, {"summary_original": "no number"}).raw_key is None
+    assert records.entries(recall("24V1"), default_type=VEHICLE, defaults={"country": "US"})[0].fields["country"] == "US"
+
+
+def test_a_store_whose_hashes_an_earlier_version_made_goes_the_whole_way_once_writes_no_data_then_is_recognised(
+        tmp_path, validations, monkeypatch):
+    """Stores written before the hash took its present bytes (blake2b over a plain pickle)."""
+    import hashlib
+    import pickle
+
+    store = Store(tmp_path / "s.db")
+    items = [recall(f"24V{n:04d}") for n in range(30)] + [recall("UNDATED", recall_date="soon")]
+    real = records.EntryMaker.entry
+
+    def earlier_version(self, record_type, given):
+        entry = real(self, record_type, given)
+        data = pickle.dumps(entry.fields, protocol=5)
+        entry.input_hash = hashlib.blake2b(self._context_of(record_type).encode() + data, digest_size=16).hexdigest()
+        return entry
+
+    with monkeypatch.context() as patch:
+        patch.setattr(records.EntryMaker, "entry", earlier_version)
+        run(store, items, mode="full")
+    old_hashes = {row["recall_number"]: row["input_hash"] for row in store.query("SELECT * FROM recalls")}
+    before, changes = stored(store), store.db.conn.total_changes
+    validations.clear()
+    upgraded = run(store, items, mode="full")
+    assert (upgraded.counts.unchanged, upgraded.counts.updated, upgraded.counts.new) == (31, 0, 0)
+    assert len(validations) == 31                      # the whole way, once …
+    assert stored(store) == before                     # … no data column written, updated_at kept …
+    now = {row["recall_number"]: row["input_hash"] for row in store.query("SELECT * FROM recalls")}
+    assert all(now[number] != old and now[number][-1] == old[-1] for number, old in old_hashes.items())
+    assert store.db.conn.total_changes - changes <= 31 + 4   # the hashes (and the run's own rows)
+    validations.clear()
+    again = run(store, items, mode="full")
+    assert validations == [] and again.counts.unchanged == 31   # … and recognised from then on

@@ -26,8 +26,8 @@ from pydantic import BaseModel, ValidationError
 
 from basecrawler.errors import Skip
 from basecrawler.pipeline import deadletters
-from basecrawler.pipeline.records import (DATE_KNOWN, Entry, Raw, Window, as_date, entries, hash_context, in_window,
-                                          prepare, stored_input_hash, validate)
+from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Window, as_date, entries, hash_context,
+                                          in_window, prepare, stored_input_hash, validate)
 from basecrawler.recordtypes import RecordType
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Intake:
         self.batches: dict[RecordType, list[tuple[BaseModel, Any, str | None]]] = {}
         self.batched = 0
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
-        self._stored_keys: dict[tuple, str] = {}          # (type name, key) → how this run counted it
+        self._stored_keys: dict[str, dict[tuple, str]] = {}   # type name → key → how this run counted it
         self._recognised_for_detail: list[SimpleNamespace] = []
         # The batch last stored while its commit finishes behind, and the counts it added.
         self._finishing: tuple[Future, dict[str, int]] | None = None
@@ -64,6 +64,8 @@ class Intake:
         self._default_type = crawler.default_type()
         self._defaults = tuple(crawler.record_defaults().items())
         self._today = None   # per lookup round: a run may cross midnight
+        self._windowed = window.since is not None or window.until is not None
+        self._maker = EntryMaker(crawler.source, self._defaults, self._context)
         self._public_url = crawler.public_url if crawler._overridden_bases() else None
         self._moved_from = tuple(transport for transport, _ in crawler._overridden_bases())
 
@@ -75,7 +77,7 @@ class Intake:
         letters_before = counts.dead_lettered
         try:
             made = entries(crawler.parse(raw), default_type=self._default_type, defaults=self._defaults,
-                           context_of=self._context)
+                           maker=self._maker)
         except Skip as skip:
             counts.skip(skip.reason)
             log.debug("%s: item skipped: %s", crawler.source, skip.reason)
@@ -118,19 +120,32 @@ class Intake:
         self._today = self.crawler.today()
         known = self._known(parsed)
         made_items = []
-        recognised = False
+        hits: list[tuple[Entry, tuple, bool]] = []   # the recognised records, in order
+        validated = False
         for item in parsed:
             made = []
+            mark = len(hits)
             try:   # an item whose record fails validation is one dead letter, whole
                 for entry in item.entries:
-                    hit = self._recognised(entry, known)
-                    if hit is not None:
-                        recognised = True
-                    made.append((entry, hit, None if hit is not None else validate(entry)))
+                    # The stored row made from this very input (and code): its stored value
+                    # is the input hash and one letter (records.stored_input_hash).
+                    hit = known.get(entry.record_type.name, _NOTHING).get(entry.raw_key)
+                    if hit is not None and hit[0] is not None and hit[0][:-1] == entry.input_hash:
+                        made.append((entry, hit, None))
+                        hits.append((entry, hit, item.beyond_window))
+                    else:
+                        validated = True
+                        made.append((entry, None, validate(entry)))
             except Exception as exc:
+                del hits[mark:]
                 self._unparseable(item.item, exc)
                 continue
             made_items.append((item, made))
+        batched = self._batched_keys
+        if not validated and not batched:   # a re-run's round: every record recognised, none waiting
+            self._count_recognised(hits)
+            return
+        recognised = bool(hits)
         # Keys about to be written: a recognised record sharing one goes the whole way (only
         # asked when the round recognised any: never on a first run).
         round_keys: dict[str, set[tuple]] = {}
@@ -140,64 +155,67 @@ class Intake:
                     if record is not None:
                         round_keys.setdefault(entry.record_type.name, set()).add(_key_of(entry.record_type, record,
                                                                                          self.crawler.source))
-        batched, counts = self._batched_keys, self.crawler.counts
 
-        def waiting(entry: Entry, hit: dict) -> bool:
+        def waiting(entry: Entry) -> bool:
             name = entry.record_type.name
-            return hit["_key"] in batched.get(name, _NOTHING) or hit["_key"] in round_keys.get(name, _NOTHING)
+            return entry.raw_key in batched.get(name, _NOTHING) or entry.raw_key in round_keys.get(name, _NOTHING)
 
         for item, made in made_items:
-            if round_keys or batched:
+            if recognised and (round_keys or batched):
                 try:
-                    made = [(entry, hit, record) if hit is None or not waiting(entry, hit)
+                    made = [(entry, hit, record) if hit is None or not waiting(entry)
                             else (entry, None, validate(entry)) for entry, hit, record in made]
                 except Exception as exc:
                     self._unparseable(item.item, exc)
                     continue
             for entry, hit, record in made:
-                counts.parsed += 1
                 if hit is not None:
-                    self._count_recognised(entry.record_type, hit, item.beyond_window)
+                    self._count_recognised([(entry, hit, item.beyond_window)])
                 else:
+                    self.crawler.counts.parsed += 1
                     self._add(entry, record, item)
 
-    def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, dict]]:
-        """The stored rows at the raw keys of the parsed entries, by type name (one keyed query
-        per 500 keys)."""
-        source = self.crawler.source
+    def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, tuple]]:
+        """(input hash, date) of the stored rows at the raw keys of the parsed entries, by
+        type name (one keyed query per 500 keys); the date only when the window has an end."""
         wanted: dict[str, tuple[RecordType, set[tuple]]] = {}
         for item in parsed:
             for entry in item.entries:
                 if entry.raw_key is not None:
-                    wanted.setdefault(entry.record_type.name, (entry.record_type, set()))[1].add((source, *entry.raw_key))
-        return {name: self.crawler.store.known_inputs(record_type, keys) for name, (record_type, keys) in wanted.items()}
+                    keys = wanted.get(entry.record_type.name)
+                    if keys is None:
+                        keys = wanted[entry.record_type.name] = (entry.record_type, set())
+                    keys[1].add(entry.raw_key)
+        store, dates = self.crawler.store, self._windowed
+        return {name: store.known_inputs(record_type, keys, dates=dates) for name, (record_type, keys) in wanted.items()}
 
-    def _recognised(self, entry: Entry, known: dict[str, dict[tuple, dict]]) -> dict | None:
-        """The stored row made from this very input (and code), or None."""
-        if entry.raw_key is None:
-            return None
-        key = (self.crawler.source, *entry.raw_key)
-        row = known.get(entry.record_type.name, _NOTHING).get(key)
-        if row is None:
-            return None
-        stored = row["input_hash"]
-        # The stored value is the input hash and one letter (records.stored_input_hash).
-        if stored is None or stored[:-1] != entry.input_hash:
-            return None
-        row["_key"] = key
-        return row
-
-    def _count_recognised(self, record_type: RecordType, row: dict, beyond_window: bool) -> None:
-        # A known own date is the stored date (records.stored_input_hash); an unknown one is
-        # always inside the window.
-        window = self.window
-        if ((window.since is not None or window.until is not None) and row["input_hash"].endswith(DATE_KNOWN)
-                and not beyond_window and not window.holds(as_date(row[record_type.date_field]))):
-            self.crawler.counts.out_of_range += 1
-            return
-        self.count(record_type, row["_key"], "unchanged")
-        if self.crawler.has_detail_phase() and record_type.name == self.crawler.record_type:
-            self._recognised_for_detail.append(SimpleNamespace(**{name: row[name] for name in record_type.key}))
+    def _count_recognised(self, recognised: list[tuple[Entry, tuple, bool]]) -> None:
+        """Records made from the input their stored rows were: counted unchanged, each as
+        `count` would (a key this run already counted is merged), or out of range by the
+        stored date: a known own date is the stored date (records.stored_input_hash); an
+        unknown one is always inside the window."""
+        counts, window, stored_keys = self.crawler.counts, self.window, self._stored_keys
+        detail = self.crawler.has_detail_phase() and self.crawler.record_type
+        unchanged = 0
+        for entry, (input_hash, date), beyond_window in recognised:
+            counts.parsed += 1
+            record_type = entry.record_type
+            if (self._windowed and input_hash.endswith(DATE_KNOWN) and not beyond_window
+                    and not window.holds(as_date(date))):
+                counts.out_of_range += 1
+                continue
+            seen = stored_keys.get(record_type.name)
+            if seen is None:
+                seen = stored_keys[record_type.name] = {}
+            if entry.raw_key in seen:
+                counts.merged += 1   # same key already stored or recognised earlier in this run
+            else:
+                seen[entry.raw_key] = "unchanged"
+                unchanged += 1
+            if detail == record_type.name:
+                self._recognised_for_detail.append(SimpleNamespace(**dict(zip(record_type.key, entry.raw_key[1:]))))
+        counts.unchanged += unchanged
+        counts.saved += unchanged
 
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
@@ -211,7 +229,7 @@ class Intake:
         key = _key_of(record_type, record, self.crawler.source)
         # A key this run already stored is merged into by another input: the stored row keeps
         # naming the first one (else each run would swap the two and write every time).
-        input_hash = (None if (record_type.name, key) in self._stored_keys
+        input_hash = (None if key in self._stored_keys.get(record_type.name, _NOTHING)
                       else stored_input_hash(record_type, entry.input_hash, record))
         self.batches.setdefault(record_type, []).append((record, raw, input_hash))
         self._batched_keys.setdefault(record_type.name, set()).add(key)
@@ -277,19 +295,22 @@ class Intake:
                 raise
 
     def count(self, record_type: RecordType, key: tuple, what: str) -> None:
-        """One stored (or recognised) record: new, updated or unchanged; a key this run
-        already counted is merged, and a record it counted unchanged that a later input of
-        the run changed counts as updated (whichever batch or lookup round each fell in)."""
+        """One stored record: new, updated or unchanged; a key this run already counted is
+        merged, and a record it counted unchanged that a later input of the run changed
+        counts as updated (whichever batch or lookup round each fell in)."""
         counts = self.crawler.counts
-        earlier = self._stored_keys.get((record_type.name, key))
+        seen = self._stored_keys.get(record_type.name)
+        if seen is None:
+            seen = self._stored_keys[record_type.name] = {}
+        earlier = seen.get(key)
         if earlier is not None:
             counts.merged += 1   # same key already stored by an earlier batch of this run
             if earlier == "unchanged" and what != "unchanged":
                 counts.unchanged -= 1
                 counts.updated += 1
-                self._stored_keys[(record_type.name, key)] = "updated"
+                seen[key] = "updated"
             return
-        self._stored_keys[(record_type.name, key)] = what
+        seen[key] = what
         setattr(counts, what, getattr(counts, what) + 1)
         counts.saved += 1
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import io
 import logging
 import os
 import pickle
 import sys
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
@@ -70,28 +72,32 @@ def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]
 class Entry:
     """One record as parse() handed it over, before validation: its type, its fields (a dict
     with the source's defaults filled in, or a model instance) and, for a dict, the hash of
-    that input (`input_hash_of`), by which an unchanged record is recognised unvalidated."""
+    that input (`EntryMaker`), by which an unchanged record is recognised unvalidated."""
 
     record_type: RecordType
     fields: Any
     input_hash: str | None = None
-    # The key fields as parse() gave them (text stripped): where the stored row made from the
-    # same input would be. A key the model normalises otherwise is simply not found there.
+    # The stored key (source first) with the key fields as parse() gave them (text stripped):
+    # where the stored row made from the same input would be. A key the model normalises
+    # otherwise is simply not found there.
     raw_key: tuple | None = None
 
 
 def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
-            context_of: Callable[[RecordType], str] | None = None) -> list[Entry]:
+            maker: "EntryMaker | None" = None) -> list[Entry]:
     """What `parse()` returned as typed entries: a dict (a record of the source's default
     type, the source's `defaults` filled in), a model instance, a `Record(type, fields)`,
     several of these, or None. Raises `Skip`, or an unknown type's or a foreign model's error:
-    the item is then one dead letter, whole. With `context_of` (a type's `hash_context`), every dict
-    entry carries its input hash."""
-    if produced is None:
+    the item is then one dead letter, whole. With the run's `maker` (its `defaults` are the
+    ones given here), every dict entry carries its input hash and its stored key."""
+    if produced.__class__ is dict:   # the usual item: one record of the default type
+        listed = (produced,)
+    elif produced is None:
         return []
-    if isinstance(produced, Skip):
+    elif isinstance(produced, Skip):
         raise produced
-    listed = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
+    else:
+        listed = [produced] if isinstance(produced, (dict, BaseModel, Record)) else produced
     frozen = defaults if isinstance(defaults, tuple) else tuple(defaults.items())   # (the intake's, frozen once)
     made = []
     for entry in listed:
@@ -105,18 +111,29 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
             if not isinstance(fields, record_type.model):
                 raise TypeError(f"parse() returned a {type(fields).__name__}, the model of no record type")
             made.append(Entry(record_type, fields))
+        elif maker is not None:
+            made.append(maker.entry(record_type, fields))
         else:
-            fields = {**_defaults_for(record_type, frozen), **fields}
-            if context_of is None:
-                made.append(Entry(record_type, fields))
-            else:
-                made.append(Entry(record_type, fields, input_hash_of(fields, context_of(record_type)),
-                                  _raw_key(record_type, fields)))
+            made.append(Entry(record_type, _with_defaults(fields, _defaults_for(record_type, frozen))))
     return made
 
 
-def _raw_key(record_type: RecordType, fields: dict) -> tuple | None:
-    key = []
+def _with_defaults(given: Any, defaults: dict) -> dict:
+    """A copy of what parse() gave, the defaults filled in where it has no value of its own.
+    Taken at once: a source that hands the same dict over again, changed, has the record it
+    returned first validated, as it was hashed. (A copy and an assignment per missing
+    default: cheaper than `{**defaults, **given}`.)"""
+    fields = given.copy() if given.__class__ is dict else {**given}
+    for name, value in defaults.items():
+        if name not in fields:
+            fields[name] = value
+    return fields
+
+
+def _raw_key(record_type: RecordType, fields: dict, source: str) -> tuple | None:
+    """The stored key as parse() gave it (text stripped), or None where the store keeps it in
+    another form: not looked up (EntryMaker.entry takes the usual all-text key in C)."""
+    key = [source]
     for name in record_type.key:
         value = fields.get(name)
         if value.__class__ is str:
@@ -125,6 +142,19 @@ def _raw_key(record_type: RecordType, fields: dict) -> tuple | None:
             return None   # no key, or one the store keeps in another form (a date…): not looked up
         key.append(value)
     return tuple(key)
+
+
+_KEY_GETTERS: dict[tuple, Callable[[dict], tuple]] = {}
+
+
+def _key_getter(record_type: RecordType) -> Callable[[dict], tuple]:
+    """The key fields of a dict as a tuple, in one C call (cached by the key's names)."""
+    names = record_type.key
+    getter = _KEY_GETTERS.get(names)
+    if getter is None:
+        getter = _KEY_GETTERS[names] = (itemgetter(*names) if len(names) > 1
+                                        else (lambda fields, get=itemgetter(names[0]): (get(fields),)))
+    return getter
 
 
 def validate(entry: Entry) -> BaseModel:
@@ -155,18 +185,96 @@ def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tu
     return f"{code_fingerprint(record_type)}|{source}|{sorted(public_bases)!r}|"
 
 
+class _Digesting:
+    """Where the run's pickler writes: straight into the record's digest (no bytes kept)."""
+
+    __slots__ = ("digest",)
+
+    def write(self, data) -> None:
+        self.digest.update(data)
+
+
+class EntryMaker:
+    """The dict entries of one run (one thread: an `Intake` holds its own): each with the
+    source's defaults, its input hash (`input_hash_of(fields, context_of(type))`, cheaper) and
+    its raw stored key, what a type needs for them kept by its name.
+
+    One pickler serves every record, in fast mode (no memo: a value is written whole wherever
+    it occurs, so the bytes do not depend on which objects are shared, and one record's memo
+    never reaches the next), writing into a SHA-256 already fed the type's context; a value
+    fast mode refuses (a cyclic structure) falls back to a plain pickle, one pickle cannot
+    write at all to no hash."""
+
+    def __init__(self, source: str, defaults: tuple[tuple[str, Any], ...], context_of: Callable[[RecordType], str]):
+        self.source = source
+        self._defaults = defaults
+        self._context_of = context_of
+        self._by_type: dict[str, tuple[dict, Any, Callable[[dict], tuple]]] = {}
+        self._new_pickler()
+
+    def _new_pickler(self) -> None:
+        self._sink = _Digesting()
+        self._pickler = pickle.Pickler(self._sink, protocol=5)
+        self._pickler.fast = True
+
+    def _for_type(self, record_type: RecordType) -> tuple[dict, Any, Callable[[dict], tuple]]:
+        """(its defaults, a digest fed its hash context, its key getter)"""
+        found = self._by_type[record_type.name] = (
+            _defaults_for(record_type, self._defaults), hashlib.sha256(self._context_of(record_type).encode()),
+            _key_getter(record_type))
+        return found
+
+    def entry(self, record_type: RecordType, given: Any) -> Entry:
+        defaults, seeded, key_of = self._by_type.get(record_type.name) or self._for_type(record_type)
+        fields = given.copy() if given.__class__ is dict else {**given}   # as _with_defaults, inline
+        for name, value in defaults.items():
+            if name not in fields:
+                fields[name] = value
+        digest = self._sink.digest = seeded.copy()
+        try:
+            self._pickler.dump(fields)
+            input_hash = digest.hexdigest()[:HASH_CHARS]
+        except Exception:   # cyclic, or a value pickle cannot write: this pickler is not trusted again
+            self._new_pickler()
+            input_hash = input_hash_of(fields, self._context_of(record_type))
+        try:   # the usual key: text only (str.strip refuses anything else)
+            raw_key = (self.source, *map(str.strip, key_of(fields)))
+        except (KeyError, TypeError):
+            raw_key = _raw_key(record_type, fields, self.source)
+        return Entry(record_type, fields, input_hash, raw_key)
+
+
+# The stored hash: 128 bits of SHA-256, in hex, and the date letter (`stored_input_hash`).
+HASH_CHARS = 32
+
+
+def _serialised(fields: dict) -> bytes:
+    """The bytes `EntryMaker` digests: a fast-mode pickle (protocol 5), or where fast mode
+    refuses (a cycle) a plain one. The two cannot coincide for different values: each decodes
+    to its value."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True
+    try:
+        pickler.dump(fields)
+        return out.getvalue()
+    except ValueError:   # fast mode refuses cycles; pickle's memo writes them
+        return pickle.dumps(fields, protocol=5)
+
+
 def input_hash_of(fields: dict, context: str) -> str | None:
     """The hash of one dict parse() returned (defaults filled in), or None when it cannot be
     serialised (a value pickle refuses: the record then simply goes the whole way). Pickle
     writes every value as it is (no repr that shortens or shows an address) and is 2–3× faster
-    than `repr` on a big record; equal input gives equal bytes, except where one object is
-    shared between two fields in one run and not in another, which only makes the record look
-    changed (it is then validated and compared as before)."""
+    than `repr` on a big record; equal input gives equal bytes (fast mode: an object shared
+    between two fields is written twice, as an equal copy would be). A pickled object whose
+    reduction differs run to run only makes the record look changed (it is then validated and
+    compared as before)."""
     try:
-        data = pickle.dumps(fields, protocol=5)
+        data = _serialised(fields)
     except Exception:   # an object pickle cannot write (a parser node, a generator…)
         return None
-    return hashlib.blake2b(context.encode() + data, digest_size=16).hexdigest()
+    return hashlib.sha256(context.encode() + data).hexdigest()[:HASH_CHARS]
 
 
 def stored_input_hash(record_type: RecordType, input_hash: str | None, record: BaseModel) -> str | None:
@@ -343,5 +451,5 @@ def as_date(value) -> dt.date | None:
     return dt.date.fromisoformat(str(value))
 
 
-__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of",
+__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of", "EntryMaker",
            "stored_input_hash", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]

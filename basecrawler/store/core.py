@@ -362,37 +362,40 @@ class Store:
         result.merged += len(rows) - len(folded)
         return result
 
-    def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple]) -> dict[tuple, dict]:
+    def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple],
+                     dates: bool = True) -> dict[tuple, tuple]:
         """What the pipeline needs of the stored rows with these keys (tuples in `key_columns`
         order) to count a record made from the same input as unchanged without validating
-        it: the row's `input_hash` and date. On SQLite read from the covering index of the key
-        and these columns (`tables.input_index`), never the table: a re-run of unchanged data
-        reads nothing else of the stored rows (an index on the hash alone had doubled the insert
-        cost of a large store, every insert landing on a random page; this one is ordered by key
-        like the unique index)."""
+        it: {key: (the row's `input_hash`, its date)} (the date None for a type without one,
+        and when `dates` is false: a run without a window has no use for it). On SQLite read
+        from the covering index of the key and these columns (`tables.input_index`), never
+        the table: a re-run of unchanged data reads nothing else of the stored rows (an index
+        on the hash alone had doubled the insert cost of a large store, every insert landing
+        on a random page; this one is ordered by key like the unique index). Tuples, not
+        rows: a re-run reads one per record."""
         rt = _type(record_type)
-        columns = [INPUT_HASH]
-        if rt.date_field:
-            columns.append(rt.date_field)
-        if rt.has_date_unknown:
-            columns.append(DATE_UNKNOWN)
+        # None: a NULL read in the date's place, so every value has one shape (hash, date).
+        columns = (INPUT_HASH, rt.date_field if dates else None)
         if self.engine == "sqlite":
             # Named, as the planner otherwise may take the unique key index and read the table
             # row by row (it did for a four-column key): the covering one answers from itself.
             with self._write_lock:
                 if self._finisher.busy:
                     return self._known_inputs_meanwhile(rt, keys, columns)
-                return self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0])
-        return self.rows_by_key(rt, keys, columns)
+                return self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0], as_values=True)
+        from basecrawler.store.engines.pg_lookup import values_by_key
+        with self._write_lock:
+            return values_by_key(self.db.conn, rt, keys, columns)
 
-    def _known_inputs_meanwhile(self, rt: RecordType, keys: Iterable[tuple], columns: list[str]) -> dict[tuple, dict]:
+    def _known_inputs_meanwhile(self, rt: RecordType, keys: Iterable[tuple], columns: tuple) -> dict[tuple, tuple]:
         """`known_inputs` while a batch is finishing behind, without waiting for it: the
         committed file read through a second connection (WAL), less the keys that batch holds,
         whose rows are about to change (their records go the whole way, and the store sees
         them after the batch). A lookup every 500 records would otherwise wait for each batch
         and leave nothing to overlap."""
         table, held = self._finishing_keys
-        found = self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0], conn=self._reader())
+        found = self._sqlite_rows_by_key(rt, keys, columns, indexed_by=input_index(rt)[0], as_values=True,
+                                         conn=self._reader())
         if table == rt.table:
             for key in held.intersection(found):
                 del found[key]
@@ -519,27 +522,47 @@ class Store:
             return self._sqlite_rows_by_key(rt, keys, columns)
 
     def _sqlite_rows_by_key(self, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None,
-                            indexed_by: str | None = None, conn: sqlite3.Connection | None = None) -> dict[tuple, dict]:
+                            indexed_by: str | None = None, as_values: bool = False,
+                            conn: sqlite3.Connection | None = None) -> dict[tuple, Any]:
+        """`rows_by_key` on SQLite (through `conn`, the store's own by default); with
+        `as_values`, {key: tuple of `columns`} instead of rows (no dict per row; a column None
+        reads NULL). The keys returned hold the stored values: a key asked with a number for a
+        text column (or text for a number) is found under the stored form, as a row's is."""
         conn = conn or self.db.conn
         key_columns = rt.key_columns
         key_of = plan_for(rt).key
-        cols = "*" if columns is None else ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
         *prefix_columns, last = key_columns
         by_prefix: dict[tuple, list] = {}
         for key in keys:
             by_prefix.setdefault(tuple(key[:-1]), []).append(key[-1])
         prefix_sql = "".join(f"[{c}] = ? AND " for c in prefix_columns)
-        found: dict[tuple, dict] = {}
+        index = f" INDEXED BY [{indexed_by}]" if indexed_by else ""
+        prefix_kinds = [rt.column_types.get(c, str) for c in prefix_columns]
+        found: dict[tuple, Any] = {}
         for prefix, values in by_prefix.items():
+            # As values: the stored last key column and the columns; the prefix as asked when
+            # each of its values has its column's type (compared as it is stored), else as stored.
+            short = as_values and all(value.__class__ is kind for value, kind in zip(prefix, prefix_kinds))
+            if columns is None:
+                cols = "*"
+            elif as_values:   # the key, then the columns (one may be a key column too)
+                cols = ", ".join(f"[{c}]" if c else "NULL" for c in ([last, *columns] if short else [*key_columns, *columns]))
+            else:
+                cols = ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
+            width = len(key_columns)
             for start in range(0, len(values), 500):
                 chunk = values[start:start + 500]
                 where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
-                index = f" INDEXED BY [{indexed_by}]" if indexed_by else ""
                 cursor = conn.execute(f"SELECT {cols} FROM [{rt.table}]{index} WHERE {prefix_sql}{where}", params)
-                names = [d[0] for d in cursor.description]
-                for values_ in cursor:
-                    row = dict(zip(names, values_))
-                    found[key_of(row)] = row
+                if short:
+                    found.update((prefix + row[:1], row[1:]) for row in cursor)
+                elif as_values:
+                    found.update((row[:width], row[width:]) for row in cursor)
+                else:
+                    names = [d[0] for d in cursor.description]
+                    for values_ in cursor:
+                        row = dict(zip(names, values_))
+                        found[key_of(row)] = row
         return found
 
     def _write_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str):

@@ -28,7 +28,7 @@ _TYPES = {int: "bigint", bool: "bigint", float: "float8"}
 
 @functools.lru_cache(maxsize=None)
 def lookup_sql(table: str, key_columns: tuple[str, ...], key_types: tuple[type, ...],
-               columns: tuple[str, ...] | None, one_prefix: bool = False) -> str:
+               columns: tuple[str | None, ...] | None, one_prefix: bool = False) -> str:
     """The lookup of a chunk of keys sent as one JSON array: of key tuples, or with
     `one_prefix` (every key of the chunk has the same values but for the last column, as a
     crawl's keys do) of the last column's values, the others as parameters."""
@@ -44,7 +44,7 @@ def lookup_sql(table: str, key_columns: tuple[str, ...], key_types: tuple[type, 
     match = [f't."{column}" = {value}' for column, value in zip(key_columns, values)]
     if one_prefix:   # the prefix's parameters come after the array (placeholders in text order)
         match = match[last:] + match[:last]
-    select = "*" if columns is None else ", ".join(f't."{column}"' for column in columns)
+    select = "*" if columns is None else ", ".join(f't."{column}"' if column else "NULL" for column in columns)
     return (f"SELECT r.* FROM {source} CROSS JOIN LATERAL "
             f'(SELECT {select} FROM "{table}" AS t WHERE {" AND ".join(match)} LIMIT 1) AS r')
 
@@ -77,6 +77,21 @@ def _sent(chunk: list[tuple]) -> tuple[bool, list] | None:
     return one_prefix, [text, *next(iter(prefixes))] if one_prefix else [text]
 
 
+def _chunks(keys: Iterable[tuple]):
+    """The distinct keys in chunks of `CHUNK`, each with (one prefix?, its parameters); a key
+    PostgreSQL text cannot hold is never stored, so the chunk is asked without it."""
+    unique = list(dict.fromkeys(tuple(key) for key in keys))
+    for start in range(0, len(unique), CHUNK):
+        chunk = unique[start:start + CHUNK]
+        sent = _sent(chunk)
+        if sent is None:
+            chunk = _storable(chunk)
+            sent = _sent(chunk) if chunk else None
+            if sent is None:
+                continue
+        yield chunk, sent
+
+
 def rows_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
                 columns: Iterable[str] | None = None) -> dict[tuple, dict]:
     """Stored rows of a type by their keys (tuples in `key_columns` order, source first):
@@ -87,17 +102,8 @@ def rows_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
     kinds = tuple(record_type.column_types.get(c, str) for c in key_columns)
     wanted = None if columns is None else tuple(dict.fromkeys([*key_columns, *columns]))
     key_of = itemgetter(*key_columns)
-    unique = list(dict.fromkeys(tuple(key) for key in keys))
     found: dict[tuple, dict] = {}
-    for start in range(0, len(unique), CHUNK):
-        chunk = unique[start:start + CHUNK]
-        sent = _sent(chunk)
-        if sent is None:   # a key PostgreSQL text cannot hold is never stored: asked without it
-            chunk = _storable(chunk)
-            sent = _sent(chunk) if chunk else None
-            if sent is None:
-                continue
-        one_prefix, params = sent
+    for _, (one_prefix, params) in _chunks(keys):
         sql = lookup_sql(record_type.table, key_columns, kinds, wanted, one_prefix)
         cursor = conn._run(sql, lambda raw: raw.execute(sql, params))
         names = [d.name for d in cursor.description]
@@ -107,4 +113,27 @@ def rows_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
     return found
 
 
-__all__ = ["rows_by_key", "lookup_sql", "CHUNK"]
+def values_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
+                  columns: tuple[str | None, ...]) -> dict[tuple, tuple]:
+    """{key: tuple of `columns`} of the stored rows with these keys (`Store.known_inputs`: a
+    re-run reads one per record, so no dict per row; a column None reads NULL). A chunk of one prefix whose values have
+    their columns' types reads back only the last key column and `columns`, the key completed
+    from the prefix asked; any other reads the whole key, so a key is always the stored one."""
+    key_columns = tuple(record_type.key_columns)
+    kinds = tuple(record_type.column_types.get(c, str) for c in key_columns)
+    width = len(key_columns)
+    found: dict[tuple, tuple] = {}
+    for chunk, (one_prefix, params) in _chunks(keys):
+        prefix = chunk[0][:-1]
+        short = one_prefix and all(value.__class__ is kind for value, kind in zip(prefix, kinds))
+        selected = (key_columns[-1], *columns) if short else (*key_columns, *columns)
+        sql = lookup_sql(record_type.table, key_columns, kinds, selected, one_prefix)
+        rows = conn._run(sql, lambda raw: raw.execute(sql, params)).fetchall()
+        if short:
+            found.update((prefix + row[:1], row[1:]) for row in rows)
+        else:
+            found.update((row[:width], row[width:]) for row in rows)
+    return found
+
+
+__all__ = ["rows_by_key", "values_by_key", "lookup_sql", "CHUNK"]
