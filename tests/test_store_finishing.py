@@ -50,9 +50,9 @@ def held(monkeypatch):
     gate = threading.Event()
     real = finishing._finish
 
-    def waiting(conn, statements):
+    def waiting(conn, statements, *rest):
         assert gate.wait(10), "the test never let the batch finish"
-        real(conn, statements)
+        real(conn, statements, *rest)
     monkeypatch.setattr(finishing, "_finish", waiting)
     yield gate
     gate.set()
@@ -198,3 +198,18 @@ def test_lookups_meanwhile_read_the_file_opened_wherever_the_working_directory_w
     assert list(store.known_inputs(VEHICLE, [("us", "US", "24V002")])) == [("us", "US", "24V002")]
     assert not (elsewhere / "relative.db").exists()
     held.set()
+
+
+def test_committed_batches_reach_the_database_file_through_the_checkpointer_not_the_writers_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(finishing, "WRITER_CHECKPOINT_PAGES", 10**9)   # the writer never checkpoints
+    store = Store(tmp_path / "s.db")
+    for batch in BATCHES:
+        store.upsert(VEHICLE, batch, source="us", behind=True)
+    store.settle()
+    store._finisher._checkpointer.idle()
+    assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10**9
+    # The database file alone (without its WAL) holds every committed batch: copied by the
+    # checkpointer's own connection, on its own thread.
+    alone = tmp_path / "alone.db"
+    alone.write_bytes((tmp_path / "s.db").read_bytes())
+    assert sqlite3.connect(alone).execute("SELECT COUNT(*) FROM recalls").fetchone()[0] == 61

@@ -435,7 +435,7 @@ class Store:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            result.finishing = self._finisher.start(conn, finishing)
+            result.finishing = self._finisher.start(conn, finishing, self._file)
             self._finishing_keys = (plan.table, set(result.by_key))
             return result
 
