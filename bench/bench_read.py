@@ -96,6 +96,9 @@ def web_rows(db_path: str) -> list[tuple]:
             # The first visit (since the server started): its facets, or those still counting.
             note += "; first visit: " + ("facets still counting" if "These facets timed out" in bodies[0]
                                          else "every facet shown")
+            shown = [n for n, b in enumerate(bodies) if "These facets timed out" not in b]
+            if shown and shown[0] > 0:   # visits are ~1 s apart: when the counts that follow arrived
+                note += f", every facet from visit {shown[0] + 1} ({sum(times[:shown[0]]) + shown[0]:.1f} s after the first)"
             if "about" in body and "bc-about" in body:
                 note += " (some counts about)"
             out.append((name, times[0], statistics.median(times[1:]), note))

@@ -168,3 +168,71 @@ def test_a_term_in_every_record_is_summarised_from_the_kept_counts(filled, monke
     stored["rows"][sql] = [{"value": "ZZ", "count": 120}]
     filled.set_meta(key, json.dumps(stored))
     assert summary_module.summarise(conn, RecallFilter(text="brake")).values["country"] == {"ZZ": 120}
+
+
+def _mostly_pumps(n: int) -> list[Recall]:
+    """`pump` (any case) in three records of four, with unknown dates and missing model years."""
+    return [Recall(country=("JP", "US", "DE", "KR")[i % 4], recall_number=f"P{i:04d}",
+                   recall_date=(dt.date(2020, 1, 1) + dt.timedelta(days=i * 5)) if i % 9 else "not a date",
+                   summary_original=("brake hose", "fuel PUMP leaks", "Pumpe ärger", "pump")[i % 4] + f" {i}",
+                   manufacturer_original=("Ford", "トヨタ", "Kia")[i % 3],
+                   model_year=("2019-2021", "2020", None)[i % 3]) for i in range(n)]
+
+
+@pytest.mark.parametrize("text", ["pump", "PUMP", "umpe", "hose", "fuel", "brake"])
+def test_a_term_in_most_records_is_the_whole_tables_counts_less_the_rest(store, monkeypatch, text):
+    """A term in more than half of a large table is summarised as the kept whole-table counts
+    less the records without it: the same summary as counting the records with it."""
+    import basecrawler.reading.summary as summary_module
+    from basecrawler.reading.search import build_query, short_index, short_terms
+
+    run = store.start_run("test", "incremental", "running", 1)
+    store.upsert_recalls(_mostly_pumps(200), source="test")
+    store.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
+    facetcounts.store_whole_table_counts(store)
+    monkeypatch.setattr(summary_module, "IDS_MAX", 10)
+    conn = store.db.conn
+    filters = RecallFilter(text=text)
+    record_type = filters.declaration()
+    grams = short_index(conn, record_type)
+    sql, params = build_query(filters, columns=summary_module._selected(record_type), ordered=False,
+                              walk=short_terms(filters, grams), grams=grams)
+    counted = summary_module._counted(conn, record_type, sql, params, keep_ids=False)
+    subtracted = []
+    real_less = summary_module._less
+    monkeypatch.setattr(summary_module, "_less", lambda whole, rest: subtracted.append(rest) or real_less(whole, rest))
+    summary = summary_module.summarise(conn, filters)
+    assert summary == counted and summary.months and summary.values["country"]
+    # The other way round only for a term in more than half of the records (pump: 150 of 200).
+    assert bool(subtracted) == (2 * counted.count > 200 and counted.count < 200)
+
+
+def test_a_search_page_of_a_term_in_many_records_does_not_wait_for_its_counts(filled, db_path, monkeypatch):
+    """Its summary reads every match (seconds at a million): the page asks without waiting and
+    the counts follow; a term few records hold is waited for as before."""
+    from datasette.app import Datasette
+
+    from basecrawler.reading.browse import WEB_DIR, build_metadata
+
+    monkeypatch.setattr("basecrawler.reading.search.WALK_MIN", 10)
+    waits = {}
+
+    async def scenario():
+        ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"))
+        from datasette.plugins import pm
+        plugin = next(p for p in pm.get_plugins() if hasattr(p, "FOLLOW_ROWS"))
+        real = plugin.cached_summary
+
+        async def spy(datasette, database, table, filters, wait_s):
+            waits[filters.text] = wait_s
+            return await real(datasette, database, table, filters, wait_s)
+        monkeypatch.setattr(plugin, "cached_summary", spy)
+        monkeypatch.setattr(plugin, "FOLLOW_ROWS", 50)
+        await ds.invoke_startup()
+        name = next(n for n in ds.databases if n != "_internal")
+        for term in ("brake", "defect 7"):
+            response = await ds.client.get(f"/{name}/recalls?_search={term}&_nocount=1&_col=recall_number")
+            assert response.status_code == 200
+        return plugin.SUMMARY_WAIT_S
+    wait = asyncio.run(scenario())
+    assert waits == {"brake": 0.0, "defect 7": wait}

@@ -440,27 +440,50 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     return frozenset(walk)
 
 
-_common_short: dict[tuple, bool] = {}   # (connection, table, term, last id) → its judgement
+_short_samples: dict[tuple, int] = {}   # (connection, table, term, last id) → records holding it among the newest
 
 
 def _common_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
     """Whether a 1–2 character term is in at least WALK_SHARE of the newest SAMPLE_ROWS records
-    (no index counts it cheaply). Kept per connection and last id: a page asks for its plan
-    and then its count. (Only how a term is read depends on it, never which rows match.)"""
+    (no index counts it cheaply). (Only how a term is read depends on it, never which rows match.)"""
+    return _short_sample(conn, record_type, term, top) >= WALK_SHARE * min(SAMPLE_ROWS, top)
+
+
+def _short_sample(conn, record_type: RecordType, term: str, top: int) -> int:
+    """The newest SAMPLE_ROWS records holding a 1–2 character term, counted once per connection
+    and last id: a page asks for its plan, then its count."""
     key = (id(conn), record_type.table, term, top)
-    if key not in _common_short:
-        if len(_common_short) >= 256:
-            _common_short.pop(next(iter(_common_short)))
-        _common_short[key] = _sample_short_term(conn, record_type, term, top)
-    return _common_short[key]
+    if key not in _short_samples:
+        if len(_short_samples) >= 256:
+            _short_samples.pop(next(iter(_short_samples)))
+        params: list = []
+        condition = _text_condition(record_type, term, params, walk=True)
+        _short_samples[key] = conn.execute(
+            f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
+            [top - SAMPLE_ROWS, *params]).fetchone()[0]
+    return _short_samples[key]
 
 
-def _sample_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
-    params: list = []
-    condition = _text_condition(record_type, term, params, walk=True)
-    found = conn.execute(f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
-                         [top - SAMPLE_ROWS, *params]).fetchone()[0]
-    return found >= WALK_SHARE * min(SAMPLE_ROWS, top)
+def many_matches(conn, filters: RecallFilter, rows: int) -> bool:
+    """Whether every text term of `filters` is held by about `rows` records or more (SQLite): a
+    term of 3+ characters counted in its full-text index up to `rows`, a shorter one estimated
+    from its share among the newest SAMPLE_ROWS records. A guess at how long counting the
+    matches takes (the web page does not wait for a long count); never changes an answer."""
+    record_type = filters.declaration()
+    terms = set(filters.terms())
+    if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns:
+        return False
+    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    fts = fts_table(record_type)
+    for term in terms:
+        if len(term) >= TRIGRAM:
+            held = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
+                                [fts_phrase(term), rows]).fetchone()[0]
+        else:
+            held = _short_sample(conn, record_type, term, top) * top // max(1, min(SAMPLE_ROWS, top))
+        if held < rows:
+            return False
+    return True
 
 
 def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
@@ -606,4 +629,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "many_matches", "short_terms", "short_index", "gram_indexed", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
