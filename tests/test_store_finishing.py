@@ -11,11 +11,12 @@ import threading
 
 import pytest
 
-from basecrawler import BaseCrawler, Recall, Store
+from basecrawler import Recall, Store
 from basecrawler.recordtypes.registry import get_record_type
 from basecrawler.recordtypes.tables import fts_table
 from basecrawler.store import finishing
 from basecrawler.testing import fast_settings
+from support import ItemsCrawler
 
 VEHICLE = get_record_type("vehicle_recall")
 
@@ -128,16 +129,9 @@ def test_a_batch_whose_finishing_fails_is_rolled_back_whole_and_its_failure_rais
     assert len(indexed(store)) == 60
 
 
-class ListCrawler(BaseCrawler):
+class ListCrawler(ItemsCrawler):
     source = "tst"
     country = "US"
-
-    def __init__(self, store, items, **kwargs):
-        super().__init__(store, **kwargs)
-        self.items = items
-
-    def fetch(self):
-        yield from self.items
 
     def parse(self, raw):
         return raw
@@ -155,7 +149,7 @@ def test_a_run_whose_batch_is_lost_while_finishing_fails_and_counts_only_what_wa
             store._feed_fts[VEHICLE.table] = "INSERT INTO no_such_index VALUES (?)"
         return real_upsert(*args, **kwargs)
     monkeypatch.setattr(store, "upsert", second_batch_fails_finishing)
-    result = ListCrawler(store, items, mode="full", settings=fast_settings(db_path, batch_size=10)).run()
+    result = ListCrawler(store, items=items, mode="full", settings=fast_settings(db_path, batch_size=10)).run()
     assert calls[:2] == [True, True]   # the pipeline stores behind
     assert result.status == "failed" and "no_such_index" in result.error
     store._feed_fts.clear()
