@@ -331,3 +331,25 @@ def test_a_store_whose_hashes_an_earlier_version_made_goes_the_whole_way_once_wr
     validations.clear()
     again = run(store, items, mode="full")
     assert validations == [] and again.counts.unchanged == 31   # … and recognised from then on
+
+
+def test_a_python_without_fast_pickling_still_hashes_every_record_alike(monkeypatch):
+    """`Pickler.fast` is documented as deprecated: without it each record is pickled with a
+    fresh memo, equal input still gives equal hashes and a changed value another."""
+    import pickle
+
+    class NoFastMode(pickle.Pickler):
+        @property
+        def fast(self):
+            raise AttributeError("fast")
+
+        @fast.setter
+        def fast(self, value):
+            raise AttributeError("fast")
+    monkeypatch.setattr(records.pickle, "Pickler", NoFastMode)
+    made = maker()
+    shared = {"make": "HONDA"}
+    first = made.entry(VEHICLE, recall("24V1", extra={"vehicles": [shared, shared]})).input_hash
+    assert made.entry(VEHICLE, recall("24V2")).input_hash != first
+    assert made.entry(VEHICLE, recall("24V1", extra={"vehicles": [shared, shared]})).input_hash == first
+    assert made.entry(VEHICLE, recall("24V1", affected_units="7")).input_hash not in (first, None)

@@ -214,8 +214,7 @@ class EntryMaker:
 
     def _new_pickler(self) -> None:
         self._sink = _Digesting()
-        self._pickler = pickle.Pickler(self._sink, protocol=5)
-        self._pickler.fast = True
+        self._pickler, self._fast = _fast_pickler(self._sink)
 
     def _for_type(self, record_type: RecordType) -> tuple[dict, Any, Callable[[dict], tuple]]:
         """(its defaults, a digest fed its hash context, its key getter)"""
@@ -232,6 +231,8 @@ class EntryMaker:
                 fields[name] = value
         digest = self._sink.digest = seeded.copy()
         try:
+            if not self._fast:   # (no fast mode in this Python: no memo kept across records)
+                self._pickler.clear_memo()
             self._pickler.dump(fields)
             input_hash = digest.hexdigest()[:HASH_CHARS]
         except Exception:   # cyclic, or a value pickle cannot write: this pickler is not trusted again
@@ -248,13 +249,25 @@ class EntryMaker:
 HASH_CHARS = 32
 
 
+def _fast_pickler(sink) -> tuple[pickle.Pickler, bool]:
+    """A protocol-5 pickler in fast mode (no memo), and whether it is. `Pickler.fast` is
+    documented as deprecated: a Python without it gets a plain pickler, whose bytes differ only
+    where one record shares an object between fields (such a record may then look changed once
+    and go the whole way; nothing is lost)."""
+    pickler = pickle.Pickler(sink, protocol=5)
+    try:
+        pickler.fast = True
+    except AttributeError:
+        return pickler, False
+    return pickler, True
+
+
 def _serialised(fields: dict) -> bytes:
     """The bytes `EntryMaker` digests: a fast-mode pickle (protocol 5), or where fast mode
     refuses (a cycle) a plain one. The two cannot coincide for different values: each decodes
     to its value."""
     out = io.BytesIO()
-    pickler = pickle.Pickler(out, protocol=5)
-    pickler.fast = True
+    pickler, _ = _fast_pickler(out)
     try:
         pickler.dump(fields)
         return out.getvalue()
