@@ -215,6 +215,7 @@ def test_a_search_page_of_a_term_in_many_records_does_not_wait_for_its_counts(fi
     from basecrawler.reading.browse import WEB_DIR, build_metadata
 
     monkeypatch.setattr("basecrawler.reading.search.WALK_MIN", 10)
+    monkeypatch.setattr("basecrawler.reading.summary._summaries", {})   # no summary from another test
     waits = {}
 
     async def scenario():
@@ -230,9 +231,14 @@ def test_a_search_page_of_a_term_in_many_records_does_not_wait_for_its_counts(fi
         monkeypatch.setattr(plugin, "FOLLOW_ROWS", 50)
         await ds.invoke_startup()
         name = next(n for n in ds.databases if n != "_internal")
+        pages = {}
         for term in ("brake", "defect 7"):
             response = await ds.client.get(f"/{name}/recalls?_search={term}&_nocount=1&_col=recall_number")
             assert response.status_code == 200
-        return plugin.SUMMARY_WAIT_S
-    wait = asyncio.run(scenario())
+            pages[term] = response.text
+        return plugin.SUMMARY_WAIT_S, pages
+    wait, pages = asyncio.run(scenario())
     assert waits == {"brake": 0.0, "defect 7": wait}
+    # The page not waited for says that its counts and facets follow (the other was waited for).
+    assert "the counts and facets follow: reload in a few seconds" in pages["brake"]
+    assert "facets follow" not in pages["defect 7"]

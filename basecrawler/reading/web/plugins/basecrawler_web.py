@@ -120,7 +120,12 @@ def filters_from_request(request, database, table, datasette):
                 rare_short = bool(short_terms(filters, grams) - walk)
                 wait = RARE_SHORT_WAIT_S if rare_short else 0.0 if many else SUMMARY_WAIT_S
                 summary = await cached_summary(datasette, database, table, filters, wait)
-                note += f" ({summary.count:,} records)" if summary is not None else " (counting…)"
+                if summary is not None:
+                    note += f" ({summary.count:,} records)"
+                elif many:   # not waited for: its counts and facets are read meanwhile
+                    note += " (counting… the counts and facets follow: reload in a few seconds)"
+                else:
+                    note += " (counting…)"
                 if rare_short and summary is not None and summary.ids is not None:
                     # The summary's pass found them: the page reads them by id.
                     where, named = "id IN (SELECT value FROM json_each(:bc_ids))", {"bc_ids": json.dumps(summary.ids)}
