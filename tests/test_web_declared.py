@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from basecrawler import Recall, Store
 from basecrawler.reading.browse import (WEB_DIR, BrowseServer, SnapshotServer, build_metadata, chart_sql, default_columns,
                                 http_url, snapshot_to_sqlite)
+from basecrawler.reading.facetcounts import values_sql
 from basecrawler.recordtypes import Facet, RecordType
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 from record_types.vehicle_recall import VEHICLE_RECALL
@@ -227,13 +228,12 @@ def test_multi_valued_and_undated_cells_read_as_words(plugins, monkeypatch):
     assert {"label": "category", "value": "Food, Toys"} in card["facts"]
 
 
-def test_multi_valued_facet_counts_each_listed_value(plugins):
-    facets = plugins[1]
+def test_multi_valued_facet_counts_each_listed_value():
     with sqlite3.connect(":memory:") as conn:
         conn.row_factory = sqlite3.Row
         conn.execute("CREATE TABLE gadget_alerts (category TEXT)")
         conn.executemany("INSERT INTO gadget_alerts VALUES (?)", [('["Food","Toys"]',), ('["Food"]',), ("Toys",), (None,)])
-        rows = conn.execute(facets._raw_values_sql("category", True, "SELECT * FROM gadget_alerts")).fetchall()
+        rows = conn.execute(values_sql("category", True, "SELECT * FROM gadget_alerts")).fetchall()
     assert sorted((row["value"], row["count"]) for row in rows) == [("Food", 2), ("Toys", 2)]
 
 

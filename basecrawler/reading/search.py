@@ -455,7 +455,7 @@ def _short_sample(conn, record_type: RecordType, term: str, top: int) -> int:
     key = (id(conn), record_type.table, term, top)
     if key not in _short_samples:
         if len(_short_samples) >= 256:
-            _short_samples.pop(next(iter(_short_samples)))
+            _short_samples.pop(next(iter(_short_samples), None), None)   # (threads of the web view share it)
         params: list = []
         condition = _text_condition(record_type, term, params, walk=True)
         _short_samples[key] = conn.execute(

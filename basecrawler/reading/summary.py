@@ -7,7 +7,7 @@ matching rows' facet columns give all of them together. The web view keeps the r
 search and data version (basecrawler/reading/web/plugins/basecrawler_facets.py), so a page
 seen before answers from it.
 
-The counts are the ones the facet queries give (`_raw_values_sql`, the month facet): a
+The counts are the ones the facet queries give (`facetcounts.values_sql`, `months_sql`): a
 multi-valued facet counts each element of its JSON list (a value that is not JSON counts as
 itself), a month is the first seven characters of a known date after the sentinel.
 """
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from dataclasses import replace
+
+from basecrawler.reading.facetcounts import months_sql, unknown_sql, values_sql
+from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 
 from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_index,
                                        short_terms, text_conditions)
-
-SENTINEL_FLOOR = "1970-01-01"   # a sentinel date (vehicle recalls) is never a month
 
 
 @dataclass
@@ -99,13 +99,15 @@ def _counted(conn, record_type, sql: str, params: list, keep_ids: bool = True) -
         summary = SearchSummary(count=conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0])
         if keep_ids and summary.count <= IDS_MAX:
             summary.ids = [row[0] for row in conn.execute(f"SELECT bc_id FROM {MATCHED}")]
+        # The facet queries' own SQL (facetcounts.py) over the matching rows, so a summary
+        # counts exactly as a facet does.
         for facet in record_type.facets:
-            summary.values[facet.field] = dict(conn.execute(_values_sql(facet.field, facet.multi)).fetchall())
+            counted = values_sql(facet.field, facet.multi, f"SELECT * FROM {MATCHED}")
+            summary.values[facet.field] = dict(conn.execute(counted).fetchall())
         if record_type.date_field:
-            summary.months = dict(conn.execute(
-                f"SELECT substr(bc_date, 1, 7), count(*) FROM {MATCHED} WHERE bc_date IS NOT NULL "
-                f"AND bc_date > '{SENTINEL_FLOOR}' AND bc_unknown = 0 GROUP BY 1").fetchall())
-            summary.date_unknown = conn.execute(f"SELECT count(*) FROM {MATCHED} WHERE bc_unknown = 1").fetchone()[0]
+            dated = f"SELECT bc_date AS [{record_type.date_field}], bc_unknown AS [{DATE_UNKNOWN}] FROM {MATCHED}"
+            summary.months = dict(conn.execute(months_sql(record_type.date_field, dated, known_only=True)).fetchall())
+            summary.date_unknown = conn.execute(unknown_sql(dated)).fetchone()[0]
         return summary
     finally:
         _drop(conn)
@@ -179,16 +181,6 @@ def _without_terms_in_every_record(conn, filters: RecallFilter, total: int | Non
              for t in set(filters.terms()) if len(t) >= TRIGRAM}
     kept = [t for t in filters.terms() if len(t) < TRIGRAM or found[t] != total]
     return replace(filters, text=" ".join(kept) or None), found
-
-
-def _values_sql(column: str, multi: bool) -> str:
-    """Records per stored value (each element of a JSON list for a multi-valued facet): the
-    web facet's own query (`_raw_values_sql`) over the matching rows."""
-    if multi:
-        return (f"SELECT element.value, count(*) FROM {MATCHED} AS t, json_each(CASE WHEN json_valid(t.[{column}]) "
-                f"THEN t.[{column}] ELSE json_array(t.[{column}]) END) AS element "
-                f"WHERE t.[{column}] IS NOT NULL AND element.value IS NOT NULL GROUP BY element.value")
-    return f"SELECT [{column}], count(*) FROM {MATCHED} GROUP BY [{column}]"
 
 
 # ---- kept per search and data version, for the web view ---------------------------------------

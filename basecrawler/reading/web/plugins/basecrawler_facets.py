@@ -232,7 +232,6 @@ def _facet_values(facet, stored) -> list[str]:
     return [str(v) for v in facet.expand(stored)] if facet.expand else [str(stored)]
 
 
-_raw_values_sql = values_sql   # the facet queries' SQL lives with the counts a run keeps
 
 
 class ValuesFacet(_DeclaredFacet):
