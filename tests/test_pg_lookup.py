@@ -84,6 +84,13 @@ def test_a_key_postgresql_text_cannot_hold_is_simply_not_found(store):
     assert lookup(store, [("us", "US", "a\x00b")]) == {}
 
 
+def test_a_stored_key_with_a_backslash_before_u0000_is_found_with_its_chunk(store):
+    """Its JSON text holds what looks like an escaped NUL; the key itself holds none."""
+    store.upsert(TYPE, [recall("US", 0).model_copy(update={"recall_number": "C:\\u0000"})], source="us")
+    keys = [("us", "US", "1"), ("us", "US", "C:\\u0000"), ("us", "CA", "2")]
+    assert set(lookup(store, keys, ["input_hash"])) == set(keys)
+
+
 def test_values_by_key_are_the_rows_columns_as_tuples_under_the_same_stored_keys(store):
     mixed = [("us", "US", "7"), ("us", "US", 42), ("us", "CA", "8"), ("eu", "US", "1"), ("us", "US", "5000")]
     one_prefix = [("us", "US", "7"), ("us", "US", 42), ("us", "US", "5000")]

@@ -65,11 +65,11 @@ def _storable(keys: list[tuple]) -> list[tuple]:
 def _sent(chunk: list[tuple]) -> tuple[bool, list] | None:
     """(one prefix?, the parameters) for a chunk of keys, or None when a key holds text
     PostgreSQL cannot (NUL, a lone surrogate). A value JSON has no type for goes as its text."""
+    if any(isinstance(value, str) and "\x00" in value for key in chunk for value in key):
+        return None   # (asked of the values: in the JSON text a backslash before "u0000" looks alike)
     prefixes = {key[:-1] for key in chunk}
     one_prefix = len(prefixes) == 1
     text = json.dumps([key[-1] for key in chunk] if one_prefix else chunk, ensure_ascii=False, default=str)
-    if "\\u0000" in text:
-        return None
     try:
         text.encode()
     except UnicodeEncodeError:
