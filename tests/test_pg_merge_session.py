@@ -112,22 +112,3 @@ def test_a_refused_batch_that_opened_its_transaction_leaves_it_open_and_empty(st
     assert row_by_row   # the row-by-row path ran in the transaction begun again
     assert store.upsert(TYPE, [recall(n) for n in range(6, 9)], source="us").new == 3
     assert store.count(TYPE) == 8
-
-
-def test_the_copy_values_are_the_plans_params_for_every_kind_of_row():
-    from record_types.product_alert import ProductAlert
-    alert_plan = plan_for(get_record_type("product_alert"))
-    cases = [(PLAN, PLAN.row_of(recall(1, extra={"b": 1, "a": [""]}, recall_date=None), "us")),
-             (PLAN, PLAN.row_of(recall(2, manufacturer_original="Mercedes-Benz AG"), "us")),
-             (alert_plan, alert_plan.row_of(ProductAlert(country="CA", alert_id="A1", category=["toys"], archived=True,
-                                                         alert_date=None), "hc"))]
-    missing = PLAN.row_of(recall(3), "us")
-    del missing["model_original"]   # a row without a column: the plan's own params
-    cases.append((PLAN, missing))
-    for plan, row in cases:
-        row[INPUT_HASH] = plan.input_hash(row)
-        typed = [(type(v), v) for v in pg_upsert.copy_values(plan)(row, "now")]
-        assert typed == [(type(v), v) for v in plan.params(row, "now")]   # True is not 1 here
-    values = pg_upsert.copy_values(PLAN)(cases[1][1], "now")
-    assert PLAN.derived and values[len(PLAN.written)]   # the derived maker key is there to compare
-    assert values[-3:] == [cases[1][1][INPUT_HASH], "now", "now"]

@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-from operator import itemgetter
 from typing import Iterable
 
 import psycopg
@@ -45,7 +44,7 @@ from psycopg.postgres import types as pg_types
 
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
-from basecrawler.recordtypes.upsert import EXTRA, GIVEN_HASH, INPUT_HASH, UpsertPlan, extra_json
+from basecrawler.recordtypes.upsert import EXTRA, GIVEN_HASH, INPUT_HASH, UpsertPlan
 from basecrawler.store.engines.pg import is_connection_lost, is_retryable
 
 log = logging.getLogger(__name__)
@@ -162,40 +161,6 @@ def merge_sql(plan: UpsertPlan) -> MergeSql:
     return MergeSql(plan)
 
 
-class CopyValues:
-    """`UpsertPlan.params` for the COPY, with the written columns read by one itemgetter (a
-    third of the client's time per record went to reading them one `get` at a time). A row
-    that lacks a column gets `params` itself; tests/test_pg_merge_session.py holds the two equal."""
-
-    def __init__(self, plan: UpsertPlan):
-        self.plan = plan
-        self.written = itemgetter(*plan.written)
-        self.json_at = tuple(plan.written.index(c) for c in plan.json_columns)
-        self.flag_at = plan.written.index(DATE_UNKNOWN) if plan.dated else None
-        self.derive = plan.record_type.derived if plan.derived else None
-        self.derived = plan.derived
-
-    def __call__(self, row: dict, now: str) -> list:
-        try:
-            values = list(self.written(row))
-        except KeyError:
-            return self.plan.params(row, now)
-        for at in self.json_at:
-            values[at] = extra_json(values[at])
-        if self.flag_at is not None:
-            values[self.flag_at] = int(bool(values[self.flag_at]))
-        if self.derived:
-            derived = self.derive(row) if self.derive else {}
-            values.extend(map(derived.get, self.derived))
-        values += (row.get(INPUT_HASH), now, now)
-        return values
-
-
-@functools.lru_cache(maxsize=None)
-def copy_values(plan: UpsertPlan) -> CopyValues:
-    return CopyValues(plan)
-
-
 def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool = False) -> bool:
     """Upsert `rows` (folded: one per key, `input_hash` set) through COPY and one merge
     statement, counting each key into `result` (an UpsertResult). False, with nothing written,
@@ -228,7 +193,7 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
             first = "; ".join(head)
             conn._run(first, lambda raw: raw.execute(first))
         stages[sql.stage] = conn.transactions
-        values = copy_values(plan)
+        values = plan.params   # (the written columns read with one itemgetter: recordtypes/upsert.py)
         conn._run(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)))
         # The lone merge is prepared by psycopg after a few batches (parsed and planned once per
         # connection); the merge with the release is two statements, which cannot be.
@@ -278,4 +243,4 @@ def _copy(raw: psycopg.Connection, statement: str, params: Iterable[list]) -> No
             copy.write_row(values)
 
 
-__all__ = ["merge_batch", "merge_sql", "MergeSql", "copy_values", "CopyValues"]
+__all__ = ["merge_batch", "merge_sql", "MergeSql"]
