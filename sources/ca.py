@@ -320,16 +320,18 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
         for raw_number, run in groupby(reader, number_of):
             number = raw_number.strip()
             rows = list(islice(run, SHARE_AFTER_ROWS))
-            if (number and number not in open_groups and len(rows) == rows_per_recall.get(number, 0)
+            # A whole recall in one run: as many rows as pass one counted, and nothing after
+            # them (a file that changed between the passes may hold more).
+            more = [] if len(rows) < SHARE_AFTER_ROWS else list(islice(run, 1))
+            if (number and number not in open_groups and len(rows) == rows_per_recall.get(number, 0) and not more
                     and all(len(cells) == width for cells in rows)):
-                # A whole recall in one run (nothing left in `run`: the count says so).
                 if previous is not None and not previous["shared"]:
                     _share_group(previous)
                 previous = None
                 yield _as_columns({"recall_number": number, "header": names, "rows": rows})
                 line_number += len(rows)
                 continue
-            for cells in chain(rows, run):
+            for cells in chain(rows, more, run):
                 item = add_row(cells, line_number)
                 line_number += 1
                 if item is not None:

@@ -178,3 +178,13 @@ def test_model_years_are_the_year_range_of_each_recalls_own_years(tmp_path):
             row("2020017", year="2024"), row("2020018", year="9999"), row("2020018", year="")]
     assert [parse(g)["model_year"] for g in groups(write(tmp_path / "f.csv", rows))] \
         == ["2019-2021", "2019-2021", "2019-2024", None]
+
+
+def test_a_whole_run_longer_than_pass_one_counted_loses_no_row(tmp_path):
+    # The file changed between the two passes: the run holds more rows than pass one counted;
+    # they go row by row, none is dropped.
+    path = tmp_path / "f.csv"
+    counted = count_rows(write(path, [row("2020020", year=str(1950 + n)) for n in range(SHARE_AFTER_ROWS)]))
+    write(path, [row("2020020", year=str(1950 + n)) for n in range(SHARE_AFTER_ROWS + 2)])
+    emitted = [g for g in group_rows(path, counted) if g["recall_number"] == "2020020"]
+    assert sum(g["rows"] for g in emitted) == SHARE_AFTER_ROWS + 2

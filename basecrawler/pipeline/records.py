@@ -10,6 +10,7 @@ import functools
 import hashlib
 import io
 import logging
+import marshal
 import os
 import pickle
 import sys
@@ -421,7 +422,6 @@ def _mentions(value: Any, origins: tuple[str, ...]) -> bool:
     extra (0.66 s of 34,832 recalls); `marshal` writes the same values in ~8 µs, every text as
     its UTF-8 bytes whole, so an origin in any text is found in them. A value marshal cannot
     write (a date, an object) falls back to its repr. A false hit only costs the walk after."""
-    import marshal   # (here, not at the top: only this function of records.py is this change's)
 
     try:
         data = marshal.dumps(value)
