@@ -246,9 +246,11 @@ class Store:
                 time.sleep(wait)
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite_utils.Database]:
+    def transaction(self, finish=None) -> Iterator[sqlite_utils.Database]:
         """BEGIN IMMEDIATE … COMMIT under the write lock (takes the SQLite write lock up front,
-        so two writers queue on busy_timeout instead of failing half-way)."""
+        so two writers queue on busy_timeout instead of failing half-way). `finish(conn)`, when
+        given, ends the transaction in place of the COMMIT, still under the lock (a batch
+        finishing behind: `_upsert_finishing_behind`)."""
         with self._write_lock:
             conn = self.db.conn
             conn.execute("BEGIN IMMEDIATE")
@@ -259,7 +261,10 @@ class Store:
                     conn.execute("ROLLBACK")
                 raise
             else:
-                conn.execute("COMMIT")
+                if finish is None:
+                    conn.execute("COMMIT")
+                else:
+                    finish(conn)
 
     def write(self, operation):
         """Run `operation(db)` in one write transaction, retrying when the database is locked."""
@@ -425,19 +430,16 @@ class Store:
                 row[_PARAMS] = plan.params(row, now)
             except Exception:
                 pass
-        with self._write_lock:
-            conn = self.db.conn   # (waits for the batch before)
-            conn.execute("BEGIN IMMEDIATE")
-            finishing: list[tuple[str, list]] = []
-            try:
-                result = self._upsert_batch(self._db, plan, rows, finishing=finishing, now=now)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        finishing: list[tuple[str, list]] = []
+        written: list[UpsertResult] = []
+
+        def hand_over(conn) -> None:   # in place of the COMMIT, under the write lock
+            result = written[0]
             result.finishing = self._finisher.start(conn, finishing, self._file)
             self._finishing_keys = (plan.table, set(result.by_key))
-            return result
+        with self.transaction(finish=hand_over) as db:   # (waits for the batch before)
+            written.append(self._upsert_batch(db, plan, rows, finishing=finishing, now=now))
+        return written[0]
 
     def _upsert_batch(self, db, plan: UpsertPlan, rows: list[dict], bisect: bool = False,
                       finishing: list | None = None, now: str | None = None) -> UpsertResult:
