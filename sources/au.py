@@ -127,7 +127,7 @@ class AustraliaCrawler(BaseCrawler):
     def _fetch_detail_page(self, number: str) -> dict | None:
         url = self.url("site", detail_path(number))
         # One missing or broken page must not stop the others; a block (403) still fails the run.
-        with self.item({"recall_number": number, "url": url}, url, recall_number=number):
+        with self.item({"recall_number": number, "url": url}, url, key=number):
             html = self.http.get_text(url, expect="html")
             return {"recall_number": number, "html": html}  # the pipeline notes the page it came from
         return None

@@ -113,7 +113,7 @@ def test_failing_detail_page_is_dead_lettered_and_the_rest_stored(store, setting
     assert result.status == "succeeded"
     assert result.counts.saved == 22 and result.counts.dead_lettered == 1
     letter = store.open_dead_letters("au")[0]
-    assert letter["recall_number"] == "REC-006040" and letter["url"].endswith("/recalls/rec-006040")
+    assert letter["record_key"] == "REC-006040" and letter["url"].endswith("/recalls/rec-006040")
     assert store.get_recall("AU", "REC-006039") is not None
 
 

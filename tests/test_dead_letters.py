@@ -63,11 +63,11 @@ def test_dead_letters_cli_lists_as_json(store, settings, db_path, capsys):
 
 def test_dead_letters_cli_list_is_a_table_with_a_header_aligned_by_display_width(store, settings, db_path, capsys):
     crawler = StrictCrawler(store, settings=settings)
-    crawler.dead_letter({"id": "X"}, ValueError("ブレーキ部品の不具合 " * 12), stage="parse", recall_number="外装-1")
-    crawler.dead_letter({"id": "Y"}, ValueError("broken row"), stage="parse", recall_number="R-22")
+    crawler.dead_letter({"id": "X"}, ValueError("ブレーキ部品の不具合 " * 12), stage="parse", key="外装-1")
+    crawler.dead_letter({"id": "Y"}, ValueError("broken row"), stage="parse", key="R-22")
     assert main(["--db", db_path, "dead-letters", "list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["id", "source", "stage", "kind", "state", "recall", "or", "URL", "error"]
+    assert lines[0].split() == ["id", "source", "stage", "kind", "state", "record", "key", "or", "URL", "error"]
     assert set(lines[1].replace(" ", "")) == {"-"}
     # The error column starts at the same terminal column on every line, CJK cells included.
     from basecrawler.reading.tables import display_width

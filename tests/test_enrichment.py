@@ -77,7 +77,7 @@ def crawl(store, settings, server, items, clock=None, **kw):
 
 
 def queue_row(store, number):
-    return store.query("SELECT * FROM enrichment WHERE recall_number = ?", [number])[0]
+    return store.query("SELECT * FROM enrichment WHERE record_key = ?", [number])[0]
 
 
 def test_detail_404_twice_then_found_is_done_after_three_requests_none_before_backoff(store, settings):
@@ -168,7 +168,7 @@ def test_abandoned_claim_is_reclaimed_after_processing_timeout(store, settings):
     server = DetailServer({"R1": [200]}, clock)
     crawl(store, settings.with_(enrich_limit=0), server, [item(1)], clock)   # list only, item queued
     claimer = LadderDemo(store, settings=settings, clock=clock)
-    assert [i["recall_number"] for i in enrichment.claim_due(claimer)] == ["R1"]   # …and the worker dies
+    assert [i["record_key"] for i in enrichment.claim_due(claimer)] == ["R1"]   # …and the worker dies
     clock.advance(29 * 60)
     crawl(store, settings, server, [], clock)
     assert queue_row(store, "R1")["state"] == "processing" and server.count("R1") == 0
@@ -224,7 +224,7 @@ def test_claims_newest_recalls_first_and_at_most_the_limit(store, settings):
 def test_record_whose_list_has_the_model_is_not_queued(store, settings):
     server = DetailServer({})
     crawl(store, settings, server, [item(1, model="FROM LIST"), item(2)])
-    assert [r["recall_number"] for r in store.query("SELECT recall_number FROM enrichment")] == ["R2"]
+    assert [r["record_key"] for r in store.query("SELECT record_key FROM enrichment")] == ["R2"]
 
 
 def test_settled_item_is_not_asked_again_on_the_next_list_crawl(store, settings):
@@ -265,7 +265,7 @@ def test_unusable_detail_is_dead_lettered_once_and_stays_queued(store, settings)
         crawl(store, settings, server, [item(1)])
     letters = store.open_dead_letters("ladder")
     assert len(letters) == 1 and server.count("R1") == 3
-    assert (letters[0]["stage"], letters[0]["kind"], letters[0]["recall_number"]) == ("detail", "unexpected", "R1")
+    assert (letters[0]["stage"], letters[0]["kind"], letters[0]["record_key"]) == ("detail", "unexpected", "R1")
     assert letters[0]["raw_kind"] == "bytes" and b"maintenance" in letters[0]["raw_bytes"]   # the body is kept
     row = queue_row(store, "R1")
     assert (row["state"], row["level"]) == ("pending", 0)

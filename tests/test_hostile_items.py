@@ -71,7 +71,7 @@ class ThreeItems(BaseCrawler):
     def fetch(self):
         for number in ("1", "2", "3"):
             url = self.url("site", f"/item/{number}")
-            with self.item({"number": number}, url, recall_number=f"T-{number}"):
+            with self.item({"number": number}, url, key=f"T-{number}"):
                 yield Raw(self.http.get_json(url), url=url)
 
     def parse(self, raw):
@@ -124,7 +124,7 @@ def test_one_hostile_item_is_a_dead_letter_and_the_others_are_stored(store, db_p
         result = ThreeItems(store, settings=settings).run()
     assert {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")} == {"T-1", "T-3"}
     letters = store.open_dead_letters("three")
-    assert [(l["kind"], l["recall_number"], l["url"].endswith("/item/2")) for l in letters] == [(kind, "T-2", True)]
+    assert [(l["kind"], l["record_key"], l["url"].endswith("/item/2")) for l in letters] == [(kind, "T-2", True)]
     assert result.status == "succeeded" and result.counts.dead_lettered == 1
     _no_traceback_logged(caplog)
 
@@ -145,7 +145,7 @@ class Buggy(ThreeItems):
 
     def fetch(self):
         for number in ("1", "2", "3"):
-            with self.item({"number": number}, recall_number=f"T-{number}"):
+            with self.item({"number": number}, key=f"T-{number}"):
                 if number == "2":
                     {}["a key the code expected"]   # a bug hit by one odd item
                 yield {"n": number}
@@ -155,7 +155,7 @@ def test_an_unexpected_exception_in_one_item_is_its_dead_letter_with_the_traceba
     result = Buggy(store, settings=settings).run()
     assert {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")} == {"T-1", "T-3"}
     (letter,) = store.open_dead_letters("buggy")
-    assert letter["kind"] == "item_error" and letter["recall_number"] == "T-2"
+    assert letter["kind"] == "item_error" and letter["record_key"] == "T-2"
     assert letter["error"].startswith("KeyError: ") and "Traceback (most recent call last)" in letter["error"]
     assert re.search(r'line \d+, in fetch', letter["error"])
     assert result.status == "succeeded"

@@ -31,6 +31,10 @@ def old_url(pg_cluster):  # noqa: F811
                      "VALUES ('us', 'full', 'succeeded', '2024-05-01T00:00:00+00:00', 1)")
         conn.execute("INSERT INTO translation_memory (source_lang, target_lang, source_hash, source_text, "
                      "translated_text, uses) VALUES ('en', 'ko', 'h1', 'Brake fluid leak', '브레이크액 누출', 3)")
+        conn.execute("INSERT INTO enrichment (source, country, recall_number, recall_date, state, level, attempts, "
+                     "transient_failures) VALUES ('us', 'US', '24V-001', '2024-05-01', 'retry', 1, 2, 0)")
+        conn.execute("INSERT INTO dead_letters (source, stage, kind, error, recall_number, retry_count) "
+                     "VALUES ('us', 'detail', 'validation', 'bad detail', '24V-001', 0)")
     return url
 
 
@@ -50,13 +54,17 @@ def test_the_previous_release_schema_upgrades_step_by_step_with_its_data_kept(ol
     store = Store(old_url)
     try:
         versions = _versions(old_url)
-        assert [v for v, _ in versions] == [7, 8, 9] == list(range(7, pg_migrations.latest_version() + 1))
+        assert [v for v, _ in versions] == [7, 8, 9, 10] == list(range(7, pg_migrations.latest_version() + 1))
         assert versions[1][1] == "_p008_version_history"
         row = store.get_recall("US", "24V-001")
         assert (row["summary_original"], row["summary_ko"], row["translated_at"]) == (
             "Brake fluid leak", "브레이크액 누출", "2024-05-02")
         assert store.last_run("us")["new"] == 1
         assert store.scalar("SELECT uses FROM translation_memory WHERE source_hash = 'h1'") == 3
+        # Step 10: the queue and the letters keep their rows under the key's generic names.
+        assert store.query("SELECT key_prefix, record_key, record_date, level FROM enrichment") == [
+            {"key_prefix": "US", "record_key": "24V-001", "record_date": "2024-05-01", "level": 1}]
+        assert [(d["record_key"], d["error"]) for d in store.open_dead_letters("us")] == [("24V-001", "bad detail")]
         # The upgraded store still works: a changed summary updates the row and clears its translation.
         result = store.upsert_recalls([Recall(country="US", recall_number="24V-001", recall_date="2024-05-01",
                                               summary_original="Brake fluid leak (amended)")], source="us")

@@ -141,7 +141,7 @@ def test_batch_with_one_breaking_row_stores_all_others(store, settings):
     assert result.counts.saved == 39 and result.counts.dead_lettered == 1
     assert store.count_recalls("demo") == 39
     letter = store.open_dead_letters("demo")[0]
-    assert letter["stage"] == "store" and "refused row" in letter["error"] and letter["recall_number"] == "R13"
+    assert letter["stage"] == "store" and "refused row" in letter["error"] and letter["record_key"] == "R13"
     assert json.loads(letter["raw"])["id"] == "R13"
 
 

@@ -101,7 +101,7 @@ def test_a_store_failure_letter_names_its_type_and_retry_stores_it_through_the_s
     result = MixedCrawler(store, items=[mixed(1), mixed(2)], settings=settings, mode="full").run()
     assert (result.counts.new, result.counts.store_failed, result.counts.dead_lettered) == (3, 1, 1)
     letter, = store.open_dead_letters("mixed")
-    assert (letter["stage"], letter["record_type"], letter["recall_number"]) == ("store", "gadget_alert", "M2")
+    assert (letter["stage"], letter["record_type"], letter["record_key"]) == ("store", "gadget_alert", "M2")
     store.db.execute("DROP TRIGGER refuse")
     outcome = MixedCrawler(store, settings=settings).retry_dead_letters()
     assert outcome == {"retried": 1, "resolved": 1, "still_failing": 0}
@@ -197,6 +197,6 @@ def test_a_source_of_another_type_has_a_detail_phase_too(gadget_type, store, set
     assert result.enrichment_stats["done"] == 2 and sorted(DetailedGadgets.asked) == ["G1", "G2"]
     one = store.get("gadget_alert", {"source": "detailed", "alert_id": "G1"})
     assert (one["hazard_original"], one["category"], one["title_original"]) == ("Hazard of G1", ["Toys"], "a")
-    queued = store.query("SELECT country, recall_number, recall_date, state FROM enrichment ORDER BY recall_number")
-    assert queued == [{"country": "", "recall_number": "G1", "recall_date": "2024-05-01", "state": "done"},
-                      {"country": "", "recall_number": "G2", "recall_date": "2024-05-02", "state": "done"}]
+    queued = store.query("SELECT key_prefix, record_key, record_date, state FROM enrichment ORDER BY record_key")
+    assert queued == [{"key_prefix": "", "record_key": "G1", "record_date": "2024-05-01", "state": "done"},
+                      {"key_prefix": "", "record_key": "G2", "record_date": "2024-05-02", "state": "done"}]

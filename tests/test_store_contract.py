@@ -122,7 +122,7 @@ def test_a_row_the_database_refuses_is_bisected_into_one_dead_letter(store, sett
     assert result.counts.saved == 39 and result.counts.dead_lettered == 1 and result.counts.store_failed == 1
     assert store.count_recalls("demo") == 39
     letter = store.open_dead_letters("demo")[0]
-    assert letter["stage"] == "store" and "refuse_r13" in letter["error"] and letter["recall_number"] == "R13"
+    assert letter["stage"] == "store" and "refuse_r13" in letter["error"] and letter["record_key"] == "R13"
     assert json.loads(letter["raw"])["id"] == "R13"
 
 
@@ -230,7 +230,7 @@ def test_enrichment_workers_never_claim_the_same_item(pg_url):  # noqa: F811
     setup = Store(pg_url)
     now = "2024-01-01T00:00:00+00:00"
     setup.write(lambda db: db.conn.executemany(
-        "INSERT INTO enrichment (source, country, recall_number, recall_date, state, level, attempts, "
+        "INSERT INTO enrichment (source, key_prefix, record_key, record_date, state, level, attempts, "
         "transient_failures, next_attempt_at, created_at, updated_at) VALUES ('demo','XX',?,?,'pending',0,0,0,?,?,?)",
         [[f"R{n}", f"2024-01-{n % 28 + 1:02d}", now, now, now] for n in range(200)]))
     stores = []
@@ -240,7 +240,7 @@ def test_enrichment_workers_never_claim_the_same_item(pg_url):  # noqa: F811
         stores.append(store)
         crawler = SimpleNamespace(store=store, source="demo", settings=SimpleNamespace(enrich_limit=3),
                                   _clock=time.time)
-        return lambda: [i["recall_number"] for i in enrichment.claim_due(crawler)]
+        return lambda: [i["record_key"] for i in enrichment.claim_due(crawler)]
     taken = _claim_concurrently(make_claim, 4)
     every = [key for keys in taken for key in keys]
     assert len(every) == len(set(every)) == 200

@@ -61,7 +61,7 @@ def crawl(store, settings, server, **kw):
 
 
 def queue_row(store, number):
-    return store.query("SELECT * FROM enrichment WHERE recall_number = ?", [number])[0]
+    return store.query("SELECT * FROM enrichment WHERE record_key = ?", [number])[0]
 
 
 def test_list_row_maps_to_recall_fields(store, settings):

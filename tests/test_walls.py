@@ -45,20 +45,9 @@ TYPE_WORDS = re.compile(r"\b(vehicle_recall|recall_number|recall_date|manufactur
 # keeps `basecrawler.model` imports working.
 NAMES_TYPES_BY_DESIGN = ("basecrawler/recordtypes/", "basecrawler/store/migrations.py", "basecrawler/model.py")
 # Not generic yet: file → the words it may still use, and why. The list only shrinks: a file
-# that no longer uses a word must leave it (the test below says so).
-NOT_YET_GENERIC = {
-    # The dead-letter key column (dead_letters.recall_number) and the `recall_number=` keyword
-    # sources pass to self.item() / self.dead_letter(): renamed once sources/ move to `key=`.
-    "basecrawler/store/core.py": {"recall_number"},
-    "basecrawler/pipeline/deadletters.py": {"recall_number"},
-    "basecrawler/pipeline/source_api.py": {"recall_number"},
-    "basecrawler/pipeline/intake.py": {"recall_number"},
-    # The enrichment queue's table keeps the key columns it was made with (country,
-    # recall_number, recall_date); tests and the us source read them.
-    "basecrawler/pipeline/enrichment.py": {"recall_number", "recall_date"},
-    # dead-letters list shows the letter's key column (the same dead_letters.recall_number).
-    "basecrawler/commands/dead_letters.py": {"recall_number"},
-}
+# that no longer uses a word must leave it (the test below says so). Empty since migration 10
+# renamed the dead-letter and enrichment-queue key columns.
+NOT_YET_GENERIC: dict[str, set[str]] = {}
 
 
 def _type_words_by_file() -> dict[str, set[str]]:

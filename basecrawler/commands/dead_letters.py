@@ -46,8 +46,8 @@ def _list(args, store: Store) -> int:
         print("no dead letters")
         return 0
     table = [[row["id"], row["source"], row["stage"], row["kind"], "resolved" if row["resolved_at"] else "open",
-              row["recall_number"] or row["url"] or "", row["error"]] for row in rows]
-    print(render_table(["id", "source", "stage", "kind", "state", "recall or URL", "error"], table,
+              row["record_key"] or row["url"] or "", row["error"]] for row in rows]
+    print(render_table(["id", "source", "stage", "kind", "state", "record key or URL", "error"], table,
                        align=[">"], max_width=ERROR_COLUMNS))
     return 0
 

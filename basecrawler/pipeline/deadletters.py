@@ -38,7 +38,7 @@ log = logging.getLogger("basecrawler")
 
 
 def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stage: str = "fetch",
-           kind: str | None = None, url: str | None = None, recall_number: str | None = None,
+           kind: str | None = None, url: str | None = None, key: str | None = None,
            response_sha256: str | None = None, record_type: str | None = None) -> None:
     """Keep one item the crawler could not turn into records, count it, and tie it to the
     ledger's current list item (a fetch-stage letter is resolved once that item is collected)."""
@@ -61,7 +61,7 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
     record_type = record_type or crawler.record_type
     letter_id = crawler.store.add_dead_letter(
         source=crawler.source, run_id=crawler.run_id, stage=stage, kind=kind, error=message, raw=raw,
-        recall_number=recall_number, url=url, response_sha256=response_sha256, record_type=record_type,
+        record_key=key, url=url, response_sha256=response_sha256, record_type=record_type,
     )
     crawler.counts.dead_lettered += 1
     if stage == "fetch" and crawler._ledger is not None:

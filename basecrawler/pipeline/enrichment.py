@@ -58,12 +58,12 @@ def record_from_row(crawler, row: dict):
     return rt.model.model_validate(values)
 
 
-# The queue's table keeps the key columns it was made with: `recall_number` holds the last
-# field of the type's key, `country` the others (one field as it is, several as a JSON list,
-# none as ""), `recall_date` the record's date (the claim order). For vehicle recalls these are
-# exactly their country, number and date.
+# The queue's key, whatever the type's key fields: `record_key` holds the last field of the
+# type's key (the publisher's number), `key_prefix` the others (one field as it is, several as
+# a JSON list, none as ""), `record_date` the record's date (the claim order). A vehicle
+# recall's are its country, recall number and date (migration 10 renamed the columns from those).
 def _queue_key(crawler, values) -> tuple[str, str]:
-    """(country column, recall_number column) of a record's key fields (`values(name)`)."""
+    """(key_prefix, record_key) of a record's key fields (`values(name)`)."""
     key = crawler.default_type().key
     prefix = [values(name) for name in key[:-1]]
     return ("" if not prefix else prefix[0] if len(prefix) == 1 else json.dumps(prefix)), values(key[-1])
@@ -72,9 +72,9 @@ def _queue_key(crawler, values) -> tuple[str, str]:
 def _stored_key(crawler, item: dict) -> tuple:
     """The store's key (source first) of a queue item."""
     key = crawler.default_type().key
-    prefix = item["country"]
+    prefix = item["key_prefix"]
     values = [] if len(key) == 1 else [prefix] if len(key) == 2 else json.loads(prefix)
-    return (crawler.source, *values, item["recall_number"])
+    return (crawler.source, *values, item["record_key"])
 
 
 def _row_date(crawler, row: dict):
@@ -87,7 +87,7 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
     """Queue every stored record that still needs detail (records of the source's own type;
     `failed`: rows the store refused); returns how many were new to the queue. Items already
     queued keep their state (a `done` item is not asked again, a `gone` one waits for a full
-    run); only their recall_date follows the list, for claim order."""
+    run); only their record_date follows the list, for claim order."""
     rt = crawler.default_type()
     refused = {tuple(row.get(name) for name in rt.key_columns) for row in failed}
     keys = {(crawler.source, *(getattr(r, name) for name in rt.key)) for r in records} - refused
@@ -109,15 +109,15 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
         inserted = 0
         for prefix, number, date in wanted:
             cursor = db.conn.execute(
-                "INSERT INTO enrichment (source, country, recall_number, recall_date, state, level, attempts, "
+                "INSERT INTO enrichment (source, key_prefix, record_key, record_date, state, level, attempts, "
                 "transient_failures, next_attempt_at, created_at, updated_at) VALUES (?,?,?,?,?,0,0,0,?,?,?) "
-                "ON CONFLICT(source, country, recall_number) DO NOTHING",
+                "ON CONFLICT(source, key_prefix, record_key) DO NOTHING",
                 [crawler.source, prefix, number, date, PENDING, now, now, now],
             )
             inserted += cursor.rowcount
             db.conn.execute(
-                "UPDATE enrichment SET recall_date = ? WHERE source = ? AND country = ? AND recall_number = ? "
-                "AND recall_date IS NOT ?",
+                "UPDATE enrichment SET record_date = ? WHERE source = ? AND key_prefix = ? AND record_key = ? "
+                "AND record_date IS NOT ?",
                 [date, crawler.source, prefix, number, date],
             )
         return inserted
@@ -146,7 +146,7 @@ def reclaim_stale(crawler) -> int:
         r[0] for r in db.conn.execute(
             "UPDATE enrichment SET state = CASE WHEN level > 0 THEN ? ELSE ? END, claimed_at = NULL, "
             "next_attempt_at = ?, updated_at = ? WHERE source = ? AND state = ? AND claimed_at < ? "
-            "RETURNING recall_number", [RETRY, PENDING, stamp, stamp, crawler.source, PROCESSING, cutoff]).fetchall()
+            "RETURNING record_key", [RETRY, PENDING, stamp, stamp, crawler.source, PROCESSING, cutoff]).fetchall()
     ])
     if rows:
         log.warning("%s: reclaimed %d enrichment item(s) stuck in processing (worker died?): %s",
@@ -165,7 +165,7 @@ def claim_due(crawler, limit: int | None = None) -> list[dict]:
         cursor = db.conn.execute(
             f"SELECT * FROM enrichment WHERE source = ? AND state IN ({marks}) AND next_attempt_at <= ? "
             # SKIP LOCKED (PostgreSQL): workers claiming at once each take other rows.
-            f"ORDER BY recall_date DESC, id LIMIT ?{crawler.store.skip_locked}", [crawler.source, *DUE_STATES, now, limit])
+            f"ORDER BY record_date DESC, id LIMIT ?{crawler.store.skip_locked}", [crawler.source, *DUE_STATES, now, limit])
         names = [d[0] for d in cursor.description]
         items = [dict(zip(names, values)) for values in cursor.fetchall()]
         db.conn.executemany(
@@ -256,7 +256,7 @@ def run_ladder(crawler) -> dict:
 
 def _apply(crawler, outcome: _Outcome, row: dict, stats: dict) -> None:
     item = outcome.item
-    number = item["recall_number"]
+    number = item["record_key"]
     if outcome.kind == "fields":
         try:
             # Same checks as a crawled record: plausible date, links on the public host.
@@ -309,7 +309,7 @@ def _climb(crawler, item: dict, error: BaseException | None, stats: dict) -> Non
     """NotFound: one rung up with that rung's backoff; past the last rung the item is gone."""
     backoffs = tuple(crawler.settings.ladder_backoffs_s)
     level = item["level"] + 1
-    number = item["recall_number"]
+    number = item["record_key"]
     if level > len(backoffs):
         _settle(crawler, item, GONE, attempted=True, error=str(error), level=item["level"])
         stats["gone"] += 1
@@ -344,9 +344,9 @@ def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
     if message != item.get("last_error"):
         body = getattr(error, "body", None)
         crawler.dead_letter(body if body else raw, error, stage="detail", kind=kind,
-                            recall_number=item["recall_number"], url=getattr(error, "url", None))
+                            key=item["record_key"], url=getattr(error, "url", None))
     else:
-        log.warning("%s: detail for %s failed again the same way: %s", crawler.source, item["recall_number"], message)
+        log.warning("%s: detail for %s failed again the same way: %s", crawler.source, item["record_key"], message)
     _stay(crawler, item, message, attempted=True)
 
 
@@ -364,8 +364,8 @@ def _settle(crawler, item: dict, state: str, *, attempted: bool = False, error: 
         if state in (DONE, EMPTY):  # an earlier unusable detail of this record is now settled
             db.conn.execute(
                 "UPDATE dead_letters SET resolved_at = ? WHERE source = ? AND stage = 'detail' "
-                "AND recall_number = ? AND resolved_at IS NULL",
-                [timestamp(now), crawler.source, item["recall_number"]])
+                "AND record_key = ? AND resolved_at IS NULL",
+                [timestamp(now), crawler.source, item["record_key"]])
     crawler.store.write(op)
 
 

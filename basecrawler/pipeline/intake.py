@@ -272,7 +272,7 @@ class Intake:
             counts.store_failed += 1
             # The letter's key column holds the last key field (the publisher's number).
             crawler.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
-                                recall_number=row.get(record_type.key[-1]))
+                                key=row.get(record_type.key[-1]))
         if crawler.has_detail_phase() and record_type.name == crawler.record_type:
             from basecrawler.pipeline import enrichment
 

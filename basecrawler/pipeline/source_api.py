@@ -266,14 +266,15 @@ class SourceAPI:
     # ---- per-item plumbing ------------------------------------------------------------
     @contextlib.contextmanager
     def item(self, raw: Any, url: str | None = None, *, failures: tuple = ITEM_FAILURES,
-             recall_number: str | None = None) -> Iterator[ItemScope]:
+             key: str | None = None) -> Iterator[ItemScope]:
         """One item fetched or read on its own: a failure in `failures` inside the block becomes
         a fetch dead letter keeping `raw`, with provenance from the error or the last response,
         and fails the ledger's current list item (the next run fetches it again); the crawl
         goes on. An unexpected exception (a bug, an odd body) is a dead letter too, with its
         traceback in the letter (and the DEBUG log), one line on the terminal. What is not the
         item's (RUN_FAILURES: a block, a stop…; a database or a full disk) passes.
-        `scope.failed` says what happened."""
+        `key`: the last field of the record key the item was to become (the publisher's number),
+        kept in the letter so `dead-letters list` names it. `scope.failed` says what happened."""
         scope = ItemScope()
         try:
             yield scope
@@ -285,7 +286,7 @@ class SourceAPI:
             # body) the last response; never the last one for a failed request, which is not it.
             last = None if isinstance(exc, FetchError) or isinstance(raw, Raw) or self._http is None \
                 else self._http.last_sha256
-            self.dead_letter(raw, exc, stage="fetch", url=url, recall_number=recall_number, response_sha256=last)
+            self.dead_letter(raw, exc, stage="fetch", url=url, key=key, response_sha256=last)
             if self._ledger is not None:
                 self._ledger.fail_current(exc)
         except Exception as exc:
@@ -294,16 +295,16 @@ class SourceAPI:
             scope.failed = True
             log.debug("%s: unexpected error in one item", self.source, exc_info=True)
             message = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-            self.dead_letter(raw, message, stage="fetch", kind="item_error", url=url, recall_number=recall_number)
+            self.dead_letter(raw, message, stage="fetch", kind="item_error", url=url, key=key)
             if self._ledger is not None:
                 self._ledger.fail_current(exc)
 
     def dead_letter(self, raw: Any, error: BaseException | str, *, stage: str = "fetch", kind: str | None = None,
-                    url: str | None = None, recall_number: str | None = None,
+                    url: str | None = None, key: str | None = None,
                     response_sha256: str | None = None, record_type: str | None = None) -> None:
         """Keep an item the source could not turn into records (and count it), for a failure
         that needs its own kind or stage (see `deadletters.record`); `item()` covers the rest."""
-        deadletters.record(self, raw, error, stage=stage, kind=kind, url=url, recall_number=recall_number,
+        deadletters.record(self, raw, error, stage=stage, kind=kind, url=url, key=key,
                            response_sha256=response_sha256, record_type=record_type)
 
     def warn(self, message: str) -> None:

@@ -769,11 +769,11 @@ class Store:
 
     # ---- dead letters -----------------------------------------------------------------
     def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
-                        raw: Any, recall_number: str | None = None, url: str | None = None,
+                        raw: Any, record_key: str | None = None, url: str | None = None,
                         response_sha256: str | None = None, record_type: str | None = None) -> int:
-        """Keep one item that did not become records. `recall_number` is the letter's record
-        key as text (the column kept its first name); `record_type` the type it was meant to
-        be, None for the source's default type."""
+        """Keep one item that did not become records. `record_key` is the last field of the
+        record key it was meant to have (the publisher's own number or id), as text, when known;
+        `record_type` the type it was meant to be, None for the source's default type."""
         raw_kind, raw_text, raw_bytes = encode_raw(raw)
         if self.engine == "postgresql":
             # PostgreSQL text cannot hold NUL (SQLite can): such a raw item is kept as its UTF-8
@@ -784,10 +784,10 @@ class Store:
 
         def op(db):
             return db.conn.execute(
-                "INSERT INTO dead_letters (source, run_id, stage, kind, error, recall_number, url, "
+                "INSERT INTO dead_letters (source, run_id, stage, kind, error, record_key, url, "
                 "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count, record_type) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,?) RETURNING id",
-                [source, run_id, stage, kind, error[:4000], recall_number, url, response_sha256,
+                [source, run_id, stage, kind, error[:4000], record_key, url, response_sha256,
                  raw_kind, raw_text, raw_bytes, utc_now_iso(), record_type],
             ).fetchone()[0]
         return self.write(op)
@@ -813,7 +813,7 @@ class Store:
     def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
                           limit: int = 100) -> list[dict]:
         """Newest first, with a preview of the raw input instead of all of it (`dead-letters list`)."""
-        sql = ("SELECT id, source, run_id, stage, kind, error, recall_number, url, response_sha256, raw_kind, "
+        sql = ("SELECT id, source, run_id, stage, kind, error, record_key, url, response_sha256, raw_kind, "
                "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
                "resolved_at, retry_count FROM dead_letters WHERE 1=1")
         params: list = []

@@ -352,13 +352,42 @@ def _m009_refill_maker_keys(db: sqlite_utils.Database) -> None:
     refill_maker_keys(db.conn)
 
 
+# The bookkeeping tables every record type shares name a record by its key, not by the first
+# type's fields (migration 10), so the framework reads the same for a product alert or a release.
+GENERIC_KEY_COLUMNS = {
+    "dead_letters": {"recall_number": "record_key"},
+    "enrichment": {"country": "key_prefix", "recall_number": "record_key", "recall_date": "record_date"},
+}
+# The enrichment queue's unique key, under its old and new names (an index named after its
+# columns would otherwise keep the old words).
+ENRICHMENT_KEY_INDEX = ("idx_enrichment_source_country_recall_number", "idx_enrichment_source_key_prefix_record_key")
+
+
+def _m010_generic_key_columns(db: sqlite_utils.Database) -> None:
+    """Dead letters and the enrichment queue keep a record's key under generic names: a dead
+    letter's `record_key` (the last field of the key it was meant to have), the queue's
+    `key_prefix`, `record_key` and `record_date` — they held every type's key and date under
+    a vehicle recall's field names. Renamed in place (ALTER TABLE … RENAME COLUMN rewrites the
+    indexes that use them); the queue's key index is renamed with them."""
+    for table, renames in GENERIC_KEY_COLUMNS.items():
+        columns = db[table].columns_dict
+        for old, new in renames.items():
+            if old in columns and new not in columns:
+                db.execute(f"ALTER TABLE [{table}] RENAME COLUMN [{old}] TO [{new}]")
+    old_index, new_index = ENRICHMENT_KEY_INDEX
+    db.execute(f"DROP INDEX IF EXISTS [{old_index}]")
+    db["enrichment"].create_index(["source", "key_prefix", "record_key"], unique=True, index_name=new_index,
+                                  if_not_exists=True)
+
+
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
               _m006_fts_fed_per_batch, _m007_translation_claims, _m008_source_in_identity,
-              _m009_refill_maker_keys]
+              _m009_refill_maker_keys, _m010_generic_key_columns]
 
 
 
 
 # Indexes a numbered migration dropped on SQLite: the derived PostgreSQL schema only ever adds,
-# so these are named (migration 8: the enrichment queue's key without the source).
-PG_DROPPED_INDEXES = ["idx_enrichment_country_recall_number"]
+# so these are named (migration 8: the enrichment queue's key without the source; migration
+# 10: the same key under its old column names).
+PG_DROPPED_INDEXES = ["idx_enrichment_country_recall_number", ENRICHMENT_KEY_INDEX[0]]

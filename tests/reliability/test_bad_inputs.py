@@ -178,6 +178,6 @@ def test_csv_impossible_date_huge_field_and_control_characters(tmp_path, monkeyp
     dated = store.get_recall("CA", bad_date)
     assert dated["date_unknown"] == 1 and dated["recall_date"] == "1970-01-01"  # never 2024-03-02
     assert store.get_recall("CA", huge) is None
-    assert any(l["recall_number"] == huge or huge in (l["raw"] or "")[:200] for l in store.open_dead_letters("ca"))
+    assert any(l["record_key"] == huge or huge in (l["raw"] or "")[:200] for l in store.open_dead_letters("ca"))
     assert "\x00" not in store.get_recall("CA", control)["summary_original"]
     assert "brake fluid leak" in store.get_recall("CA", control)["summary_original"]

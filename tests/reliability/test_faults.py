@@ -60,10 +60,10 @@ def test_faulty_server_every_record_stored_exactly_once_with_clean_values(tmp_pa
     assert sum(injector.injected.values()) > 0, "the server injected no fault"
     stored = records(store, source_id)
     dead = {(r["recall_number"]) for r in store.query(
-        "SELECT recall_number FROM dead_letters WHERE source = ? AND resolved_at IS NULL AND recall_number IS NOT NULL",
+        "SELECT record_key FROM dead_letters WHERE source = ? AND resolved_at IS NULL AND record_key IS NOT NULL",
         [source_id])}
-    gone = {r["recall_number"] for r in store.query(
-        "SELECT recall_number FROM enrichment WHERE source = ? AND state = 'gone'", [source_id])}
+    gone = {r["record_key"] for r in store.query(
+        "SELECT record_key FROM enrichment WHERE source = ? AND state = 'gone'", [source_id])}
     announced = {number for _, number in reference}
     # announced = stored + dead-lettered + explicitly gone (gone records keep their list data)
     assert announced == {number for _, number in stored} | dead | gone, statuses

@@ -56,7 +56,23 @@ def _p009_refill_maker_keys(conn) -> None:
     refill_maker_keys(conn)
 
 
-STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys]
+def _p010_generic_key_columns(conn) -> None:
+    """SQLite's migration 10 on PostgreSQL: the dead letters' and enrichment queue's key columns
+    renamed to generic names, in place (the rows and the unique key, which follows the columns,
+    kept). The derivation after the steps then drops the queue key's old-named index and makes
+    it under its new name."""
+    from basecrawler.store.migrations import GENERIC_KEY_COLUMNS
+
+    for table, renames in GENERIC_KEY_COLUMNS.items():
+        present = {name for (name,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = ?", [table]).fetchall()}
+        for old, new in renames.items():
+            if old in present and new not in present:
+                conn.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"')
+
+
+STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys, _p010_generic_key_columns]
 
 
 def latest_version() -> int:
