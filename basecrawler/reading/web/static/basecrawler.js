@@ -52,6 +52,7 @@ document.addEventListener("DOMContentLoaded", function () {
       }
       var freshLine = countLine(fresh);
       if (line && freshLine) line.replaceWith(document.importNode(freshLine, true));
+      document.title = fresh.title;
       var timedOut = document.querySelector("p.facets-timed-out");
       var oldFacets = document.querySelector(".facet-results");
       var anchor = timedOut || oldFacets;
