@@ -206,3 +206,46 @@ def test_slow_searches_are_counted_again_when_a_run_changed_the_data(filled, db_
         summary_module._remember_slow(("db", "recalls", RecallFilter(text=f"term{n}")))
     assert len(summary_module._slow) == summary_module.RECOUNT_MAX
     assert ("db", "recalls", RecallFilter(text=f"term{summary_module.RECOUNT_MAX + 2}")) in summary_module._slow
+
+
+def test_a_search_page_reads_the_data_version_once(filled, db_path, fresh_summaries, monkeypatch):
+    """Its count and every facet ask for the data version: read once per request."""
+    from basecrawler.reading import facetcounts
+
+    calls = []
+    real = facetcounts.data_marker
+    monkeypatch.setattr(facetcounts, "data_marker", lambda conn, table, now=None: calls.append(table) or
+                        real(conn, table, now))
+
+    async def scenario():
+        ds = _datasette(db_path)
+
+        async def no_warm_up(datasette):
+            return None
+        monkeypatch.setattr(_plugin("summary_state"), "_warm", no_warm_up)
+        monkeypatch.setattr(_plugin("RARE_SHORT_WAIT_S"), "SUMMARY_COUNT_ROWS", 0)
+        await ds.invoke_startup()
+        name = next(n for n in ds.databases if n != "_internal")
+        page = await ds.client.get(f"/{name}/recalls?_search=fuel&_col=recall_number")
+        return page
+    page = asyncio.run(scenario())
+    assert page.status_code == 200 and "(30 records)" in page.text and 'data-column="country"' in page.text
+    # Once for the page (its count and six facets asked for it seven times), once in the
+    # summary (the kept whole-table counts are of which version).
+    assert calls == ["recalls", "recalls"]
+
+
+def test_short_index_looks_in_the_schema_once_per_connection(filled):
+    from basecrawler.reading.search import short_index
+    from basecrawler.recordtypes import get_record_type
+
+    conn = filled.db.conn
+    vehicle = get_record_type("vehicle_recall")
+    assert short_index(conn, vehicle)
+    statements = []
+    conn.set_trace_callback(statements.append)
+    try:
+        assert short_index(conn, vehicle)
+    finally:
+        conn.set_trace_callback(None)
+    assert not [s for s in statements if "FROM sqlite_master" in s], statements
