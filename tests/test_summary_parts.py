@@ -50,6 +50,13 @@ def test_a_summary_in_parts_counts_what_the_facet_queries_count(filled, monkeypa
     assert sorted(summary.ids) == plain["ids"]
 
 
+def test_a_whole_table_summary_is_counted_once_not_per_part(filled, monkeypatch):
+    monkeypatch.setattr(summary_module, "SPLIT_ROWS", 0)
+    conn = filled.db.conn
+    summary = summary_module.summarise(conn, RecallFilter(), parts=2)
+    assert summary.count == 800 and sum(summary.values["country"].values()) == 800
+
+
 def _mostly_pumps(n: int) -> list[Recall]:
     return [Recall(country=("JP", "US", "DE", "KR")[i % 4], recall_number=f"P{i:04d}",
                    recall_date=(dt.date(2020, 1, 1) + dt.timedelta(days=i * 5)) if i % 9 else "not a date",

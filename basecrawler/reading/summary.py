@@ -114,8 +114,10 @@ def _steps(filters: RecallFilter, parts: int):
         counted = yield [partial(_count_matching, filters=filters, driver=driver, indexed=indexed, span=span)
                          for span in (spans if found[driver] > SPLIT_ROWS else [None])]
         return _added(counted)
-    [summary] = yield [partial(_count_query, filters=filters)]
-    return summary
+    # Nothing narrows the rows: one view of the table, counted through its indexes.
+    whole = filters == RecallFilter(record_type=filters.record_type)
+    counted = yield [partial(_count_query, filters=filters, span=span) for span in ([None] if whole else spans)]
+    return _added(counted)
 
 
 def _start(conn, record_type, counts_terms: bool) -> tuple:
@@ -206,12 +208,14 @@ def _count_rest(conn, record_type, term: str, indexed: bool, span) -> SearchSumm
     return _counted(conn, record_type, sql, params, keep_ids=False)
 
 
-def _count_query(conn, filters: RecallFilter) -> SearchSummary:
-    """The summary of any other search, read as `build_query` reads it."""
+def _count_query(conn, filters: RecallFilter, span=None) -> SearchSummary:
+    """The summary of any other search (ids in `span`), read as `build_query` reads it."""
     record_type = filters.declaration()
     grams = short_index(conn, record_type)
     sql, params = build_query(filters, columns=_selected(record_type), ordered=False, driven=True,
                               walk=short_terms(filters, grams), grams=grams)
+    if span is not None:   # (flattened: the range reads the table's ids)
+        sql = f"SELECT * FROM ({sql}) WHERE 1" + _in_span("bc_id", span, params)
     return _counted(conn, record_type, sql, params)
 
 
