@@ -46,7 +46,7 @@ WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may tak
 BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
 BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
 CACHE_SIZE = 256
-SUMMARY_WAIT_S = 0.3               # a search page waits this long for its counts, then they follow
+SUMMARY_WAIT_S = 0.4               # a search page waits this long for its counts, then they follow
 POLL_WAIT_S = 1.0                  # the page's script asks for them again after at most this long
 SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether its counts are ready
 
