@@ -22,6 +22,7 @@ changes what one matches. The index reads its content through the view `<table>_
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
@@ -207,8 +208,15 @@ def input_index(record_type: RecordType) -> tuple[str, tuple[str, ...]]:
     return f"idx_{record_type.table}_inputs", tuple(columns)
 
 
+NAME_BYTES = 63   # PostgreSQL cuts a longer identifier, and then never finds the index by its name
+
+
 def index_name(record_type: RecordType, columns: tuple[str, ...]) -> str:
-    return f"idx_{record_type.table}_{'_'.join(columns)}"   # sqlite-utils' own naming, so old stores match
+    name = f"idx_{record_type.table}_{'_'.join(columns)}"   # sqlite-utils' own naming, so old stores match
+    if len(name.encode("utf-8")) <= NAME_BYTES:
+        return name
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]
+    return name.encode("utf-8")[:NAME_BYTES - 9].decode("utf-8", "ignore") + "_" + digest
 
 
 def _unique_key_index(conn, record_type: RecordType) -> str | None:
