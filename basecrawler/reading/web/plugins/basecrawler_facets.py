@@ -13,7 +13,10 @@ metadata; no record type is named here).
 A page that only searches (`?_search=` and no other filter) takes its facets from one pass
 over the matching records (basecrawler/reading/summary.py), kept per search and data version:
 counting each facet with its own query re-ran the search per facet, seconds at a million
-records.
+records. One not counted within SUMMARY_WAIT_S shows its facets as timed out; the page's
+script (static/basecrawler.js) asks `summary_state` until they are counted and puts them in
+place. The searches slow to count are counted again when a run changed the data
+(`summary.keep_fresh`, started with the warm-up).
 
 Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
 run stores records, so they are counted once per run (with a generous time limit, and ahead of
@@ -305,6 +308,7 @@ def asgi_wrapper(datasette):
                     task = loop.create_task(job)
                     task.add_done_callback(lambda t: t.cancelled() or t.exception())
                     _background.add(task)
+                    task.add_done_callback(_background.discard)
             await app(scope, receive, send)
         return warming
     return wrap
