@@ -249,3 +249,33 @@ def test_short_index_looks_in_the_schema_once_per_connection(filled):
     finally:
         conn.set_trace_callback(None)
     assert not [s for s in statements if "FROM sqlite_master" in s], statements
+
+
+def test_the_web_views_loop_recounts_a_slow_search_after_a_run(filled, db_path, fresh_summaries, monkeypatch):
+    summary_module = fresh_summaries
+    from datasette.app import Datasette
+
+    monkeypatch.setattr(summary_module, "RECOUNT_EVERY_S", 0.02)
+    monkeypatch.setattr(summary_module, "RECOUNT_AFTER_S", -1)
+
+    async def scenario():
+        ds = Datasette([db_path])
+        name = next(n for n in ds.databases if n != "_internal")
+        await summary_module.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=30)
+        loop = asyncio.create_task(summary_module.keep_fresh(ds))
+        await asyncio.sleep(0.1)   # it has seen the data as it is
+        run = filled.start_run("test", "incremental", "running", 1)
+        filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
+                                      summary_original="fuel leak late")], source="test")
+        filled.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
+        marker = await summary_module.run_marker(ds, name, "recalls")
+        found = None
+        for _ in range(250):
+            found = summary_module._summaries.get((name, "recalls", RecallFilter(text="fuel"), marker))
+            if found is not None:
+                break
+            await asyncio.sleep(0.02)
+        loop.cancel()
+        return found
+    found = asyncio.run(scenario())
+    assert found is not None and found.count == 31
