@@ -37,3 +37,15 @@ def test_an_existing_store_without_them_gets_them_on_open(tmp_path):
     reopened = Store(db)
     names = {row["name"] for row in reopened.query("PRAGMA index_list(recalls)")}
     assert "idx_recalls_country" in names
+
+
+def test_a_long_index_name_is_cut_to_what_postgresql_keeps():
+    """PostgreSQL cuts identifiers at 63 bytes: an index named longer would be made again (and
+    the schema set up again) on every open. The facet index's columns make such a name."""
+    from basecrawler.recordtypes.tables import facet_index_columns
+
+    vehicle = get_record_type("vehicle_recall")
+    long_name = index_name(vehicle, facet_index_columns(vehicle))
+    assert len(long_name.encode()) == 63 and long_name.startswith("idx_recalls_id_country_source")
+    assert long_name != index_name(vehicle, (*facet_index_columns(vehicle), "translated_at"))
+    assert index_name(vehicle, ("country",)) == "idx_recalls_country"   # short names as sqlite-utils makes them

@@ -169,13 +169,27 @@ def _gram_range(term: str) -> tuple[str, str]:
     return low, low + "\U0010ffff" * (TRIGRAM - len(term))
 
 
+_short_indexes: dict[tuple, int] = {}   # (connection, table) → the schema version its padded index was seen at
+
+
 def short_index(conn, record_type: RecordType) -> bool:
     """Whether the type's SQLite full-text index is the padded one (tables.py), whose
     vocabulary lists the rows holding any 1–2 character string; if so the connection gets
-    its temporary vocabulary table, which queries built with `grams` read."""
-    if _dialect(conn) != "sqlite" or not record_type.text_index_columns or not fts_padded(conn, record_type):
+    its temporary vocabulary table, which queries built with `grams` read. Looked up in the
+    schema once per connection and schema version (a page asks several times)."""
+    if _dialect(conn) != "sqlite" or not record_type.text_index_columns:
+        return False
+    key = (id(conn), record_type.table)
+    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    if _short_indexes.get(key) == version and conn.execute(
+            "SELECT 1 FROM temp.sqlite_master WHERE name = ?", [fts_vocab_table(record_type)]).fetchone():
+        return True   # (the vocabulary on this very connection: an id reused by another has none)
+    if not fts_padded(conn, record_type):
         return False
     attach_fts_vocab(conn, record_type)
+    if len(_short_indexes) >= 256:
+        _short_indexes.pop(next(iter(_short_indexes), None), None)   # (threads of the web view share it)
+    _short_indexes[key] = version
     return True
 
 

@@ -13,15 +13,20 @@ itself), a month is the first seven characters of a known date after the sentine
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from dataclasses import replace
+import asyncio
+import logging
+from dataclasses import dataclass, field, replace
+from functools import partial
 
 from basecrawler.reading.facetcounts import months_sql, unknown_sql, values_sql
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from basecrawler.recordtypes.tables import facet_index_columns, index_name
 
 from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_index,
                                        short_terms, text_conditions)
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -43,33 +48,192 @@ class SearchSummary:
 
 IDS_MAX = 10_000   # a summary keeps the ids of a search that matched at most this many records
 MATCHED = "temp.bc_matched"   # the matching rows' facet columns, for the length of one summary
+SPLIT_ROWS = 20_000   # a summary reading more records than this counts its id range in parts …
+PARTS = 2             # … this many at once in the web view (sqlite3 lets go of Python's lock while a statement steps)
+_LAST_ID = 2 ** 63 - 1
 
 
-def summarise(conn, filters: RecallFilter) -> SearchSummary:
+def summarise(conn, filters: RecallFilter, parts: int = 1) -> SearchSummary:
     """Count, facet values and months of the records `filters` selects (SQLite). The
     matching rows' facet columns are read once into a temporary table (the connection's own;
     the database is only read) and counted there with the facet queries' own SQL, so the
-    work stays in SQLite and off Python's lock, which the web view's event loop needs.
+    work stays in SQLite and off Python's lock, which the web view's event loop needs. They
+    are read from the type's narrow facet index (recordtypes/tables.py `facet_index_columns`),
+    not the wide rows. A large result is counted in `parts` ranges of ids and added up: here
+    one after the other, in the web view at once on two connections (`summarise_in`).
 
     A single term of 3+ characters in more than half of a large table is counted the other
     way round when the last run kept the whole table's counts: the whole table's counts less
-    those of the records without the term (`_complement`), which reads the smaller share."""
+    those of the records without the term (`_less`), which reads the smaller share."""
+    steps = _steps(filters, parts)
+    results = None
+    try:
+        while True:
+            results = [job(conn) for job in steps.send(results)]
+    except StopIteration as done:
+        return done.value
+
+
+async def summarise_in(db, filters: RecallFilter, parts: int = PARTS) -> SearchSummary:
+    """`summarise` on a Datasette database: each step's parts at once in its thread pool, each
+    on a connection of its own (a part's temporary table is its connection's)."""
+    steps = _steps(filters, parts)
+    results = None
+    try:
+        while True:
+            jobs = steps.send(results)
+            results = list(await asyncio.gather(*(db.execute_fn(job) for job in jobs)))
+    except StopIteration as done:
+        return done.value
+
+
+def _steps(filters: RecallFilter, parts: int):
+    """The summary as steps: yields the jobs (functions of a connection) of one step, which
+    may run at once, receives their results, and returns the summary."""
     record_type = filters.declaration()
-    kept = _kept_whole_table(conn, record_type)
-    filters, found = _without_terms_in_every_record(conn, filters, None if kept is None else kept.count)
+    terms = sorted({t for t in filters.terms() if len(t) >= TRIGRAM}) if record_type.text_index_columns else []
+    [(kept, top, total, indexed)] = yield [lambda conn: _start(conn, record_type, bool(terms))]
+    spans = _spans(top, parts)
+    found: dict[str, int] = {}
+    if terms:   # how many records hold each term, each part of the ids counted at once
+        counted = yield [partial(_term_counts, record_type=record_type, terms=terms, span=span) for span in spans]
+        found = {t: sum(c[t] for c in counted) for t in terms}
+    # A term every record holds changes nothing ANDed with the rest: counted from the table's
+    # indexes (a component heading every record has).
+    filters = replace(filters, text=" ".join(t for t in filters.terms() if len(t) < TRIGRAM or found[t] != total)
+                      or None)
     if filters == RecallFilter(record_type=filters.record_type) and kept is not None:
         return kept
-    grams = short_index(conn, record_type)
-    walk = short_terms(filters, grams)
     if kept is not None and _one_term(filters) and 2 * found.get(filters.text, 0) > kept.count \
             and found[filters.text] > IDS_MAX:
-        condition, params = text_conditions(filters, walk=walk, alias="r", grams=grams)
-        rest = _counted(conn, record_type, f"SELECT {_selected(record_type)} FROM [{record_type.table}] AS r "
-                                           f"WHERE ({condition}) IS NOT 1", params, keep_ids=False)
-        return _less(kept, rest)
-    sql, params = build_query(filters, columns=_selected(record_type), ordered=False, driven=True,
-                              walk=walk, grams=grams)
+        rest = yield [partial(_count_rest, record_type=record_type, term=filters.text, indexed=indexed, span=span)
+                      for span in spans]
+        return _less(kept, _added(rest))
+    driver = _driver(filters)
+    if driver is not None:
+        counted = yield [partial(_count_matching, filters=filters, driver=driver, indexed=indexed, span=span)
+                         for span in (spans if found[driver] > SPLIT_ROWS else [None])]
+        return _added(counted)
+    # Nothing narrows the rows: one view of the table, counted through its indexes.
+    whole = filters == RecallFilter(record_type=filters.record_type)
+    counted = yield [partial(_count_query, filters=filters, span=span) for span in ([None] if whole else spans)]
+    return _added(counted)
+
+
+def _start(conn, record_type, counts_terms: bool) -> tuple:
+    """(the kept whole-table summary or None, the last id, the number of records when a term
+    must be compared with it, whether the facet index is there)."""
+    kept = _kept_whole_table(conn, record_type)
+    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    total = kept.count if kept is not None else \
+        conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0] if counts_terms else None
+    indexed = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?",
+                           [_facet_index(record_type)]).fetchone() is not None
+    return kept, top, total, indexed
+
+
+def _spans(top: int, parts: int) -> list[tuple[int, int] | None]:
+    """`parts` ranges of ids together holding every id (None: one part, no range)."""
+    if parts <= 1 or top <= SPLIT_ROWS:
+        return [None]
+    bounds = [-_LAST_ID] + [top * n // parts for n in range(1, parts)] + [_LAST_ID]
+    return [(low + 1 if n else low, high) for n, (low, high) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def _in_span(column: str, span, params: list) -> str:
+    if span is None:
+        return ""
+    params.extend(span)
+    return f" AND {column} BETWEEN ? AND ?"
+
+
+def _facet_index(record_type) -> str:
+    return index_name(record_type, facet_index_columns(record_type))
+
+
+def _indexed_by(record_type, indexed: bool) -> str:
+    # The planner reads the wide rows by their id on its own; the facet index holds what a
+    # summary reads in a tenth of the bytes (a store not opened by a writer since lacks it).
+    return f" INDEXED BY [{_facet_index(record_type)}]" if indexed else ""
+
+
+def _term_counts(conn, record_type, terms: list[str], span) -> dict[str, int]:
+    fts = fts_table(record_type)
+    counts = {}
+    for term in terms:
+        params = [fts_phrase(term)]
+        spanned = _in_span("rowid", span, params)
+        counts[term] = conn.execute(f"SELECT count(*) FROM [{fts}] WHERE [{fts}] MATCH ?{spanned}", params).fetchone()[0]
+    return counts
+
+
+def _driver(filters: RecallFilter) -> str | None:
+    """The first term of 3+ characters of a search that is only text: its full-text index
+    drives the summary's read."""
+    record_type = filters.declaration()
+    if not record_type.text_index_columns or replace(filters, text=None) != RecallFilter(record_type=filters.record_type):
+        return None
+    return next((t for t in filters.terms() if len(t) >= TRIGRAM), None)
+
+
+def _count_matching(conn, filters: RecallFilter, driver: str, indexed: bool, span) -> SearchSummary:
+    """The summary of the records (ids in `span`) a text-only search matches, read through the
+    full-text index of its term `driver` joined to the facet index."""
+    record_type = filters.declaration()
+    fts = fts_table(record_type)
+    params = [fts_phrase(driver)]
+    where = f"[{fts}] MATCH ?" + _in_span(f"[{fts}].rowid", span, params)
+    others = list(filters.terms())
+    others.remove(driver)
+    if others:
+        grams = short_index(conn, record_type)
+        rest = replace(filters, text=" ".join(others))
+        condition, more = text_conditions(rest, walk=short_terms(rest, grams), alias="r", grams=grams)
+        where += f" AND {condition}"
+        params += more
+    sql = (f"SELECT {_selected(record_type)} FROM [{fts}] JOIN [{record_type.table}] AS r"
+           f"{_indexed_by(record_type, indexed)} ON r.id = [{fts}].rowid WHERE {where}")
     return _counted(conn, record_type, sql, params)
+
+
+def _count_rest(conn, record_type, term: str, indexed: bool, span) -> SearchSummary:
+    """The summary of the records (ids in `span`) that do not hold `term`."""
+    fts = fts_table(record_type)
+    params: list = []
+    outer = _in_span("r.id", span, params)
+    params.append(fts_phrase(term))
+    inner = _in_span("rowid", span, params)
+    sql = (f"SELECT {_selected(record_type)} FROM [{record_type.table}] AS r{_indexed_by(record_type, indexed)} "
+           f"WHERE 1{outer} AND (r.id IN (SELECT rowid FROM [{fts}] WHERE [{fts}] MATCH ?{inner})) IS NOT 1")
+    return _counted(conn, record_type, sql, params, keep_ids=False)
+
+
+def _count_query(conn, filters: RecallFilter, span=None) -> SearchSummary:
+    """The summary of any other search (ids in `span`), read as `build_query` reads it."""
+    record_type = filters.declaration()
+    grams = short_index(conn, record_type)
+    sql, params = build_query(filters, columns=_selected(record_type), ordered=False, driven=True,
+                              walk=short_terms(filters, grams), grams=grams)
+    if span is not None:   # (flattened: the range reads the table's ids)
+        sql = f"SELECT * FROM ({sql}) WHERE 1" + _in_span("bc_id", span, params)
+    return _counted(conn, record_type, sql, params)
+
+
+def _added(parts: list[SearchSummary]) -> SearchSummary:
+    """One summary of parts that share no record."""
+    if len(parts) == 1:
+        return parts[0]
+    total = SearchSummary(count=sum(p.count for p in parts), date_unknown=sum(p.date_unknown for p in parts))
+    for part in parts:
+        for field, values in part.values.items():
+            into = total.values.setdefault(field, {})
+            for value, n in values.items():
+                into[value] = into.get(value, 0) + n
+        for month, n in part.months.items():
+            total.months[month] = total.months.get(month, 0) + n
+    if total.count <= IDS_MAX and all(p.ids is not None for p in parts):
+        total.ids = [i for p in parts for i in p.ids]
+    return total
 
 
 def _one_term(filters: RecallFilter) -> bool:
@@ -96,14 +260,18 @@ def _counted(conn, record_type, sql: str, params: list, keep_ids: bool = True) -
     else:   # nothing narrows the table: count it through its own indexes (a view is flattened)
         conn.execute(f"CREATE VIEW {MATCHED} AS {sql}")
     try:
-        summary = SearchSummary(count=conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0])
-        if keep_ids and summary.count <= IDS_MAX:
-            summary.ids = [row[0] for row in conn.execute(f"SELECT bc_id FROM {MATCHED}")]
+        summary = SearchSummary()
         # The facet queries' own SQL (facetcounts.py) over the matching rows, so a summary
         # counts exactly as a facet does.
         for facet in record_type.facets:
             counted = values_sql(facet.field, facet.multi, f"SELECT * FROM {MATCHED}")
             summary.values[facet.field] = dict(conn.execute(counted).fetchall())
+        # Every record once in a single-valued facet's counts (NULL is a value there too).
+        single = next((f.field for f in record_type.facets if not f.multi), None)
+        summary.count = sum(summary.values[single].values()) if single is not None else \
+            conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0]
+        if keep_ids and summary.count <= IDS_MAX:
+            summary.ids = [row[0] for row in conn.execute(f"SELECT bc_id FROM {MATCHED}")]
         if record_type.date_field:
             dated = f"SELECT bc_date AS [{record_type.date_field}], bc_unknown AS [{DATE_UNKNOWN}] FROM {MATCHED}"
             summary.months = dict(conn.execute(months_sql(record_type.date_field, dated, known_only=True)).fetchall())
@@ -165,24 +333,6 @@ def _drop(conn) -> None:
         conn.execute(f"DROP {kind.upper()} {MATCHED}")
 
 
-def _without_terms_in_every_record(conn, filters: RecallFilter, total: int | None = None
-                                   ) -> tuple[RecallFilter, dict[str, int]]:
-    """`filters` less the terms of 3+ characters its full-text index finds in every record of
-    the table (`total` of them, counted when not given): ANDed with the rest they change
-    nothing, and a search for a word every record has (a component heading) is then counted
-    from the table's indexes. Also each such term's number of records."""
-    record_type = filters.declaration()
-    if not record_type.text_index_columns or not any(len(t) >= TRIGRAM for t in filters.terms()):
-        return filters, {}
-    fts = fts_table(record_type)
-    if total is None:
-        total = conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0]
-    found = {t: conn.execute(f"SELECT count(*) FROM [{fts}] WHERE [{fts}] MATCH ?", [fts_phrase(t)]).fetchone()[0]
-             for t in set(filters.terms()) if len(t) >= TRIGRAM}
-    kept = [t for t in filters.terms() if len(t) < TRIGRAM or found[t] != total]
-    return replace(filters, text=" ".join(kept) or None), found
-
-
 # ---- kept per search and data version, for the web view ---------------------------------------
 def search_covers(table: str) -> bool:
     """Whether the web view answers `?_search=` on `table` with `build_query` (the CLI's own
@@ -192,59 +342,87 @@ def search_covers(table: str) -> bool:
 
 
 SUMMARY_CACHE_SIZE = 64
+RECOUNT_AFTER_S = 0.2    # a summary that took longer than this is counted again when the data changes …
+RECOUNT_MAX = 8          # … for the searches most recently asked, at most this many
 _summaries: dict[tuple, SearchSummary] = {}
 _summarising: dict[tuple, "object"] = {}
 _wait_until: dict[tuple, float] = {}   # a running summary is awaited until then, by every asker together
+_slow: dict[tuple, None] = {}          # (database, table, filters) of slow summaries, most recently asked last
 
 
-async def run_marker(datasette, database: str, table: str) -> tuple:
+async def run_marker(datasette, database: str, table: str, request=None) -> tuple:
     """Changes whenever a run may have changed the table's counts: a run started or finished,
     a record added; the current minute while a run is going (`facetcounts.data_marker`, the
-    version a run's kept counts are stamped with)."""
+    version a run's kept counts are stamped with). Read once per request when given one (a
+    page asks for it for its count and every facet)."""
     from basecrawler.reading.facetcounts import data_marker
 
-    db = datasette.get_database(database)
-    return tuple(await db.execute_fn(lambda conn: data_marker(conn, table)))
+    markers = request.scope.setdefault("bc_markers", {}) if request is not None else {}
+    if (database, table) not in markers:
+        db = datasette.get_database(database)
+        markers[(database, table)] = tuple(await db.execute_fn(lambda conn: data_marker(conn, table)))
+    return markers[(database, table)]
 
 
-async def cached_summary(datasette, database: str, table: str, filters: RecallFilter,
-                         wait_s: float) -> SearchSummary | None:
-    """The summary of `filters` over the data as it is now: from the cache when this search
-    was summarised since the data last changed, else counted (in Datasette's thread pool,
-    once however many pages ask) and awaited up to `wait_s` after it started — None when it
-    takes longer; it goes on and the next visit finds it. The wait is counted from the start
-    of the count, not per asker: a page asks once for its count and once per facet, and five
-    facets waiting 0.3 s each kept a first visit 2 s."""
-    import asyncio
+def _summary_task(datasette, database: str, table: str, filters: RecallFilter, marker: tuple):
+    """The running count of this search at this data version (started when none is)."""
+    import time
 
     from basecrawler.errors import ConfigError
 
-    key = (database, table, filters, await run_marker(datasette, database, table))
-    if key in _summaries:
-        return _summaries[key]
+    key = (database, table, filters, marker)
     task = _summarising.get(key)
-    if task is None:
-        def count(conn) -> SearchSummary:
-            try:
-                return summarise(conn, filters)
-            except ConfigError:   # a query too large is not run: it matches nothing
-                return SearchSummary()
+    if task is not None:
+        return task
 
-        async def run() -> SearchSummary:
+    async def run() -> SearchSummary:
+        started = time.perf_counter()
+        try:
             try:
-                summary = await datasette.get_database(database).execute_fn(count)
-                if len(_summaries) >= SUMMARY_CACHE_SIZE:
-                    _summaries.pop(next(iter(_summaries)))
-                _summaries[key] = summary
-                return summary
-            finally:
-                _summarising.pop(key, None)
-                _wait_until.pop(key, None)
-        loop = asyncio.get_running_loop()
+                summary = await summarise_in(datasette.get_database(database), filters)
+            except ConfigError:   # a query too large is not run: it matches nothing
+                summary = SearchSummary()
+            if len(_summaries) >= SUMMARY_CACHE_SIZE:
+                _summaries.pop(next(iter(_summaries)))
+            _summaries[key] = summary
+            if time.perf_counter() - started > RECOUNT_AFTER_S:
+                _remember_slow(key[:3])
+            return summary
+        finally:
+            _summarising.pop(key, None)
+            _wait_until.pop(key, None)
+    task = _summarising[key] = asyncio.get_running_loop().create_task(run())
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())   # a failed count is dropped
+    return task
+
+
+def _remember_slow(search: tuple) -> None:
+    _slow.pop(search, None)
+    _slow[search] = None
+    while len(_slow) > RECOUNT_MAX:
+        _slow.pop(next(iter(_slow)))
+
+
+async def cached_summary(datasette, database: str, table: str, filters: RecallFilter,
+                         wait_s: float, *, request=None, own_wait: bool = False) -> SearchSummary | None:
+    """The summary of `filters` over the data as it is now: from the cache when this search
+    was summarised since the data last changed, else counted (in Datasette's thread pool,
+    once however many pages ask) and awaited up to `wait_s` after it started — None when it
+    takes longer; it goes on, the page's script fetches it when done (`summary_state`) and
+    the next visit finds it. The wait is counted from the start of the count, not per asker:
+    a page asks once for its count and once per facet, and five facets waiting 0.3 s each
+    kept a first visit 2 s. `own_wait`: wait `wait_s` from now (the script's poll)."""
+    key = (database, table, filters, await run_marker(datasette, database, table, request))
+    if key in _summaries:
+        if key[:3] in _slow:
+            _remember_slow(key[:3])   # asked again: among the last to drop
+        return _summaries[key]
+    loop = asyncio.get_running_loop()
+    new = key not in _summarising
+    task = _summary_task(datasette, database, table, filters, key[3])
+    if new:
         _wait_until[key] = loop.time() + wait_s
-        task = _summarising[key] = loop.create_task(run())
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())   # a failed count is dropped
-    remaining = min(wait_s, _wait_until.get(key, 0.0) - asyncio.get_running_loop().time())
+    remaining = wait_s if own_wait else min(wait_s, _wait_until.get(key, 0.0) - loop.time())
     if task.done():
         return None if task.cancelled() or task.exception() else task.result()
     if remaining <= 0:
@@ -253,4 +431,48 @@ async def cached_summary(datasette, database: str, table: str, filters: RecallFi
         return await asyncio.wait_for(asyncio.shield(task), remaining)
     except asyncio.TimeoutError:
         return None
-__all__ = ["SearchSummary", "summarise", "cached_summary", "run_marker", "search_covers"]
+
+
+async def recount_slow(datasette, seen: dict) -> int:
+    """Count again, one after the other, the recently asked slow summaries whose data changed
+    since `seen` ((database, table) → the data version last looked at; updated), once no run
+    is going, so the next visitor of a common term finds its counts ready. How many it
+    started."""
+    started = 0
+    for database, table, filters in list(_slow):
+        try:
+            marker = await run_marker(datasette, database, table)
+        except Exception:   # the database went away: forget its searches
+            _slow.pop((database, table, filters), None)
+            continue
+        # A run going (or no runs table: a version per minute) changes the data again soon.
+        settled = len(marker) == 4 and marker[2] is None
+        if not settled or marker == seen.get((database, table)):
+            continue
+        if (database, table, filters, marker) not in _summaries:
+            started += 1
+            await asyncio.wait([_summary_task(datasette, database, table, filters, marker)])
+    for database, table, _ in list(_slow):
+        try:
+            seen[(database, table)] = await run_marker(datasette, database, table)
+        except Exception:
+            pass
+    return started
+
+
+RECOUNT_EVERY_S = 5.0    # how often the web view looks whether a run changed the data
+
+
+async def keep_fresh(datasette) -> None:
+    """The web view's background loop: `recount_slow` every RECOUNT_EVERY_S seconds."""
+    seen: dict = {}
+    while True:
+        await asyncio.sleep(RECOUNT_EVERY_S)
+        try:
+            await recount_slow(datasette, seen)
+        except Exception as exc:   # noqa: BLE001 — a cache: the next visitor counts for itself
+            log.warning("search summaries not counted again: %s", exc)
+
+
+__all__ = ["SearchSummary", "summarise", "summarise_in", "cached_summary", "run_marker", "search_covers",
+           "recount_slow", "keep_fresh"]

@@ -22,6 +22,7 @@ changes what one matches. The index reads its content through the view `<table>_
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
@@ -158,7 +159,23 @@ def read_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
     for facet in record_type.facets:
         if not facet.multi and facet.field != "source":   # source leads the key and the watermark index
             wanted.append((facet.field,))
+    if record_type.facets:
+        wanted.append(facet_index_columns(record_type))
     return list(dict.fromkeys(wanted))
+
+
+def facet_index_columns(record_type: RecordType) -> tuple[str, ...]:
+    """The narrow covering index a search summary reads (reading/summary.py): the id, then
+    every facet column, the date and its flag, so the matching records' facet values come
+    from about 45 bytes a record instead of the wide row (at a million records: 0.22 → 0.11 s
+    for a term in 200,000 of them, bench/README.md). Led by the id, it is written in id order,
+    at the end, like the table itself."""
+    columns = ["id", *(f.field for f in record_type.facets)]
+    if record_type.date_field:
+        columns.append(record_type.date_field)
+        if record_type.has_date_unknown:
+            columns.append(DATE_UNKNOWN)
+    return tuple(dict.fromkeys(columns))
 
 
 def partial_read_indexes(record_type: RecordType) -> list[tuple[str, tuple[str, ...], str]]:
@@ -191,8 +208,15 @@ def input_index(record_type: RecordType) -> tuple[str, tuple[str, ...]]:
     return f"idx_{record_type.table}_inputs", tuple(columns)
 
 
+NAME_BYTES = 63   # PostgreSQL cuts a longer identifier, and then never finds the index by its name
+
+
 def index_name(record_type: RecordType, columns: tuple[str, ...]) -> str:
-    return f"idx_{record_type.table}_{'_'.join(columns)}"   # sqlite-utils' own naming, so old stores match
+    name = f"idx_{record_type.table}_{'_'.join(columns)}"   # sqlite-utils' own naming, so old stores match
+    if len(name.encode("utf-8")) <= NAME_BYTES:
+        return name
+    digest = hashlib.sha1(name.encode("utf-8")).hexdigest()[:8]
+    return name.encode("utf-8")[:NAME_BYTES - 9].decode("utf-8", "ignore") + "_" + digest
 
 
 def _unique_key_index(conn, record_type: RecordType) -> str | None:
@@ -269,6 +293,6 @@ def pg_statements(record_type: RecordType) -> list[str]:
     return statements
 
 
-__all__ = ["ensure_sqlite", "needs_ensure", "partial_read_indexes", "read_indexes", "input_index", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
+__all__ = ["ensure_sqlite", "needs_ensure", "partial_read_indexes", "read_indexes", "facet_index_columns", "input_index", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
            "fts_padded", "fts_content_view", "fts_vocab_table", "attach_fts_vocab", "PAD",
            "pg_search_document", "pg_statements"]

@@ -13,7 +13,10 @@ metadata; no record type is named here).
 A page that only searches (`?_search=` and no other filter) takes its facets from one pass
 over the matching records (basecrawler/reading/summary.py), kept per search and data version:
 counting each facet with its own query re-ran the search per facet, seconds at a million
-records.
+records. One not counted within SUMMARY_WAIT_S shows its facets as timed out; the page's
+script (static/basecrawler.js) asks `summary_state` until they are counted and puts them in
+place. The searches slow to count are counted again when a run changed the data
+(`summary.keep_fresh`, started with the warm-up).
 
 Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
 run stores records, so they are counted once per run (with a generous time limit, and ahead of
@@ -37,7 +40,7 @@ from basecrawler.reading.browse import types_by_table
 from basecrawler.reading.facetcounts import (known_months, months_sql, stored_counts, unknown_sql, values_sql,
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
-from basecrawler.reading.summary import cached_summary, run_marker, search_covers
+from basecrawler.reading.summary import cached_summary, keep_fresh, run_marker, search_covers
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
@@ -46,7 +49,9 @@ WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may tak
 BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
 BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
 CACHE_SIZE = 256
-SUMMARY_WAIT_S = 0.3               # a search page waits this long for its counts, then they follow
+SUMMARY_WAIT_S = 0.4               # a search page waits this long for its counts, then they follow
+POLL_WAIT_S = 1.0                  # the page's script asks for them again after at most this long
+SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether its counts are ready
 
 _cache: dict[tuple, list[dict]] = {}
 _pending: dict[tuple, "asyncio.Future"] = {}
@@ -137,7 +142,8 @@ class _DeclaredFacet(Facet):
         filters = search_only(self.request, self.table)
         if filters is None:
             return None
-        summary = await cached_summary(self.ds, self.database, self.table, filters, SUMMARY_WAIT_S)
+        summary = await cached_summary(self.ds, self.database, self.table, filters, SUMMARY_WAIT_S,
+                                       request=self.request)
         if summary is None:
             raise QueryInterrupted(None, "", {})
         return summary
@@ -157,7 +163,7 @@ class _DeclaredFacet(Facet):
         may take long (once per run); a filtered page's count keeps Datasette's facet time
         limit, and when it runs out the count goes on in the background so the next visitor of
         that page sees it."""
-        marker = await run_marker(self.ds, self.database, self.table)
+        marker = await run_marker(self.ds, self.database, self.table, self.request)
         key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str), marker)
         if key in _cache:
             return _cache[key]
@@ -284,6 +290,7 @@ async def _warm(datasette) -> None:
 
 
 _warmed_loops: list = []
+_background: set = set()   # the loop keeps only weak references to its tasks
 
 
 @hookimpl
@@ -297,11 +304,37 @@ def asgi_wrapper(datasette):
             loop = asyncio.get_running_loop()
             if loop not in _warmed_loops:
                 _warmed_loops[:] = [loop]
-                task = loop.create_task(_warm(datasette))
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+                for job in (_warm(datasette), keep_fresh(datasette)):
+                    task = loop.create_task(job)
+                    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+                    _background.add(task)
+                    task.add_done_callback(_background.discard)
             await app(scope, receive, send)
         return warming
     return wrap
+
+
+async def summary_state(request, datasette):
+    """The page's script asks here (SUMMARY_PATH/<database>/<table>?_search=…) whether the
+    counts of a search page that showed without them are ready: {"ready": true, "count": n}
+    once they are (the page then reads its facets again), else {"ready": false} after waiting
+    up to POLL_WAIT_S for them. Counting starts here too when no page started it (a server
+    restarted since the page was made)."""
+    from datasette.utils.asgi import Response
+
+    database, table = request.url_vars["database"], request.url_vars["table"]
+    filters = search_only(request, table)
+    if database not in datasette.databases or filters is None:
+        return Response.json({"ready": False, "error": "not a search of a record type's table"}, status=404)
+    summary = await cached_summary(datasette, database, table, filters, POLL_WAIT_S, request=request,
+                                   own_wait=True)
+    return Response.json({"ready": True, "count": summary.count} if summary is not None else {"ready": False},
+                         headers={"Cache-Control": "no-store"})
+
+
+@hookimpl
+def register_routes():
+    return [(SUMMARY_PATH + r"/(?P<database>[^/]+)/(?P<table>[^/]+)$", summary_state)]
 
 
 @hookimpl
@@ -324,7 +357,7 @@ def filters_from_request(request, database, table, datasette):
     async def conditions():
         db = datasette.get_database(database)
         wheres, params, descriptions = [], {}, []
-        marker = await run_marker(datasette, database, table)
+        marker = await run_marker(datasette, database, table, request)
         for n, (facet, value) in enumerate(chosen):
             # The stored values (counted once per run, like the facets) that count under `value`.
             sql = values_sql(facet.field, facet.multi, whole_table(table))

@@ -28,7 +28,7 @@ from datasette.filters import FilterArguments
 
 from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
 from basecrawler.errors import ConfigError
-from basecrawler.reading.search import (RecallFilter, build_query, has_korean, many_matches, plan_terms, short_index,
+from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
                                        short_terms, text_conditions, translation_progress)
 from basecrawler.reading.summary import cached_summary, search_covers
 
@@ -36,12 +36,9 @@ from basecrawler.reading.summary import cached_summary, search_covers
 # facets come from) instead of Datasette's own count query, which re-runs the search: seconds
 # at a million records. Smaller tables count as Datasette does.
 SUMMARY_COUNT_ROWS = 50_000
-SUMMARY_WAIT_S = 0.3
-# A search every term of which this many records hold is not waited for: its summary reads
-# every match (about 4 µs each: 0.8 s for 200,000, 3 s for 800,000 at a million records), so
-# the page shows at once and its facets follow on the next visit, instead of showing 0.3 s
-# later without them anyway.
-FOLLOW_ROWS = 100_000
+# A page waits this long for its search's summary; one that takes longer shows without its
+# count and facets, and its script (static/basecrawler.js) fills them in when they are ready.
+SUMMARY_WAIT_S = 0.4   # within the page target of 0.5 s: a term in 20 % of a million records fits
 RARE_SHORT_WAIT_S = 2.0   # a rare 1–2 character term's page waits this long for the pass that finds it
 
 ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
@@ -108,24 +105,19 @@ def filters_from_request(request, database, table, datasette):
         note = description
         if _search_only(request.args.keys()) and not (request.args.get("_sort") or request.args.get("_sort_desc")):
             def plan(conn):
-                walk = plan_terms(conn, filters)
-                # Only a term in many records (one the page walks for) can be slow to count.
-                many = bool(walk) and many_matches(conn, filters, FOLLOW_ROWS)
-                return walk, short_index(conn, filters.declaration()), many
-            walk, grams, many = await db.execute_fn(plan)
+                return plan_terms(conn, filters), short_index(conn, filters.declaration())
+            walk, grams = await db.execute_fn(plan)
             where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]", grams=grams))
             if request.args.get("_nocount"):
                 # A rare 1–2 character term the index's vocabulary cannot list (a store whose
                 # index is not padded yet, a cased letter outside ASCII) needs a pass.
                 rare_short = bool(short_terms(filters, grams) - walk)
-                wait = RARE_SHORT_WAIT_S if rare_short else 0.0 if many else SUMMARY_WAIT_S
-                summary = await cached_summary(datasette, database, table, filters, wait)
+                wait = RARE_SHORT_WAIT_S if rare_short else SUMMARY_WAIT_S
+                summary = await cached_summary(datasette, database, table, filters, wait, request=request)
                 if summary is not None:
                     note += f" ({summary.count:,} records)"
-                elif many:   # not waited for: its counts and facets are read meanwhile
-                    note += " (counting… the counts and facets follow: reload in a few seconds)"
-                else:
-                    note += " (counting…)"
+                else:   # read meanwhile: the page's script shows them when they are ready
+                    note += " (counting… the counts and facets follow in a few seconds)"
                 if rare_short and summary is not None and summary.ids is not None:
                     # The summary's pass found them: the page reads them by id.
                     where, named = "id IN (SELECT value FROM json_each(:bc_ids))", {"bc_ids": json.dumps(summary.ids)}

@@ -24,3 +24,72 @@ document.addEventListener("DOMContentLoaded", function () {
   list.parentNode.insertBefore(details, list);
   details.appendChild(list);
 });
+
+// A search page that showed before its counts were counted (a term in many records: the
+// summary went on counting, plugins/basecrawler_facets.py) asks the server whether they are
+// ready, and then shows them without a reload: it reads the page again (the counts are kept
+// now, so that answer is quick) and puts its count line and facets in place of these. A rare
+// 1–2 character term whose records were still being searched for reloads the page instead.
+(function () {
+  var SUMMARY_PATH = "/-/bc-summary";
+  var MAX_POLLS = 240;
+
+  function countLine(doc) {
+    return Array.prototype.find.call(doc.querySelectorAll("h3"), function (h3) {
+      return h3.textContent.indexOf("search matches") !== -1;
+    });
+  }
+
+  function refill() {
+    return fetch(location.href, {credentials: "same-origin", cache: "no-store"}).then(function (response) {
+      return response.text();
+    }).then(function (html) {
+      var fresh = new DOMParser().parseFromString(html, "text/html");
+      var line = countLine(document);
+      if (line && line.textContent.indexOf("still searching") !== -1) {
+        location.reload();
+        return;
+      }
+      var freshLine = countLine(fresh);
+      if (line && freshLine) line.replaceWith(document.importNode(freshLine, true));
+      document.title = fresh.title;
+      var timedOut = document.querySelector("p.facets-timed-out");
+      var oldFacets = document.querySelector(".facet-results");
+      var anchor = timedOut || oldFacets;
+      if (!anchor) return;
+      [fresh.querySelector("p.facets-timed-out"), fresh.querySelector(".facet-results")].forEach(function (part) {
+        if (part) anchor.parentNode.insertBefore(document.importNode(part, true), anchor);
+      });
+      [timedOut, oldFacets].forEach(function (part) {
+        if (part) part.remove();
+      });
+    });
+  }
+
+  function follow() {
+    var params = new URLSearchParams(location.search);
+    var search = params.get("_search");
+    var parts = location.pathname.split("/");
+    if (!document.querySelector("p.facets-timed-out") || !search || parts.length !== 3) return;
+    var url = SUMMARY_PATH + "/" + parts[1] + "/" + parts[2] + "?_search=" + encodeURIComponent(search);
+    var polls = 0;
+    function poll() {
+      if (++polls > MAX_POLLS) return;
+      fetch(url, {credentials: "same-origin", cache: "no-store"}).then(function (response) {
+        return response.ok ? response.json() : null;   // not a search the summary covers: stop
+      }).then(function (state) {
+        if (state && state.ready) return refill();
+        if (state) setTimeout(poll, 250);   // the server waited up to a second already
+      }).catch(function () {
+        setTimeout(poll, 2000);
+      });
+    }
+    poll();
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", follow);
+  } else {
+    follow();
+  }
+})();
