@@ -39,7 +39,8 @@ from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import PAD, attach_fts_vocab, fts_padded, fts_vocab_table
+from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
+                                            pg_windows_document, pg_windows_index_name)
 
 TRIGRAM = 3
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
@@ -172,11 +173,60 @@ def _gram_range(term: str) -> tuple[str, str]:
 def short_index(conn, record_type: RecordType) -> bool:
     """Whether the type's SQLite full-text index is the padded one (tables.py), whose
     vocabulary lists the rows holding any 1–2 character string; if so the connection gets
-    its temporary vocabulary table, which queries built with `grams` read."""
+    its temporary vocabulary table, which queries built with `grams` read. On PostgreSQL:
+    whether the type's table has the windows index (`pg_windows_index`)."""
+    if _dialect(conn) == "postgresql":
+        return bool(record_type.text_index_columns) and pg_windows_index(conn, record_type)
     if _dialect(conn) != "sqlite" or not record_type.text_index_columns or not fts_padded(conn, record_type):
         return False
     attach_fts_vocab(conn, record_type)
     return True
+
+
+_pg_windows: dict[tuple, bool] = {}   # (connection, table) → whether the windows index exists
+
+
+def pg_windows_index(conn, record_type: RecordType) -> bool:
+    """Whether the type's PostgreSQL table has the windows index (tables.py
+    `pg_windows_document`, an opt-in in place of the pg_trgm index), asked once per
+    connection. Either answer only chooses how a term is read, never which rows match."""
+    key = (id(conn), record_type.table)
+    if key not in _pg_windows:
+        if len(_pg_windows) >= 256:
+            _pg_windows.pop(next(iter(_pg_windows), None), None)
+        found = conn.execute("SELECT to_regclass(?)", [pg_windows_index_name(record_type)]).fetchone()[0]
+        _pg_windows[key] = found is not None
+    return _pg_windows[key]
+
+
+def pg_windows_query(term: str) -> str | None:
+    """The tsquery (as text, to be lower-cased by PostgreSQL as the index's text was) that
+    every record whose text ILIKE-matches `term` satisfies in the windows index: each
+    3-character window of the term, or for a 1–2 character term a prefix of a window (every
+    1–2 characters of an indexed text start one); or a record too long to be indexed whole.
+    `'` and `\\` become `?`, as in the index. None for a term with a character whose lower
+    case is longer than one character (İ): its windows would not line up with the text's."""
+    if not term or any(len(ch.lower()) != 1 for ch in term):
+        return None
+    text = term.translate({ord("'"): "?", ord("\\"): "?"})
+    if len(text) < TRIGRAM:
+        wanted = f"'{text}':*"
+    else:
+        wanted = "(" + " & ".join(f"'{w}'" for w in dict.fromkeys(text[i:i + TRIGRAM] for i in range(len(text) - 2))) + ")"
+    return f"{wanted} | '{PG_LONG_TEXT}'"
+
+
+def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: str, windows: bool) -> str:
+    """PostgreSQL: the ILIKE over the searched text (which the pg_trgm index answers for 3+
+    characters); with the windows index, the rows its tsquery finds, each tested with the
+    ILIKE — exactly the ILIKE's rows, for terms of any length."""
+    params.append(_like_pattern(term))
+    condition = f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\'"
+    query = pg_windows_query(term) if windows else None
+    if query is None:
+        return condition
+    params.insert(len(params) - 1, query)
+    return f"({pg_windows_document(record_type).format(t=alias + '.')} @@ lower(?)::tsquery AND {condition})"
 
 
 def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
@@ -188,8 +238,7 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     that one row — the same rows either way, in whatever order the query walks."""
     columns = record_type.text_index_columns
     if dialect == "postgresql":
-        params.append(_like_pattern(term))
-        return f"({pg_search_document(record_type)}) ILIKE ? ESCAPE '\\'"
+        return _pg_text_condition(record_type, term, params, alias, grams)
     fts = fts_table(record_type)
     if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))
@@ -563,7 +612,7 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     record_type = filters.declaration()
     grams = short_index(conn, record_type)
     walk = short_terms(filters, grams)
-    if grams and short_terms(filters) - walk:
+    if grams and _dialect(conn) == "sqlite" and short_terms(filters) - walk:
         top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
         walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
@@ -629,4 +678,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "many_matches", "short_terms", "short_index", "gram_indexed", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "many_matches", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
