@@ -139,3 +139,19 @@ def test_the_windows_query_of_a_term():
     assert pg_windows_query("o'b\\c") == "('o?b' & '?b?' & 'b?c') | ' >cap'"
     assert pg_windows_query("aaaa") == "('aaa') | ' >cap'"
     assert pg_windows_query("İx") is None and pg_windows_query("") is None
+
+
+def test_a_term_in_many_records_walks_the_dates_and_a_rare_one_is_read_from_the_index(windows_store):
+    conn = windows_store.db.conn
+    assert search_module.pg_walk(conn, RecallFilter(text="e"), search_module.WALK_SHARE) == {"e"}
+    assert search_module.pg_walk(conn, RecallFilter(text="qqq 火災z"), search_module.WALK_SHARE) == set()
+    assert search_module.pg_walk(conn, RecallFilter(text="e", countries=("JP",)), search_module.WALK_SHARE) == set()
+    walked, _ = build_query(RecallFilter(text="e"), dialect="postgresql", grams=True, walk=frozenset({"e"}))
+    assert "tsquery" not in walked and "COALESCE((" in walked
+    rare, _ = build_query(RecallFilter(text="qqq"), dialect="postgresql", grams=True)
+    assert "@@ lower(%s)::tsquery" in conn_sql(rare)
+
+
+def conn_sql(sql: str) -> str:
+    from basecrawler.store.engines.pg import translate
+    return translate(sql)
