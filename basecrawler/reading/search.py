@@ -32,6 +32,7 @@ import datetime as dt
 import json
 import re
 import sqlite3
+import weakref
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -49,7 +50,7 @@ WALK_PAGE_ROWS = 1_000  # deeper pages than this collect the matches (a walk wou
 COUNT_CAP = 10_000     # `search` counts matches up to this, then says "more than"
 SAMPLE_ROWS = 20_000   # a 1–2 character term's share is judged on the newest this many records
 PG_SAMPLE_ROWS = 5_000   # … on PostgreSQL (windows index) any term's, with an ILIKE a row (`pg_walk`)
-PG_COUNT_WALK_SHARE = 0.1   # a count walks the table for a term in this share (10,001 within 100,000 rows)
+PG_COUNT_WALK_SHARE = 0.5   # a count walks the table for a term in this share (10,001 within 20,000 rows)
 MAX_QUERY_TERMS = 64
 MAX_QUERY_CHARS = 1_000
 DEFAULT_TYPE = DEFAULT_RECORD_TYPE
@@ -185,20 +186,18 @@ def short_index(conn, record_type: RecordType) -> bool:
     return True
 
 
-_pg_windows: dict[tuple, bool] = {}   # (connection, table) → whether the windows index exists
+_pg_windows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # connection → {table: index there}
 
 
 def pg_windows_index(conn, record_type: RecordType) -> bool:
     """Whether the type's PostgreSQL table has the windows index (tables.py
     `pg_windows_document`, an opt-in in place of the pg_trgm index), asked once per
     connection. Either answer only chooses how a term is read, never which rows match."""
-    key = (id(conn), record_type.table)
-    if key not in _pg_windows:
-        if len(_pg_windows) >= 256:
-            _pg_windows.pop(next(iter(_pg_windows), None), None)
-        found = conn.execute("SELECT to_regclass(?)", [pg_windows_index_name(record_type)]).fetchone()[0]
-        _pg_windows[key] = found is not None
-    return _pg_windows[key]
+    known = _pg_windows.setdefault(conn, {})
+    if record_type.table not in known:
+        found = conn.execute("SELECT to_regclass(?)", [f'"{pg_windows_index_name(record_type)}"']).fetchone()[0]
+        known[record_type.table] = found is not None
+    return known[record_type.table]
 
 
 def pg_windows_query(term: str) -> str | None:
@@ -252,14 +251,16 @@ def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
 
 
 def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: str, windows: bool,
-                       walk: bool) -> str:
+                       walk: bool, as_ids: bool = True) -> str:
     """PostgreSQL: the ILIKE over the searched text (which the pg_trgm index answers for 3+
     characters). With the windows index and unless `walk` (`pg_walk`), the ids of the rows
     its tsquery finds, each tested with the ILIKE — exactly the ILIKE's rows, for terms of any
     length — collected first (an array the query then reads by id), so the planner cannot
     walk the date index testing each row: it takes the windows query and the ILIKE for
     independent, underestimates how many rows hold a term, and walked a million rows for
-    `Q7` (1.2 s), also when the ids were written as `IN (SELECT …)`."""
+    `Q7` (1.2 s), also when the ids were written as `IN (SELECT …)`. Not `as_ids` (a count
+    up to a cap, in no order): the two tests on each row of the index's, so the count stops at
+    its cap (collected first, 200,000 ids took 0.5 s)."""
     query = pg_windows_query(term) if windows and not walk else None
     if query is None:
         params.append(_like_pattern(term))
@@ -271,13 +272,16 @@ def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: 
             return f"COALESCE(({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\', false)"
         return f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\'"
     params.extend([query, _like_pattern(term)])
+    if not as_ids:
+        return (f"({pg_windows_document(record_type).format(t=alias + '.')} @@ lower(?)::tsquery AND "
+                f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\')")
     return (f"{alias}.id = ANY(ARRAY(SELECT s.id FROM {record_type.table} AS s WHERE "
             f"{pg_windows_document(record_type).format(t='s.')} @@ lower(?)::tsquery AND "
             f"({pg_search_document(record_type, 's.')}) ILIKE ? ESCAPE '\\'))")
 
 
 def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
-                    walk: bool = False, alias: str = "r", grams: bool = False) -> str:
+                    walk: bool = False, alias: str = "r", grams: bool = False, pg_ids: bool = True) -> str:
     """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
     index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
     over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
@@ -285,7 +289,7 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     that one row — the same rows either way, in whatever order the query walks."""
     columns = record_type.text_index_columns
     if dialect == "postgresql":
-        return _pg_text_condition(record_type, term, params, alias, grams, walk)
+        return _pg_text_condition(record_type, term, params, alias, grams, walk, pg_ids)
     fts = fts_table(record_type)
     if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))
@@ -422,9 +426,10 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
 
     How, never which rows: `walk` names terms tested row by row (`plan_terms`); `driven`
     (SQLite) reads the first term of 3+ characters as a join from its FTS5 index, so a query
-    with a LIMIT and no order stops after that many index entries (`count_upto`); `grams`
-    (SQLite, `short_index`): a 1–2 character term is read from the padded index's vocabulary;
-    `facet_sets`: a facet filter reads its rows' ids from the column's index (an export)."""
+    with a LIMIT and no order stops after that many index entries (`count_upto`; on PostgreSQL
+    a term is tested on its windows index's rows without collecting their ids first); `grams`
+    (`short_index`): a 1–2 character term is read from the padded index's vocabulary (SQLite),
+    any term from the windows index (PostgreSQL, `_pg_text_condition`); `facet_sets`: a facet filter reads its rows' ids from the column's index (an export)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -440,7 +445,8 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
             where.append(f"[{fts_table(record_type)}] MATCH ?")
             joined = True
             continue
-        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk, grams=grams))
+        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk, grams=grams,
+                                     pg_ids=not driven))
     if filters.countries:
         _needs(record_type, "--country", "country")
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
