@@ -12,8 +12,10 @@ whitespace-separated terms must all match. Everything user-supplied is bound as 
 a term is quoted as one FTS5 phrase, so query syntax characters in it are plain text.
 
 On PostgreSQL every term is one ILIKE over the searched columns joined into one text, which
-the type's pg_trgm GIN index answers for terms of 3+ characters; shorter terms scan, as the
-LIKE fallback does on SQLite. The filters are the same SQL on both.
+the type's pg_trgm GIN index answers for terms of 3+ characters; shorter terms scan. A store
+that opted into the windows index instead (BASECRAWLER_PG_SEARCH_INDEX=windows, tables.py)
+reads every term through it, each candidate tested with the same ILIKE (`_pg_text_condition`).
+The filters are the same SQL on both.
 
 Filters: `--filter FIELD=VALUE` on any declared facet (case-insensitive equality; a
 multi-valued facet, stored as a JSON list, matches when any of its values does); the options

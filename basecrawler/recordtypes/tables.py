@@ -1,6 +1,7 @@
 """A type's table, derived from its declaration: the columns, the unique key (source first),
 the indexes, and the full-text index — SQLite FTS5 with the trigram tokenizer over an external
-content table, PostgreSQL one pg_trgm GIN index over the same text.
+content table, PostgreSQL one GIN index over the same text: pg_trgm, or the windows index a
+store opts into (`pg_windows_document`, `pg_search_index_statements`).
 
 `ensure_sqlite` creates the table when a type first appears and evolves it additively when the
 declaration grows (a new model field becomes ALTER TABLE ADD COLUMN; a changed set of indexed
