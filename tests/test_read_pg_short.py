@@ -14,7 +14,8 @@ from basecrawler import Recall, Store
 from basecrawler.errors import ConfigError
 from basecrawler.recordtypes.tables import PG_WINDOWS_CAP
 from basecrawler.reading import search as search_module
-from basecrawler.reading.search import RecallFilter, build_query, count, count_upto, pg_windows_query, search
+from basecrawler.reading.search import (RecallFilter, build_query, count, count_upto, iter_recalls, pg_windows_query,
+                                        search)
 
 ENV = "BASECRAWLER_PG_SEARCH_INDEX"
 LONG = "燃" * PG_WINDOWS_CAP + " beyond-the-cap Zq"   # its end is past the indexed part
@@ -72,6 +73,11 @@ def test_every_term_through_the_windows_index_finds_the_rows_of_a_pass(windows_s
             assert [r["id"] for r in search(conn, filters, limit=1000)] == expected, text
             assert count(conn, filters) == len(expected) == count_upto(conn, filters), text
             checked += bool(expected)
+        for filters in (RecallFilter(text="e", countries=("JP",)), RecallFilter(text="Q7"), RecallFilter(text="災 e")):
+            expected = _plain(conn, filters)   # with another filter; an export (its own reading)
+            assert [r["id"] for r in search(conn, filters, limit=1000)] == expected, filters
+            names, rows = iter_recalls(conn, filters)
+            assert [dict(zip(names, row))["id"] for row in rows] == expected, filters
     assert checked > 100   # most terms are in some record: the comparison is not of empty lists
 
 
