@@ -144,7 +144,7 @@ def test_the_windows_query_of_a_term():
     assert pg_windows_query("Q7") == "'Q7':* | ' >cap'"
     assert pg_windows_query("o'b\\c") == "('o?b' & '?b?' & 'b?c') | ' >cap'"
     assert pg_windows_query("aaaa") == "('aaa') | ' >cap'"
-    assert pg_windows_query("İx") is None and pg_windows_query("") is None
+    assert pg_windows_query("İx") is None and pg_windows_query("") is None and pg_windows_query("ΟΔΟΣ") is None
 
 
 def test_a_term_in_many_records_walks_the_dates_and_a_rare_one_is_read_from_the_index(windows_store):

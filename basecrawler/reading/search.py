@@ -202,14 +202,18 @@ def pg_windows_index(conn, record_type: RecordType) -> bool:
     return known[record_type.table]
 
 
+_CONTEXT_CASED = frozenset("Σσς")
+
+
 def pg_windows_query(term: str) -> str | None:
     """The tsquery (as text, to be lower-cased by PostgreSQL as the index's text was) that
     every record whose text ILIKE-matches `term` satisfies in the windows index: each
     3-character window of the term, or for a 1–2 character term a prefix of a window (every
     1–2 characters of an indexed text start one); or a record too long to be indexed whole.
     `'` and `\\` become `?`, as in the index. None for a term with a character whose lower
-    case is longer than one character (İ): its windows would not line up with the text's."""
-    if not term or any(len(ch.lower()) != 1 for ch in term):
+    case is longer than one character (İ), or depends on its neighbours (Σ, final ς under an
+    ICU collation): its windows, lower-cased alone, might not be the lower-cased text's."""
+    if not term or any(len(ch.lower()) != 1 or ch in _CONTEXT_CASED for ch in term):
         return None
     text = term.translate({ord("'"): "?", ord("\\"): "?"})
     if len(text) < TRIGRAM:
