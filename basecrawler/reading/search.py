@@ -229,7 +229,7 @@ _pg_shares: dict[tuple, int] = {}   # (connection, table, term, last id) → new
 def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
     """PostgreSQL with the windows index: the terms in at least `share` of the newest
     PG_SAMPLE_ROWS records (a plain ILIKE over them, once per connection and last id), read
-    with the plain ILIKE so the query walks the newest-first date index (a page of them is
+    with the ILIKE alone, wrapped, so the query walks the newest-first date index (a page of them is
     found within a few hundred rows; the index would list most of the table, then sort it).
     The planner cannot judge this itself: it takes the windows query and the ILIKE for
     independent, and has no statistics for the ILIKE's text. Only when the text is the whole
@@ -435,7 +435,8 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     with a LIMIT and no order stops after that many index entries (`count_upto`; on PostgreSQL
     a term is tested on its windows index's rows without collecting their ids first); `grams`
     (`short_index`): a 1–2 character term is read from the padded index's vocabulary (SQLite),
-    any term from the windows index (PostgreSQL, `_pg_text_condition`); `facet_sets`: a facet filter reads its rows' ids from the column's index (an export)."""
+    any term from the windows index (PostgreSQL, `_pg_text_condition`); `facet_sets`: a facet
+    filter reads its rows' ids from the column's index (an export)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
