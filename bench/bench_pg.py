@@ -23,7 +23,7 @@ A throw-away cluster is started in a temp folder (tests/pgcluster.py; fsync off)
 --url postgresql://… for a server of your own (it must allow CREATE DATABASE).
 
     python bench/bench_pg.py [--rows 1200] [--latency 0.05] [--upsert 20000] [--repeats 3] [--upsert-only]
-                             [--profile 25] [--pipeline 50000 [--type bench_alert]]
+                             [--profile 25] [--pipeline 50000 [--type bench_alert]] [--search-index windows]
 """
 from __future__ import annotations
 
@@ -451,8 +451,13 @@ def main() -> None:
                         help="the record type of --pipeline (bench_upsert.py's data of it)")
     parser.add_argument("--profile", type=int, metavar="TOP", help="then profile the store's upsert (cProfile top TOP, "
                         "EXPLAIN ANALYZE of the merge)")
+    parser.add_argument("--search-index", choices=("trgm", "windows"),
+                        help="PostgreSQL: the search index the stores get (BASECRAWLER_PG_SEARCH_INDEX; "
+                             "default: what the store has, pg_trgm for a new one)")
     args = parser.parse_args()
     from pgcluster import Cluster, _bin_dir
+    if args.search_index:
+        os.environ["BASECRAWLER_PG_SEARCH_INDEX"] = args.search_index   # read when a store opens (pg_migrations)
 
     if args.url:
         cluster = _ExistingServer(args.url)

@@ -11,7 +11,7 @@
 
     python bench/bench_read.py                          # 1,000,000 recalls, SQLite
     python bench/bench_read.py --db /tmp/read1m/bench.db   # keeps / reuses the file
-    python bench/bench_read.py --pg [--url postgresql://…]  # PostgreSQL (a throw-away cluster; --url reuses its rows)
+    python bench/bench_read.py --pg [--url postgresql://…] [--search-index windows]  # PostgreSQL (a throw-away cluster; --url reuses its rows)
     python bench/bench_read.py --skip web,subprocess
 
 On PostgreSQL `browse` serves a SQLite snapshot (browse.py), so the web rows are the SQLite
@@ -206,8 +206,13 @@ def main() -> int:
     parser.add_argument("--pg", action="store_true", help="PostgreSQL: a throw-away cluster unless --url")
     parser.add_argument("--url", help="postgresql://… of a server that allows CREATE DATABASE")
     parser.add_argument("--skip", default="", help="comma-separated: web, cli, subprocess")
+    parser.add_argument("--search-index", choices=("trgm", "windows"),
+                        help="PostgreSQL: the search index the stores get (BASECRAWLER_PG_SEARCH_INDEX; "
+                             "default: what the store has, pg_trgm for a new one)")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    if args.search_index:
+        os.environ["BASECRAWLER_PG_SEARCH_INDEX"] = args.search_index   # read when a store opens (pg_migrations)
 
     import read_data
 

@@ -3,6 +3,7 @@ schema_version, applied once each and in order, starting from the previous relea
 (fixtures/pg/schema_0880bd7.sql) with its data kept."""
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import psycopg
@@ -18,7 +19,9 @@ OLD_SCHEMA = Path(__file__).resolve().parent.parent / "fixtures" / "pg" / "schem
 @pytest.fixture
 def old_url(pg_cluster):  # noqa: F811
     """A database as the release at 0880bd7 left it, with a recall, a run and a memory entry."""
-    name = f"old_{pg_cluster.port}_{id(object())}"
+    # A fresh name each time: id(object()) was reused by the next test once the object was
+    # freed, and CREATE DATABASE then failed on the name the last test had left.
+    name = f"old_{pg_cluster.port}_{uuid.uuid4().hex}"
     pg_cluster.admin(f"CREATE DATABASE {name}")
     url = pg_cluster.url(name)
     with psycopg.connect(url, autocommit=True) as conn:

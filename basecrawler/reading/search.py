@@ -12,8 +12,10 @@ whitespace-separated terms must all match. Everything user-supplied is bound as 
 a term is quoted as one FTS5 phrase, so query syntax characters in it are plain text.
 
 On PostgreSQL every term is one ILIKE over the searched columns joined into one text, which
-the type's pg_trgm GIN index answers for terms of 3+ characters; shorter terms scan, as the
-LIKE fallback does on SQLite. The filters are the same SQL on both.
+the type's pg_trgm GIN index answers for terms of 3+ characters; shorter terms scan. A store
+that opted into the windows index instead (BASECRAWLER_PG_SEARCH_INDEX=windows, tables.py)
+reads every term through it, each candidate tested with the same ILIKE (`_pg_text_condition`).
+The filters are the same SQL on both.
 
 Filters: `--filter FIELD=VALUE` on any declared facet (case-insensitive equality; a
 multi-valued facet, stored as a JSON list, matches when any of its values does); the options
@@ -32,6 +34,7 @@ import datetime as dt
 import json
 import re
 import sqlite3
+import weakref
 from dataclasses import dataclass, replace
 from typing import Iterator
 
@@ -39,7 +42,8 @@ from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import PAD, attach_fts_vocab, fts_padded, fts_vocab_table
+from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
+                                            pg_windows_document, pg_windows_index_name)
 
 TRIGRAM = 3
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
@@ -47,6 +51,8 @@ WALK_MIN = 2_000       # … and in at least this many (a small store sorts its 
 WALK_PAGE_ROWS = 1_000  # deeper pages than this collect the matches (a walk would go far)
 COUNT_CAP = 10_000     # `search` counts matches up to this, then says "more than"
 SAMPLE_ROWS = 20_000   # a 1–2 character term's share is judged on the newest this many records
+PG_SAMPLE_ROWS = 5_000   # … on PostgreSQL (windows index) any term's, with an ILIKE a row (`pg_walk`)
+PG_COUNT_WALK_SHARE = 0.5   # a count walks the table for a term in this share (10,001 within 20,000 rows)
 MAX_QUERY_TERMS = 64
 MAX_QUERY_CHARS = 1_000
 DEFAULT_TYPE = DEFAULT_RECORD_TYPE
@@ -176,7 +182,10 @@ def short_index(conn, record_type: RecordType) -> bool:
     """Whether the type's SQLite full-text index is the padded one (tables.py), whose
     vocabulary lists the rows holding any 1–2 character string; if so the connection gets
     its temporary vocabulary table, which queries built with `grams` read. Looked up in the
-    schema once per connection and schema version (a page asks several times)."""
+    schema once per connection and schema version (a page asks several times). On PostgreSQL:
+    whether the type's table has the windows index (`pg_windows_index`)."""
+    if _dialect(conn) == "postgresql":
+        return bool(record_type.text_index_columns) and pg_windows_index(conn, record_type)
     if _dialect(conn) != "sqlite" or not record_type.text_index_columns:
         return False
     key = (id(conn), record_type.table)
@@ -193,8 +202,106 @@ def short_index(conn, record_type: RecordType) -> bool:
     return True
 
 
+_pg_windows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # connection → {table: index there}
+
+
+def pg_windows_index(conn, record_type: RecordType) -> bool:
+    """Whether the type's PostgreSQL table has the windows index (tables.py
+    `pg_windows_document`, an opt-in in place of the pg_trgm index), asked once per
+    connection. Either answer only chooses how a term is read, never which rows match."""
+    known = _pg_windows.setdefault(conn, {})
+    if record_type.table not in known:
+        found = conn.execute("SELECT to_regclass(?)", [f'"{pg_windows_index_name(record_type)}"']).fetchone()[0]
+        known[record_type.table] = found is not None
+    return known[record_type.table]
+
+
+_CONTEXT_CASED = frozenset("Σσς")
+
+
+def pg_windows_query(term: str) -> str | None:
+    """The tsquery (as text, to be lower-cased by PostgreSQL as the index's text was) that
+    every record whose text ILIKE-matches `term` satisfies in the windows index: each
+    3-character window of the term, or for a 1–2 character term a prefix of a window (every
+    1–2 characters of an indexed text start one); or a record too long to be indexed whole.
+    `'` and `\\` become `?`, as in the index. None for a term with a character whose lower
+    case is longer than one character (İ), or depends on its neighbours (Σ, final ς under an
+    ICU collation): its windows, lower-cased alone, might not be the lower-cased text's."""
+    if not term or any(len(ch.lower()) != 1 or ch in _CONTEXT_CASED for ch in term):
+        return None
+    text = term.translate({ord("'"): "?", ord("\\"): "?"})
+    if len(text) < TRIGRAM:
+        wanted = f"'{text}':*"
+    else:
+        wanted = "(" + " & ".join(f"'{w}'" for w in dict.fromkeys(text[i:i + TRIGRAM] for i in range(len(text) - 2))) + ")"
+    return f"{wanted} | '{PG_LONG_TEXT}'"
+
+
+_pg_shares: dict[tuple, int] = {}   # (connection, table, term, last id) → newest records holding it
+
+
+def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
+    """PostgreSQL with the windows index: the terms in at least `share` of the newest
+    PG_SAMPLE_ROWS records (a plain ILIKE over them, once per connection and last id), read
+    with the ILIKE alone, wrapped, so the query walks the newest-first date index (a page of them is
+    found within a few hundred rows; the index would list most of the table, then sort it).
+    The planner cannot judge this itself: it takes the windows query and the ILIKE for
+    independent, and has no statistics for the ILIKE's text. Only when the text is the whole
+    query (another filter may make the walk long). Never changes which rows match."""
+    record_type = filters.declaration()
+    terms = set(filters.terms())
+    if not terms or not record_type.text_index_columns or \
+            replace(filters, text=None) != replace(RecallFilter(record_type=filters.record_type), text=None):
+        return frozenset()
+    top = conn.execute(f"SELECT max(id) FROM {record_type.table}").fetchone()[0] or 0
+    sample = min(PG_SAMPLE_ROWS, top)
+    walk = set()
+    for term in terms:
+        key = (id(conn), record_type.table, term, top)
+        if key not in _pg_shares:
+            if len(_pg_shares) >= 256:
+                _pg_shares.pop(next(iter(_pg_shares), None), None)
+            params = [_like_pattern(term)]
+            _pg_shares[key] = conn.execute(
+                f"SELECT count(*) FROM {record_type.table} AS r WHERE r.id > ? AND "
+                f"({pg_search_document(record_type)}) ILIKE ? ESCAPE '\\'", [top - sample, *params]).fetchone()[0]
+        if sample and _pg_shares[key] >= share * sample:
+            walk.add(term)
+    return frozenset(walk)
+
+
+def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: str, windows: bool,
+                       walk: bool, as_ids: bool = True) -> str:
+    """PostgreSQL: the ILIKE over the searched text (which the pg_trgm index answers for 3+
+    characters). With the windows index and unless `walk` (`pg_walk`), the ids of the rows
+    its tsquery finds, each tested with the ILIKE — exactly the ILIKE's rows, for terms of any
+    length — collected first (an array the query then reads by id), so the planner cannot
+    walk the date index testing each row: it takes the windows query and the ILIKE for
+    independent, underestimates how many rows hold a term, and walked a million rows for
+    `Q7` (1.2 s), also when the ids were written as `IN (SELECT …)`. Not `as_ids` (a count
+    up to a cap, in no order): the two tests on each row of the index's, so the count stops at
+    its cap (collected first, 200,000 ids took 0.5 s)."""
+    query = pg_windows_query(term) if windows and not walk else None
+    if query is None:
+        params.append(_like_pattern(term))
+        if windows and walk:
+            # The same ILIKE, wrapped: the planner takes a wrapped test to hold for half the
+            # rows, so it walks the date index for a page. No statistics describe the text
+            # without the pg_trgm index, and the bare ILIKE (or texticlike(), which has the
+            # same estimator) was taken for 1 row in 10,000: a pass and a sort, 1.3 s at 1M.
+            return f"COALESCE(({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\', false)"
+        return f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\'"
+    params.extend([query, _like_pattern(term)])
+    if not as_ids:
+        return (f"({pg_windows_document(record_type).format(t=alias + '.')} @@ lower(?)::tsquery AND "
+                f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\')")
+    return (f"{alias}.id = ANY(ARRAY(SELECT s.id FROM {record_type.table} AS s WHERE "
+            f"{pg_windows_document(record_type).format(t='s.')} @@ lower(?)::tsquery AND "
+            f"({pg_search_document(record_type, 's.')}) ILIKE ? ESCAPE '\\'))")
+
+
 def _text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
-                    walk: bool = False, alias: str = "r", grams: bool = False) -> str:
+                    walk: bool = False, alias: str = "r", grams: bool = False, pg_ids: bool = True) -> str:
     """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
     index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
     over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
@@ -202,8 +309,7 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     that one row — the same rows either way, in whatever order the query walks."""
     columns = record_type.text_index_columns
     if dialect == "postgresql":
-        params.append(_like_pattern(term))
-        return f"({pg_search_document(record_type)}) ILIKE ? ESCAPE '\\'"
+        return _pg_text_condition(record_type, term, params, alias, grams, walk, pg_ids)
     fts = fts_table(record_type)
     if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))
@@ -340,9 +446,11 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
 
     How, never which rows: `walk` names terms tested row by row (`plan_terms`); `driven`
     (SQLite) reads the first term of 3+ characters as a join from its FTS5 index, so a query
-    with a LIMIT and no order stops after that many index entries (`count_upto`); `grams`
-    (SQLite, `short_index`): a 1–2 character term is read from the padded index's vocabulary;
-    `facet_sets`: a facet filter reads its rows' ids from the column's index (an export)."""
+    with a LIMIT and no order stops after that many index entries (`count_upto`; on PostgreSQL
+    a term is tested on its windows index's rows without collecting their ids first); `grams`
+    (`short_index`): a 1–2 character term is read from the padded index's vocabulary (SQLite),
+    any term from the windows index (PostgreSQL, `_pg_text_condition`); `facet_sets`: a facet
+    filter reads its rows' ids from the column's index (an export)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -358,7 +466,8 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
             where.append(f"[{fts_table(record_type)}] MATCH ?")
             joined = True
             continue
-        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk, grams=grams))
+        where.append(_text_condition(record_type, term, params, dialect, walk=term in walk, grams=grams,
+                                     pg_ids=not driven))
     if filters.countries:
         _needs(record_type, "--country", "country")
         where.append(f"r.country IN ({','.join('?' * len(filters.countries))})")
@@ -541,9 +650,13 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
     """One page of matching records as dicts (JSON columns decoded, `best_text` added), newest first."""
     record_type = filters.declaration()
     json_columns = [c for c in getattr(record_type, "json_columns", ("extra",))]
-    walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
+    grams = short_index(conn, record_type)
+    if _dialect(conn) == "postgresql":
+        walk = pg_walk(conn, filters, WALK_SHARE) if grams and offset + limit <= WALK_PAGE_ROWS else frozenset()
+    else:
+        walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
     sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk,
-                              grams=short_index(conn, record_type))
+                              grams=grams)
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
@@ -577,7 +690,9 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     record_type = filters.declaration()
     grams = short_index(conn, record_type)
     walk = short_terms(filters, grams)
-    if grams and short_terms(filters) - walk:
+    if grams and _dialect(conn) == "postgresql":
+        walk = pg_walk(conn, filters, PG_COUNT_WALK_SHARE)
+    elif grams and short_terms(filters) - walk:
         top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
         walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
@@ -643,4 +758,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "many_matches", "short_terms", "short_index", "gram_indexed", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "many_matches", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]

@@ -1,6 +1,7 @@
 """A type's table, derived from its declaration: the columns, the unique key (source first),
 the indexes, and the full-text index — SQLite FTS5 with the trigram tokenizer over an external
-content table, PostgreSQL one pg_trgm GIN index over the same text.
+content table, PostgreSQL one GIN index over the same text: pg_trgm, or the windows index a
+store opts into (`pg_windows_document`, `pg_search_index_statements`).
 
 `ensure_sqlite` creates the table when a type first appears and evolves it additively when the
 declaration grows (a new model field becomes ALTER TABLE ADD COLUMN; a changed set of indexed
@@ -277,14 +278,64 @@ def pg_search_document(record_type: RecordType) -> str:
     return " || ' ' || ".join(f"COALESCE({{t}}{c}, '')" for c in record_type.text_index_columns)
 
 
+PG_WINDOWS_CAP = 40_000     # characters of a record's searched text the windows index holds
+PG_LONG_TEXT = " >cap"      # the lexeme of a record whose text is longer (no window has 4 characters)
+
+
+def pg_windows_document(record_type: RecordType) -> str:
+    """The searched text as a tsvector of its 3-character windows, with `{t}` for a table alias.
+
+    The text is lower-cased (PostgreSQL's `lower`, as ILIKE folds it), `'` and `\\` become `?`
+    (the only characters tsvector input treats specially inside quotes), and is cut into
+    pieces of three from its first, second and third character, each piece one quoted lexeme:
+    every 3-character string of the text is then a lexeme, and every 1–2 character string the
+    start of one (at the end of the text the last pieces are shorter). No parser is involved,
+    so tags, hosts, numbers and hyphens are plain characters. Only the first PG_WINDOWS_CAP
+    characters are cut (a tsvector holds at most 1 MB of lexemes; 40,000 characters make at
+    most 480 KB); a longer text adds the lexeme PG_LONG_TEXT, which every query also accepts."""
+    document = pg_search_document(record_type)
+    text = f"translate(lower(left({document}, {PG_WINDOWS_CAP})), '''\\', '??')"
+    pieces = " || ".join(f"regexp_replace({part}, '.{{{{1,3}}}}', '''\\&'' ', 'g')"
+                         for part in (text, f"substr({text}, 2)", f"substr({text}, 3)"))
+    return (f"(({pieces}) || CASE WHEN length({document}) > {PG_WINDOWS_CAP} "
+            f"THEN '''{PG_LONG_TEXT}''' ELSE '' END)::tsvector")
+
+
+def pg_trgm_index_name(record_type: RecordType) -> str:
+    return f"{record_type.table}_search_trgm"
+
+
+def pg_windows_index_name(record_type: RecordType) -> str:
+    return f"{record_type.table}_search_windows"
+
+
+PG_SEARCH_INDEXES = ("trgm", "windows")
+
+
+def pg_search_index_statements(record_type: RecordType, kind: str) -> list[str]:
+    """DDL making `kind` ("trgm" or "windows") the type's one search index: it is built, the
+    other dropped. The trigram index answers terms of 3+ characters; the windows index every
+    length, at about twice the cost of each stored record (bench/README.md): an opt-in."""
+    document = pg_search_document(record_type).format(t="")
+    build = {"trgm": f'CREATE INDEX IF NOT EXISTS "{pg_trgm_index_name(record_type)}" ON "{record_type.table}" '
+                     f"USING gin (({document}) gin_trgm_ops)",
+             "windows": f'CREATE INDEX IF NOT EXISTS "{pg_windows_index_name(record_type)}" ON "{record_type.table}" '
+                        f"USING gin (({pg_windows_document(record_type).format(t='')}))"}
+    other = pg_windows_index_name(record_type) if kind == "trgm" else pg_trgm_index_name(record_type)
+    return [build[kind], f'DROP INDEX IF EXISTS "{other}"']
+
+
 def pg_statements(record_type: RecordType) -> list[str]:
-    """What SQLite does with FTS5 and triggers: one pg_trgm GIN index over the searched text;
-    and the translation queue (pending rows newest first)."""
+    """What SQLite does with FTS5 and triggers: one GIN index over the searched text — the
+    pg_trgm one, unless the table has the windows index (made on request,
+    `pg_search_index_statements`, kept from then on); and the translation queue (pending rows
+    newest first)."""
     table = record_type.table
     statements = []
     if record_type.text_index_columns:
-        statements.append(f'CREATE INDEX IF NOT EXISTS "{table}_search_trgm" ON "{table}" USING gin '
-                          f"(({pg_search_document(record_type).format(t='')}) gin_trgm_ops)")
+        trgm = pg_search_index_statements(record_type, "trgm")[0]
+        statements.append(f"DO $bc$ BEGIN IF to_regclass('\"{pg_windows_index_name(record_type)}\"') IS NULL "
+                          f"THEN {trgm}; END IF; END $bc$")
     order = f"{record_type.date_field} DESC, id DESC" if record_type.date_field else "id DESC"
     statements.append(f'CREATE INDEX IF NOT EXISTS "{table}_pending" ON "{table}" ({order}) WHERE translated_at IS NULL')
     for name, columns, where in partial_read_indexes(record_type):
@@ -295,4 +346,5 @@ def pg_statements(record_type: RecordType) -> list[str]:
 
 __all__ = ["ensure_sqlite", "needs_ensure", "partial_read_indexes", "read_indexes", "facet_index_columns", "input_index", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
            "fts_padded", "fts_content_view", "fts_vocab_table", "attach_fts_vocab", "PAD",
-           "pg_search_document", "pg_statements"]
+           "pg_search_document", "pg_statements", "pg_windows_document", "pg_search_index_statements",
+           "pg_trgm_index_name", "pg_windows_index_name", "PG_SEARCH_INDEXES", "PG_WINDOWS_CAP", "PG_LONG_TEXT"]

@@ -27,9 +27,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 from collections.abc import Callable
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.recordtypes import record_types
+from basecrawler.recordtypes.tables import (PG_SEARCH_INDEXES, pg_search_index_statements, pg_trgm_index_name,
+                                            pg_windows_index_name)
 from basecrawler.store.schema import _PG_INDEX_COLUMNS, EXTENSIONS_TABLE, _pg_behind, pg_schema_statements, reference_schema, schema_extensions
 
 log = logging.getLogger(__name__)
@@ -150,6 +154,7 @@ def migrate_pg(conn) -> int:
                 conn.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
                              "ON CONFLICT (name) DO UPDATE SET version = excluded.version", [name, wanted[name]])
             log.debug("PostgreSQL schema derived (reference %s, extensions %s)", fingerprint, wanted)
+        _switch_search_index(conn, search_index_choice())
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -158,4 +163,36 @@ def migrate_pg(conn) -> int:
     return latest
 
 
-__all__ = ["migrate_pg", "STEPS", "BASELINE", "latest_version"]
+SEARCH_INDEX_ENV = "BASECRAWLER_PG_SEARCH_INDEX"
+
+
+def search_index_choice() -> str | None:
+    """BASECRAWLER_PG_SEARCH_INDEX: "windows" makes every type's search index the windows
+    index (terms of 1–2 characters answered by an index too, at about twice the index cost of
+    each stored record: bench/README.md), "trgm" the pg_trgm index again; unset, a store keeps
+    the one it has (a new store gets pg_trgm), so processes that do not set it never undo it."""
+    value = (os.environ.get(SEARCH_INDEX_ENV) or "").strip().lower()
+    if not value:
+        return None
+    if value not in PG_SEARCH_INDEXES:
+        from basecrawler.errors import ConfigError
+        raise ConfigError(f"{SEARCH_INDEX_ENV}={value!r}: use one of {', '.join(PG_SEARCH_INDEXES)}")
+    return value
+
+
+def _switch_search_index(conn, kind: str | None) -> None:
+    """Make `kind` the search index of every type with searched text whose table lacks it
+    (an index build over the whole table, once; the other index is dropped)."""
+    if kind is None:
+        return
+    for record_type in record_types().values():
+        wanted = pg_windows_index_name(record_type) if kind == "windows" else pg_trgm_index_name(record_type)
+        if not record_type.text_index_columns or \
+                conn.execute("SELECT to_regclass(?)", [f'"{wanted}"']).fetchone()[0] is not None:
+            continue
+        log.info("building the %s search index of %s (%s=%s)", kind, record_type.table, SEARCH_INDEX_ENV, kind)
+        for statement in pg_search_index_statements(record_type, kind):
+            conn.executescript(statement)
+
+
+__all__ = ["migrate_pg", "search_index_choice", "SEARCH_INDEX_ENV", "STEPS", "BASELINE", "latest_version"]
