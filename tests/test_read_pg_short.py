@@ -116,8 +116,20 @@ def _indexes(store) -> set[str]:
 
 def test_a_store_switches_its_search_index_when_asked_and_keeps_it_otherwise(pg_url, monkeypatch):  # noqa: F811
     monkeypatch.delenv(ENV, raising=False)
-    store = Store(pg_url)   # as every store was made: the trigram index
+    store = Store(pg_url)   # a new store: the windows index
     store.upsert_recalls(_recalls(30), source="test")
+    assert _indexes(store) == {"recalls_search_windows"}
+    assert search_module.short_index(store.db.conn, RecallFilter().declaration())
+    store.close()
+    monkeypatch.setenv(ENV, "trgm")
+    store = Store(pg_url)
+    assert _indexes(store) == {"recalls_search_trgm"}
+    assert not search_module.short_index(store.db.conn, RecallFilter().declaration())
+    assert [r["id"] for r in search(store.db.conn, RecallFilter(text="Q7"), limit=100)] == \
+        _plain(store.db.conn, RecallFilter(text="Q7")) != []
+    store.close()
+    monkeypatch.delenv(ENV)
+    store = Store(pg_url)   # a process that does not ask keeps what the store has (a store made with pg_trgm too)
     assert _indexes(store) == {"recalls_search_trgm"}
     store.close()
     monkeypatch.setenv(ENV, "windows")
@@ -125,15 +137,6 @@ def test_a_store_switches_its_search_index_when_asked_and_keeps_it_otherwise(pg_
     assert _indexes(store) == {"recalls_search_windows"}
     assert [r["id"] for r in search(store.db.conn, RecallFilter(text="Q7"), limit=100)] == \
         _plain(store.db.conn, RecallFilter(text="Q7")) != []
-    store.close()
-    monkeypatch.delenv(ENV)
-    store = Store(pg_url)   # a process that does not ask keeps what the store has
-    assert _indexes(store) == {"recalls_search_windows"}
-    store.close()
-    monkeypatch.setenv(ENV, "trgm")
-    store = Store(pg_url)
-    assert _indexes(store) == {"recalls_search_trgm"}
-    assert not search_module.short_index(store.db.conn, RecallFilter().declaration())
     store.close()
     monkeypatch.setenv(ENV, "bigm")
     with pytest.raises(ConfigError, match=ENV):

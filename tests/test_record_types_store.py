@@ -121,7 +121,7 @@ def test_the_full_text_index_covers_the_declared_text(gadget_type, db_path):
         store.write(lambda db: db.conn.execute("UPDATE gadget_alerts SET title_ko = '전기 주전자' WHERE alert_id = 'G1'"))
         assert match("주전자") == ["G1"]
     else:
-        assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'gadget_alerts_search_trgm'") == 1
+        assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'gadget_alerts_search_windows'") == 1
     store.close()
 
 

@@ -293,8 +293,9 @@ def test_translation_workers_never_send_the_same_row_twice(pg_url):  # noqa: F81
         s.close()
 
 
-def test_pg_search_uses_the_trigram_index(pg_url):  # noqa: F811
+def test_pg_search_uses_the_trigram_index(pg_url, monkeypatch):  # noqa: F811
     from basecrawler.reading.search import RecallFilter, build_query
+    monkeypatch.setenv("BASECRAWLER_PG_SEARCH_INDEX", "trgm")   # (the windows index: tests/test_read_pg_short.py)
     store = Store(pg_url)
     sql, params = build_query(RecallFilter(text="ブレーキ"), dialect="postgresql")
     store.db.execute("SET enable_seqscan = off")

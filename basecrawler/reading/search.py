@@ -11,10 +11,11 @@ so any Japanese, Korean or English substring of 3+ characters matches); shorter 
 whitespace-separated terms must all match. Everything user-supplied is bound as a parameter;
 a term is quoted as one FTS5 phrase, so query syntax characters in it are plain text.
 
-On PostgreSQL every term is one ILIKE over the searched columns joined into one text, which
-the type's pg_trgm GIN index answers for terms of 3+ characters; shorter terms scan. A store
-that opted into the windows index instead (BASECRAWLER_PG_SEARCH_INDEX=windows, tables.py)
-reads every term through it, each candidate tested with the same ILIKE (`_pg_text_condition`).
+On PostgreSQL every term is one ILIKE over the searched columns joined into one text. The
+type's windows index (tables.py `pg_windows_document`) answers terms of every length, each
+candidate tested with the same ILIKE (`_pg_text_condition`); a store that keeps the pg_trgm
+index (made before the windows index, or BASECRAWLER_PG_SEARCH_INDEX=trgm) answers terms of
+3+ characters from it, and shorter terms scan.
 The filters are the same SQL on both.
 
 Filters: `--filter FIELD=VALUE` on any declared facet (case-insensitive equality; a
@@ -207,7 +208,7 @@ _pg_windows: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # conne
 
 def pg_windows_index(conn, record_type: RecordType) -> bool:
     """Whether the type's PostgreSQL table has the windows index (tables.py
-    `pg_windows_document`, an opt-in in place of the pg_trgm index), asked once per
+    `pg_windows_document`; a store may keep pg_trgm in its place), asked once per
     connection. Either answer only chooses how a term is read, never which rows match."""
     known = _pg_windows.setdefault(conn, {})
     if record_type.table not in known:

@@ -1,7 +1,8 @@
 """A type's table, derived from its declaration: the columns, the unique key (source first),
 the indexes, and the full-text index — SQLite FTS5 with the trigram tokenizer over an external
-content table, PostgreSQL one GIN index over the same text: pg_trgm, or the windows index a
-store opts into (`pg_windows_document`, `pg_search_index_statements`).
+content table, PostgreSQL one GIN index over the same text: the windows index, which answers
+terms of every length (`pg_windows_document`), or pg_trgm in a store made with it or switched
+to it (`pg_search_index_statements`).
 
 `ensure_sqlite` creates the table when a type first appears and evolves it additively when the
 declaration grows (a new model field becomes ALTER TABLE ADD COLUMN; a changed set of indexed
@@ -315,7 +316,7 @@ PG_SEARCH_INDEXES = ("trgm", "windows")
 def pg_search_index_statements(record_type: RecordType, kind: str) -> list[str]:
     """DDL making `kind` ("trgm" or "windows") the type's one search index: it is built, the
     other dropped. The trigram index answers terms of 3+ characters; the windows index every
-    length, at about twice the cost of each stored record (bench/README.md): an opt-in."""
+    length, at about twice the index cost of each stored record (bench/README.md)."""
     document = pg_search_document(record_type).format(t="")
     build = {"trgm": f'CREATE INDEX IF NOT EXISTS "{pg_trgm_index_name(record_type)}" ON "{record_type.table}" '
                      f"USING gin (({document}) gin_trgm_ops)",
@@ -327,15 +328,16 @@ def pg_search_index_statements(record_type: RecordType, kind: str) -> list[str]:
 
 def pg_statements(record_type: RecordType) -> list[str]:
     """What SQLite does with FTS5 and triggers: one GIN index over the searched text — the
-    pg_trgm one, unless the table has the windows index (made on request,
-    `pg_search_index_statements`, kept from then on); and the translation queue (pending rows
-    newest first)."""
+    windows index, so a 1–2 character term (a Korean or Japanese word: 화재, 火災) is read
+    from an index on both engines, unless the table has the pg_trgm index (a store made before
+    the windows index, or switched back, `pg_search_index_statements`: kept from then on);
+    and the translation queue (pending rows newest first)."""
     table = record_type.table
     statements = []
     if record_type.text_index_columns:
-        trgm = pg_search_index_statements(record_type, "trgm")[0]
-        statements.append(f"DO $bc$ BEGIN IF to_regclass('\"{pg_windows_index_name(record_type)}\"') IS NULL "
-                          f"THEN {trgm}; END IF; END $bc$")
+        windows = pg_search_index_statements(record_type, "windows")[0]
+        statements.append(f"DO $bc$ BEGIN IF to_regclass('\"{pg_trgm_index_name(record_type)}\"') IS NULL "
+                          f"THEN {windows}; END IF; END $bc$")
     order = f"{record_type.date_field} DESC, id DESC" if record_type.date_field else "id DESC"
     statements.append(f'CREATE INDEX IF NOT EXISTS "{table}_pending" ON "{table}" ({order}) WHERE translated_at IS NULL')
     for name, columns, where in partial_read_indexes(record_type):
