@@ -5,7 +5,6 @@ one-pass summary once, not once per facet."""
 import asyncio
 import datetime as dt
 import json
-import threading
 import time
 
 import pytest
@@ -14,6 +13,7 @@ from basecrawler import Recall
 from basecrawler.reading import facetcounts
 from basecrawler.reading.search import RecallFilter
 from record_types.vehicle_recall import VEHICLE_RECALL
+from summary_support import hold_summaries, stored_by_a_finished_run
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
 
@@ -27,10 +27,7 @@ def _recalls(n: int) -> list[Recall]:
 
 @pytest.fixture
 def filled(store):
-    run = store.start_run("test", "incremental", "running", 1)
-    store.upsert_recalls(_recalls(120), source="test")
-    store.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
-    return store
+    return stored_by_a_finished_run(store, _recalls(120))
 
 
 def _rows(conn, sql):
@@ -119,13 +116,7 @@ def test_a_summary_still_counting_is_awaited_once_not_once_per_asker(filled, db_
 
     import basecrawler.reading.summary as summary_module
 
-    release = threading.Event()
-    real = summary_module._counted
-
-    def slow(*args, **kwargs):
-        release.wait(30)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(summary_module, "_counted", slow)
+    release = hold_summaries(monkeypatch, summary_module)
 
     async def scenario():
         ds = Datasette([db_path])
@@ -218,13 +209,7 @@ def test_a_search_page_waits_for_its_counts_once_and_says_when_they_follow(fille
 
     monkeypatch.setattr("basecrawler.reading.search.WALK_MIN", 10)
     monkeypatch.setattr(summary_module, "_summaries", {})   # no summary from another test
-    release = threading.Event()
-    real = summary_module._counted
-
-    def held(*args, **kwargs):
-        release.wait(30)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(summary_module, "_counted", held)
+    release = hold_summaries(monkeypatch, summary_module)
     waits = {}
 
     async def scenario():

@@ -3,16 +3,16 @@ two connections) and read from the type's narrow facet index gives the same coun
 pass over the wide rows; an existing store gets the facet index when opened, and one without
 it is still summarised."""
 import asyncio
-import datetime as dt
 
 import pytest
 
-from basecrawler import Recall, Store
+from basecrawler import Store
 from basecrawler.reading import facetcounts
 from basecrawler.reading import summary as summary_module
 from basecrawler.reading.search import RecallFilter, build_query
 from basecrawler.recordtypes import get_record_type
 from basecrawler.recordtypes.tables import facet_index_columns, index_name
+from test_read_first_visit import _mostly_pumps
 from test_read_scale import _recalls
 
 VEHICLE = get_record_type("vehicle_recall")
@@ -55,14 +55,6 @@ def test_a_whole_table_summary_is_counted_once_not_per_part(filled, monkeypatch)
     conn = filled.db.conn
     summary = summary_module.summarise(conn, RecallFilter(), parts=2)
     assert summary.count == 800 and sum(summary.values["country"].values()) == 800
-
-
-def _mostly_pumps(n: int) -> list[Recall]:
-    return [Recall(country=("JP", "US", "DE", "KR")[i % 4], recall_number=f"P{i:04d}",
-                   recall_date=(dt.date(2020, 1, 1) + dt.timedelta(days=i * 5)) if i % 9 else "not a date",
-                   summary_original=("brake hose", "fuel PUMP leaks", "Pumpe ärger", "pump")[i % 4] + f" {i}",
-                   manufacturer_original=("Ford", "トヨタ", "Kia")[i % 3],
-                   model_year=("2019-2021", "2020", None)[i % 3]) for i in range(n)]
 
 
 @pytest.mark.parametrize("text", ["pump", "hose", "brake", "fuel"])

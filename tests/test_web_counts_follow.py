@@ -18,6 +18,7 @@ import pytest
 
 from basecrawler import Recall
 from basecrawler.reading.search import RecallFilter
+from summary_support import hold_summaries, stored_by_a_finished_run
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
 
@@ -33,10 +34,7 @@ def _recalls(n: int) -> list[Recall]:
 
 @pytest.fixture
 def filled(store):
-    run = store.start_run("test", "incremental", "running", 1)
-    store.upsert_recalls(_recalls(60), source="test")
-    store.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
-    return store
+    return stored_by_a_finished_run(store, _recalls(60))
 
 
 @pytest.fixture
@@ -51,13 +49,7 @@ def fresh_summaries(monkeypatch):
 @pytest.fixture
 def held(fresh_summaries, monkeypatch):
     """An event: every summary's count waits for it."""
-    release = threading.Event()
-    real = fresh_summaries._counted
-
-    def waiting(*args, **kwargs):
-        release.wait(60)
-        return real(*args, **kwargs)
-    monkeypatch.setattr(fresh_summaries, "_counted", waiting)
+    release = hold_summaries(monkeypatch, fresh_summaries, timeout=60)
     yield release
     release.set()
 
