@@ -10,7 +10,7 @@ import time
 import pytest
 
 from basecrawler import Recall
-from basecrawler.reading import facetcounts
+from basecrawler.reading import facetcounts, summary_cache
 from basecrawler.reading.search import RecallFilter
 from record_types.vehicle_recall import VEHICLE_RECALL
 from summary_support import hold_summaries, stored_by_a_finished_run
@@ -123,14 +123,14 @@ def test_a_summary_still_counting_is_awaited_once_not_once_per_asker(filled, db_
         await ds.invoke_startup()
         name = next(n for n in ds.databases if n != "_internal")
         filters = RecallFilter(text="defect")   # a search no other test summarises (kept per name)
-        first = await summary_module.cached_summary(ds, name, "recalls", filters, wait_s=0.2)
+        first = await summary_cache.cached_summary(ds, name, "recalls", filters, wait_s=0.2)
         started = time.monotonic()
-        second = await summary_module.cached_summary(ds, name, "recalls", filters, wait_s=20)
+        second = await summary_cache.cached_summary(ds, name, "recalls", filters, wait_s=20)
         waited = time.monotonic() - started
         release.set()
         done = None
         for _ in range(300):   # the count goes on and a later visit finds it
-            done = await summary_module.cached_summary(ds, name, "recalls", filters, wait_s=20)
+            done = await summary_cache.cached_summary(ds, name, "recalls", filters, wait_s=20)
             if done is not None:
                 break
             await asyncio.sleep(0.1)
@@ -208,7 +208,7 @@ def test_a_search_page_waits_for_its_counts_once_and_says_when_they_follow(fille
     from basecrawler.reading.browse import WEB_DIR, build_metadata
 
     monkeypatch.setattr("basecrawler.reading.search.WALK_MIN", 10)
-    monkeypatch.setattr(summary_module, "_summaries", {})   # no summary from another test
+    monkeypatch.setattr(summary_cache, "_summaries", {})   # no summary from another test
     release = hold_summaries(monkeypatch, summary_module)
     waits = {}
 

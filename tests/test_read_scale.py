@@ -12,7 +12,8 @@ from basecrawler.cli import main
 from basecrawler.reading import search as search_module
 from basecrawler.reading.search import (RecallFilter, build_query, count, count_upto, plan_terms, search,
                                         short_terms)
-from basecrawler.reading.summary import cached_summary, summarise
+from basecrawler.reading.summary import summarise
+from basecrawler.reading.summary_cache import cached_summary
 
 TEXTS = ["ブレーキホースが損傷し、制動力が低下するおそれがある。", "燃料ポンプのインペラが変形する。",
          "The rear BRAKE hose may rupture.", "ÄRGER mit der Bremse: Öl tritt aus.", "ärger klein geschrieben",

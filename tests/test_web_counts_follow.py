@@ -39,17 +39,19 @@ def filled(store):
 
 @pytest.fixture
 def fresh_summaries(monkeypatch):
-    import basecrawler.reading.summary as summary_module
+    import basecrawler.reading.summary_cache as summary_cache
 
     for name in ("_summaries", "_summarising", "_wait_until", "_slow"):
-        monkeypatch.setattr(summary_module, name, {})
-    return summary_module
+        monkeypatch.setattr(summary_cache, name, {})
+    return summary_cache
 
 
 @pytest.fixture
 def held(fresh_summaries, monkeypatch):
     """An event: every summary's count waits for it."""
-    release = hold_summaries(monkeypatch, fresh_summaries, timeout=60)
+    import basecrawler.reading.summary as summary_module
+
+    release = hold_summaries(monkeypatch, summary_module, timeout=60)
     yield release
     release.set()
 
@@ -167,37 +169,37 @@ def test_a_page_shows_its_facets_when_its_summary_is_ready_without_a_reload(fill
 def test_slow_searches_are_counted_again_when_a_run_changed_the_data(filled, db_path, fresh_summaries, monkeypatch):
     """A search whose summary was slow is counted again, once no run is going, at the new data
     version, without anyone asking; a fast one is not; at most RECOUNT_MAX are kept."""
-    summary_module = fresh_summaries
+    summary_cache = fresh_summaries
     from datasette.app import Datasette
 
     async def scenario():
         ds = Datasette([db_path])
         await ds.invoke_startup()
         name = next(n for n in ds.databases if n != "_internal")
-        monkeypatch.setattr(summary_module, "RECOUNT_AFTER_S", -1)   # every summary counts as slow
-        await summary_module.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=30)
-        monkeypatch.setattr(summary_module, "RECOUNT_AFTER_S", 60)
-        await summary_module.cached_summary(ds, name, "recalls", RecallFilter(text="defect"), wait_s=30)
+        monkeypatch.setattr(summary_cache, "RECOUNT_AFTER_S", -1)   # every summary counts as slow
+        await summary_cache.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=30)
+        monkeypatch.setattr(summary_cache, "RECOUNT_AFTER_S", 60)
+        await summary_cache.cached_summary(ds, name, "recalls", RecallFilter(text="defect"), wait_s=30)
         seen: dict = {}
-        nothing_new = await summary_module.recount_slow(ds, seen)
+        nothing_new = await summary_cache.recount_slow(ds, seen)
         run = filled.start_run("test", "incremental", "running", 1)
         filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
                                       summary_original="fuel leak late")], source="test")
-        during_run = await summary_module.recount_slow(ds, seen)
+        during_run = await summary_cache.recount_slow(ds, seen)
         filled.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
-        after_run = await summary_module.recount_slow(ds, seen)
-        marker = await summary_module.run_marker(ds, name, "recalls")
-        counted = {key[2].text: value.count for key, value in summary_module._summaries.items() if key[3] == marker}
+        after_run = await summary_cache.recount_slow(ds, seen)
+        marker = await summary_cache.run_marker(ds, name, "recalls")
+        counted = {key[2].text: value.count for key, value in summary_cache._summaries.items() if key[3] == marker}
         # Asked now, the page needs no wait: it is there.
-        ready = await summary_module.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=0)
+        ready = await summary_cache.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=0)
         return nothing_new, during_run, after_run, counted, ready
     nothing_new, during_run, after_run, counted, ready = asyncio.run(scenario())
     assert (nothing_new, during_run, after_run) == (0, 0, 1)
     assert counted == {"fuel": 31} and ready is not None and ready.count == 31
-    for n in range(summary_module.RECOUNT_MAX + 3):
-        summary_module._remember_slow(("db", "recalls", RecallFilter(text=f"term{n}")))
-    assert len(summary_module._slow) == summary_module.RECOUNT_MAX
-    assert ("db", "recalls", RecallFilter(text=f"term{summary_module.RECOUNT_MAX + 2}")) in summary_module._slow
+    for n in range(summary_cache.RECOUNT_MAX + 3):
+        summary_cache._remember_slow(("db", "recalls", RecallFilter(text=f"term{n}")))
+    assert len(summary_cache._slow) == summary_cache.RECOUNT_MAX
+    assert ("db", "recalls", RecallFilter(text=f"term{summary_cache.RECOUNT_MAX + 2}")) in summary_cache._slow
 
 
 def test_a_search_page_reads_the_data_version_once(filled, db_path, fresh_summaries, monkeypatch):
@@ -244,26 +246,26 @@ def test_short_index_looks_in_the_schema_once_per_connection(filled):
 
 
 def test_the_web_views_loop_recounts_a_slow_search_after_a_run(filled, db_path, fresh_summaries, monkeypatch):
-    summary_module = fresh_summaries
+    summary_cache = fresh_summaries
     from datasette.app import Datasette
 
-    monkeypatch.setattr(summary_module, "RECOUNT_EVERY_S", 0.02)
-    monkeypatch.setattr(summary_module, "RECOUNT_AFTER_S", -1)
+    monkeypatch.setattr(summary_cache, "RECOUNT_EVERY_S", 0.02)
+    monkeypatch.setattr(summary_cache, "RECOUNT_AFTER_S", -1)
 
     async def scenario():
         ds = Datasette([db_path])
         name = next(n for n in ds.databases if n != "_internal")
-        await summary_module.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=30)
-        loop = asyncio.create_task(summary_module.keep_fresh(ds))
+        await summary_cache.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=30)
+        loop = asyncio.create_task(summary_cache.keep_fresh(ds))
         await asyncio.sleep(0.1)   # it has seen the data as it is
         run = filled.start_run("test", "incremental", "running", 1)
         filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
                                       summary_original="fuel leak late")], source="test")
         filled.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
-        marker = await summary_module.run_marker(ds, name, "recalls")
+        marker = await summary_cache.run_marker(ds, name, "recalls")
         found = None
         for _ in range(250):
-            found = summary_module._summaries.get((name, "recalls", RecallFilter(text="fuel"), marker))
+            found = summary_cache._summaries.get((name, "recalls", RecallFilter(text="fuel"), marker))
             if found is not None:
                 break
             await asyncio.sleep(0.02)

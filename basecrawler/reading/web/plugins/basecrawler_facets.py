@@ -11,8 +11,8 @@ metadata; no record type is named here).
   counted under the sentinel date 1970-01-01. Datasette facets by day only.
 
 A page that only searches (`?_search=` and no other filter) takes its facets from one pass
-over the matching records (basecrawler/reading/summary.py), kept per search and data version:
-counting each facet with its own query re-ran the search per facet, seconds at a million
+over the matching records (basecrawler/reading/summary.py), kept per search and data version
+(basecrawler/reading/summary_cache.py): counting each facet with its own query re-ran the search per facet, seconds at a million
 records. One not counted within SUMMARY_WAIT_S shows its facets as timed out; the page's
 script (static/basecrawler.js) asks `summary_state` until they are counted and puts them in
 place. The searches slow to count are counted again when a run changed the data
@@ -40,7 +40,7 @@ from basecrawler.reading.browse import types_by_table
 from basecrawler.reading.facetcounts import (known_months, months_sql, stored_counts, unknown_sql, values_sql,
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
-from basecrawler.reading.summary import cached_summary, keep_fresh, run_marker, search_covers
+from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>

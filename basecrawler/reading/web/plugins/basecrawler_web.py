@@ -10,7 +10,7 @@ declarations (basecrawler/recordtypes); no record type is named here.
   in the default order, walks the newest-first index testing each row for a term in a large
   share of the records (`plan_terms`: the same rows, found within a few hundred instead of
   sorting all of them); over a large table its count comes from the search's one-pass summary
-  (reading/summary.py, shared with the facets; `_nocount` spares Datasette's own count).
+  (reading/summary.py, kept by reading/summary_cache.py, shared with the facets; `_nocount` spares Datasette's own count).
 - Cells: the best-text column shows the record's best text (the declaration's `display` chain:
   Korean when translated, else the original, with the original beside it); a link only for an
   http(s) URL, anything else as text.
@@ -30,7 +30,7 @@ from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, 
 from basecrawler.errors import ConfigError
 from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
                                        short_terms, text_conditions, translation_progress)
-from basecrawler.reading.summary import cached_summary, search_covers
+from basecrawler.reading.summary_cache import cached_summary, search_covers
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
 # facets come from) instead of Datasette's own count query, which re-runs the search: seconds
