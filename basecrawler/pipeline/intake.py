@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -30,8 +30,35 @@ from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Wi
                                           in_window, prepare, stored_input_hash, validate)
 from basecrawler.recordtypes import RecordType
 
-if TYPE_CHECKING:
-    from basecrawler.pipeline.crawler import BaseCrawler
+
+class RunningCrawler(Protocol):
+    """What the intake needs of the crawler whose run it serves (BaseCrawler is one). A
+    protocol rather than an import, as in deadletters.py: the crawler imports this module, so
+    naming its class here, even for type checking only, drew the import circle crawler ↔
+    intake."""
+
+    source: str
+    store: Any
+    counts: Any
+    record_type: str
+    public_url: Any
+    _ledger: Any
+
+    def default_type(self) -> RecordType: ...
+
+    def record_defaults(self) -> dict: ...
+
+    def _overridden_bases(self) -> Any: ...
+
+    def parse(self, raw: Any) -> Any: ...
+
+    def prepare_record(self, record: Any) -> Any: ...
+
+    def dead_letter(self, raw: Any, error: Any, **where: Any) -> None: ...
+
+    def has_detail_phase(self) -> bool: ...
+
+    def today(self) -> Any: ...
 
 log = logging.getLogger("basecrawler")
 _NOTHING: dict = {}
@@ -47,7 +74,7 @@ class _Parsed:
 
 
 class Intake:
-    def __init__(self, crawler: "BaseCrawler", window: Window):
+    def __init__(self, crawler: "RunningCrawler", window: Window):
         self.crawler = crawler
         self.window = window
         self.parsed: list[_Parsed] = []
