@@ -173,23 +173,3 @@ def test_no_translation_hint_for_non_korean_or_when_all_translated(filled, db_pa
     filled.write(lambda db: db.conn.execute("UPDATE recalls SET translated_at = '2024-07-01T00:00:00+00:00'"))
     assert main(["--db", db_path, "search", "연료"]) == 0
     assert "translated" not in capsys.readouterr().out
-
-
-def test_many_matches_says_whether_every_term_is_in_that_many_records(store):
-    """The web page's guess at a long count: a term of 3+ characters counted in its index, a
-    shorter one from its share of the newest records; every term must reach it."""
-    import datetime as dt
-
-    from basecrawler import Recall
-    from basecrawler.reading.search import RecallFilter, many_matches
-
-    store.upsert_recalls([Recall(country="US", recall_number=f"M{i}", recall_date=dt.date(2024, 1, 1),
-                                 summary_original="brake hose" if i % 2 else "燃料 pump") for i in range(40)],
-                         source="test")
-    conn = store.db.conn
-    assert many_matches(conn, RecallFilter(text="brake"), 20)
-    assert not many_matches(conn, RecallFilter(text="brake"), 21)
-    assert many_matches(conn, RecallFilter(text="燃料"), 20) and not many_matches(conn, RecallFilter(text="燃料"), 21)
-    assert many_matches(conn, RecallFilter(text="brake pump"), 20)   # each term alone reaches it
-    assert not many_matches(conn, RecallFilter(text="brake zz"), 20)   # every term must
-    assert not many_matches(conn, RecallFilter(text="zz"), 1)

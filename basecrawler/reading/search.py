@@ -588,28 +588,6 @@ def _short_sample(conn, record_type: RecordType, term: str, top: int) -> int:
     return _short_samples[key]
 
 
-def many_matches(conn, filters: RecallFilter, rows: int) -> bool:
-    """Whether every text term of `filters` is held by about `rows` records or more (SQLite): a
-    term of 3+ characters counted in its full-text index up to `rows`, a shorter one estimated
-    from its share among the newest SAMPLE_ROWS records. A guess at how long counting the
-    matches takes (the web page does not wait for a long count); never changes an answer."""
-    record_type = filters.declaration()
-    terms = set(filters.terms())
-    if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns:
-        return False
-    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
-    fts = fts_table(record_type)
-    for term in terms:
-        if len(term) >= TRIGRAM:
-            held = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
-                                [fts_phrase(term), rows]).fetchone()[0]
-        else:
-            held = _short_sample(conn, record_type, term, top) * top // max(1, min(SAMPLE_ROWS, top))
-        if held < rows:
-            return False
-    return True
-
-
 def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
     """Whether a facet filter selects fewer than WALK_SHARE of the records (counted in the
     column's index, up to that many): an export then reads its ids and sorts them; a common
@@ -759,4 +737,4 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "many_matches", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
