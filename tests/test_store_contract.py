@@ -364,6 +364,16 @@ def test_replay_demo_gives_the_same_records_on_both_engines_and_migrates_both_wa
     assert main(["--db", lite, "migrate", "--to", back]) == 2   # never into a store that holds data
 
 
+def test_doctor_notes_a_store_whose_short_terms_read_the_table_and_says_how_to_switch(pg_url, monkeypatch):  # noqa: F811
+    from basecrawler.commands.doctor import check_database
+
+    monkeypatch.setenv("BASECRAWLER_PG_SEARCH_INDEX", "trgm")   # as a store made before the windows index
+    short = {c.name: c for c in check_database(pg_url)}["short-term search"]
+    assert short.ok and short.note and short.mark == "–"   # it works: a note, not a failure
+    assert "recalls" in short.detail and "pg_trgm" in short.detail
+    assert "BASECRAWLER_PG_SEARCH_INDEX=windows" in short.fix
+
+
 def test_doctor_checks_the_postgresql_connection_and_the_scheduler_lock(pg_url, pg_cluster):  # noqa: F811
     from basecrawler.commands.doctor import check_database, check_scheduler
     from basecrawler.operations.scheduler import daemon_lock
@@ -371,6 +381,8 @@ def test_doctor_checks_the_postgresql_connection_and_the_scheduler_lock(pg_url, 
     checks = {c.name: c for c in check_database(pg_url)}
     assert checks["database connection"].ok and "schema version" in checks["database connection"].detail
     assert checks["search index"].ok
+    short = checks["short-term search"]
+    assert short.ok and not short.note and "every table" in short.detail
     refused = check_database(f"postgresql://postgres:pw@127.0.0.1:{pg_cluster.port}/no_such_db")[0]
     assert not refused.ok and "pw" not in refused.detail and refused.fix
 

@@ -134,8 +134,9 @@ def check_font() -> Check:
 
 
 def check_postgres(url: str) -> list[Check]:
-    """Connect, open the store (which migrates it) and report the server, the schema and
-    pg_trgm; the archive and artifacts stay on this machine (BASECRAWLER_DATA_DIR)."""
+    """Connect, open the store (which migrates it) and report the server, the schema, pg_trgm
+    and whether short terms are indexed; the archive and artifacts stay on this machine
+    (BASECRAWLER_DATA_DIR)."""
     from basecrawler.store.engines import redact
     from basecrawler.store.core import Store
 
@@ -149,18 +150,33 @@ def check_postgres(url: str) -> list[Check]:
     try:
         seconds = round(time.monotonic() - started, 3)
         server, schema, trgm = store.server_facts()
+        indexes = store.search_indexes()
     finally:
         store.close()
     checks = [Check("database connection", True,
                     f"PostgreSQL {server} at {redact(url)} in {seconds * 1000:.0f} ms, schema version {schema}",
                     seconds=seconds),
               Check("search index", bool(trgm), "pg_trgm installed" if trgm else "pg_trgm missing",
-                    "install postgresql-contrib on the server; a superuser runs CREATE EXTENSION pg_trgm")]
+                    "install postgresql-contrib on the server; a superuser runs CREATE EXTENSION pg_trgm"),
+              _short_term_search(indexes)]
     folder = db_directory(url)
     free = shutil.disk_usage(folder if folder.exists() else Path.cwd()).free
     checks.append(Check("free disk", free >= MIN_FREE_BYTES, f"{_size(free)} free on {folder} (archive, artifacts)",
                         "free space there or set BASECRAWLER_DATA_DIR to a larger disk"))
     return checks
+
+
+def _short_term_search(indexes: dict[str, str | None]) -> Check:
+    """Whether every table answers a 1–2 character term (a Korean or Japanese word: 화재, 火災)
+    from its index. A store made before the windows index keeps pg_trgm, where such a term
+    reads the whole table: it works, so this is a note with how to switch, not a failure."""
+    slow = sorted(table for table, kind in indexes.items() if kind != "windows")
+    if not slow:
+        return Check("short-term search", True, "the windows index on every table: terms of every length indexed")
+    return Check("short-term search", True, f"{', '.join(slow)}: pg_trgm, so a 1–2 character term reads the "
+                 "whole table (seconds at a million records)",
+                 "open the store once with BASECRAWLER_PG_SEARCH_INDEX=windows (builds the index: "
+                 "about 90 s per million records)", note=True)
 
 
 def check_database(db_path: str) -> list[Check]:

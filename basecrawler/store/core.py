@@ -43,7 +43,8 @@ from basecrawler.store.engines import is_postgres_url, redact
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table, input_index
+from basecrawler.recordtypes.tables import (feed_fts_sql, fts_insert_trigger, fts_table, input_index, pg_trgm_index_name,
+                                            pg_windows_index_name)
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
 from basecrawler.store.finishing import Finisher
 from basecrawler.store.schema import ensure_types, migrate
@@ -678,6 +679,21 @@ class Store:
         whether the pg_trgm extension the search index needs is installed."""
         return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
                 bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
+
+    def search_indexes(self) -> dict[str, str | None]:
+        """PostgreSQL only (for `doctor`): per table of a type with searched text, its search
+        index — "windows" (terms of every length), "trgm" (3+ characters; a shorter term reads
+        the table) or None."""
+        found = {}
+        for record_type in record_types().values():
+            if not record_type.text_index_columns:
+                continue
+            names = {pg_windows_index_name(record_type): "windows", pg_trgm_index_name(record_type): "trgm"}
+            held = [names[name] for (name,) in self.db.conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname IN (?, ?)",
+                list(names)).fetchall()]
+            found[record_type.table] = "windows" if "windows" in held else held[0] if held else None
+        return found
 
     # The default type (vehicle recalls) under the names callers used before record types.
     def newest_recall_date(self, source: str, today) -> str | None:
