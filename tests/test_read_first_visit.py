@@ -199,7 +199,7 @@ def test_a_term_in_most_records_is_the_whole_tables_counts_less_the_rest(store, 
 
 
 def test_a_search_page_waits_for_its_counts_once_and_says_when_they_follow(filled, db_path, monkeypatch):
-    """Every search page waits SUMMARY_WAIT_S for its summary (a term in many records too:
+    """Every search page waits summary_cache.SUMMARY_WAIT_S for its summary (a term in many records too:
     counted in parts from the facet index, most fit); one still counting then says that its
     counts and facets follow (the page's script fills them in, tests/test_web_counts_follow.py)."""
     from datasette.app import Datasette
@@ -230,7 +230,7 @@ def test_a_search_page_waits_for_its_counts_once_and_says_when_they_follow(fille
             assert response.status_code == 200
             pages[term] = response.text
             release.set()   # held while the first page was made
-        return plugin.SUMMARY_WAIT_S, pages
+        return summary_cache.SUMMARY_WAIT_S, pages
     wait, pages = asyncio.run(scenario())
     assert waits == {"brake": wait, "defect 7": wait}
     assert "the counts and facets follow" in pages["brake"] and "These facets timed out" in pages["brake"]

@@ -134,8 +134,7 @@ def test_a_page_shows_its_facets_when_its_summary_is_ready_without_a_reload(fill
     ds = _datasette(db_path)
     facets, web = _plugin("summary_state"), _plugin("RARE_SHORT_WAIT_S")
     monkeypatch.setattr(web, "SUMMARY_COUNT_ROWS", 0)   # count as a large table does: from the summary
-    for plugin in (facets, web):
-        monkeypatch.setattr(plugin, "SUMMARY_WAIT_S", 0.05)
+    monkeypatch.setattr("basecrawler.reading.summary_cache.SUMMARY_WAIT_S", 0.05)
     polled = threading.Event()
     real_state = facets.summary_state
 

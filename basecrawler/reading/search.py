@@ -45,6 +45,7 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
                                             pg_windows_document, pg_windows_index_name)
+from basecrawler.recordtypes.tables import pg_search_document as tables_pg_search_document
 
 TRIGRAM = 3
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
@@ -153,10 +154,9 @@ def fts_phrase(term: str) -> str:
 
 
 def pg_search_document(record_type: RecordType, alias: str = "r.") -> str:
-    """The text PostgreSQL searches: the indexed columns joined by a space (terms never hold
-    whitespace, so a match cannot span two columns); the same expression as the type's
-    pg_trgm index, so the index answers it."""
-    return " || ' ' || ".join(f"COALESCE({alias}{c}, '')" for c in record_type.text_index_columns)
+    """The text PostgreSQL searches, on table `alias`: the very expression the type's search
+    index is built on (tables.py), so the index answers it."""
+    return tables_pg_search_document(record_type).format(t=alias)
 
 
 def gram_indexed(term: str) -> bool:
@@ -238,12 +238,9 @@ def pg_windows_query(term: str) -> str | None:
     return f"{wanted} | '{PG_LONG_TEXT}'"
 
 
-_pg_shares: dict[tuple, int] = {}   # (connection, table, term, last id) → newest records holding it
-
-
 def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
     """PostgreSQL with the windows index: the terms in at least `share` of the newest
-    PG_SAMPLE_ROWS records (a plain ILIKE over them, once per connection and last id), read
+    PG_SAMPLE_ROWS records (a plain ILIKE over them, `_newest_holding`), read
     with the ILIKE alone, wrapped, so the query walks the newest-first date index (a page of them is
     found within a few hundred rows; the index would list most of the table, then sort it).
     The planner cannot judge this itself: it takes the windows query and the ILIKE for
@@ -256,19 +253,8 @@ def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
         return frozenset()
     top = conn.execute(f"SELECT max(id) FROM {record_type.table}").fetchone()[0] or 0
     sample = min(PG_SAMPLE_ROWS, top)
-    walk = set()
-    for term in terms:
-        key = (id(conn), record_type.table, term, top)
-        if key not in _pg_shares:
-            if len(_pg_shares) >= 256:
-                _pg_shares.pop(next(iter(_pg_shares), None), None)
-            params = [_like_pattern(term)]
-            _pg_shares[key] = conn.execute(
-                f"SELECT count(*) FROM {record_type.table} AS r WHERE r.id > ? AND "
-                f"({pg_search_document(record_type)}) ILIKE ? ESCAPE '\\'", [top - sample, *params]).fetchone()[0]
-        if sample and _pg_shares[key] >= share * sample:
-            walk.add(term)
-    return frozenset(walk)
+    return frozenset(term for term in terms
+                     if sample and _newest_holding(conn, record_type, term, top, PG_SAMPLE_ROWS) >= share * sample)
 
 
 def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: str, windows: bool,
@@ -564,28 +550,30 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     return frozenset(walk)
 
 
-_short_samples: dict[tuple, int] = {}   # (connection, table, term, last id) → records holding it among the newest
+_newest_counts: dict[tuple, int] = {}   # (connection, table, term, last id, rows) → records holding it among the newest
 
 
 def _common_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
     """Whether a 1–2 character term is in at least WALK_SHARE of the newest SAMPLE_ROWS records
     (no index counts it cheaply). (Only how a term is read depends on it, never which rows match.)"""
-    return _short_sample(conn, record_type, term, top) >= WALK_SHARE * min(SAMPLE_ROWS, top)
+    return _newest_holding(conn, record_type, term, top, SAMPLE_ROWS) >= WALK_SHARE * min(SAMPLE_ROWS, top)
 
 
-def _short_sample(conn, record_type: RecordType, term: str, top: int) -> int:
-    """The newest SAMPLE_ROWS records holding a 1–2 character term, counted once per connection
-    and last id: a page asks for its plan, then its count."""
-    key = (id(conn), record_type.table, term, top)
-    if key not in _short_samples:
-        if len(_short_samples) >= 256:
-            _short_samples.pop(next(iter(_short_samples), None), None)   # (threads of the web view share it)
+def _newest_holding(conn, record_type: RecordType, term: str, top: int, rows: int) -> int:
+    """How many of the newest `rows` records (ids above `top` − rows) hold `term`, each tested
+    row by row (a LIKE on SQLite, an ILIKE on PostgreSQL): a term's share where no index
+    counts it cheaply. Counted once per connection and last id: a page asks for its plan,
+    then its count."""
+    key = (id(conn), record_type.table, term, top, rows)
+    if key not in _newest_counts:
+        if len(_newest_counts) >= 256:
+            _newest_counts.pop(next(iter(_newest_counts), None), None)   # (threads of the web view share it)
         params: list = []
-        condition = _text_condition(record_type, term, params, walk=True)
-        _short_samples[key] = conn.execute(
+        condition = _text_condition(record_type, term, params, _dialect(conn), walk=True)
+        _newest_counts[key] = conn.execute(
             f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
-            [top - SAMPLE_ROWS, *params]).fetchone()[0]
-    return _short_samples[key]
+            [top - rows, *params]).fetchone()[0]
+    return _newest_counts[key]
 
 
 def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:

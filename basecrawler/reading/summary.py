@@ -17,7 +17,8 @@ import asyncio
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from basecrawler.reading.facetcounts import months_sql, unknown_sql, values_sql
+from basecrawler.reading import facetcounts
+from basecrawler.reading.facetcounts import known_months, months_sql, stored_counts, unknown_sql, values_sql, whole_table
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.tables import facet_index_columns, index_name
 
@@ -293,10 +294,7 @@ def _kept_whole_table(conn, record_type) -> SearchSummary | None:
     """The summary of the whole table from the facet counts the last run kept for this data
     version (reading/facetcounts.py), when there are any and the table is too large for ids:
     a term every record holds then costs no count at all."""
-    from basecrawler.reading.facetcounts import data_marker, known_months, months_sql, stored_counts, \
-        unknown_sql, values_sql, whole_table
-
-    rows = stored_counts(conn, record_type.table, data_marker(conn, record_type.table))
+    rows = stored_counts(conn, record_type.table, facetcounts.data_marker(conn, record_type.table))
     if rows is None:
         return None
     source = whole_table(record_type.table)

@@ -12,11 +12,12 @@ metadata; no record type is named here).
 
 A page that only searches (`?_search=` and no other filter) takes its facets from one pass
 over the matching records (basecrawler/reading/summary.py), kept per search and data version
-(basecrawler/reading/summary_cache.py): counting each facet with its own query re-ran the search per facet, seconds at a million
-records. One not counted within SUMMARY_WAIT_S shows its facets as timed out; the page's
-script (static/basecrawler.js) asks `summary_state` until they are counted and puts them in
-place. The searches slow to count are counted again when a run changed the data
-(`summary.keep_fresh`, started with the warm-up).
+(basecrawler/reading/summary_cache.py): counting each facet with its own query re-ran the
+search per facet, seconds at a million records. One not counted within
+`summary_cache.SUMMARY_WAIT_S` shows its facets as timed out; the page's script
+(static/basecrawler.js) asks `summary_state` until they are counted and puts them in place.
+The searches slow to count are counted again when a run changed the data
+(`summary_cache.keep_fresh`, started with the warm-up).
 
 Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
 run stores records, so they are counted once per run (with a generous time limit, and ahead of
@@ -40,6 +41,7 @@ from basecrawler.reading.browse import types_by_table
 from basecrawler.reading.facetcounts import (known_months, months_sql, stored_counts, unknown_sql, values_sql,
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
+from basecrawler.reading import summary_cache
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 
 TYPES = types_by_table()
@@ -49,7 +51,6 @@ WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may tak
 BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
 BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
 CACHE_SIZE = 256
-SUMMARY_WAIT_S = 0.4               # a search page waits this long for its counts, then they follow
 POLL_WAIT_S = 1.0                  # the page's script asks for them again after at most this long
 SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether its counts are ready
 
@@ -142,8 +143,8 @@ class _DeclaredFacet(Facet):
         filters = search_only(self.request, self.table)
         if filters is None:
             return None
-        summary = await cached_summary(self.ds, self.database, self.table, filters, SUMMARY_WAIT_S,
-                                       request=self.request)
+        summary = await cached_summary(self.ds, self.database, self.table, filters,
+                                       summary_cache.SUMMARY_WAIT_S, request=self.request)
         if summary is None:
             raise QueryInterrupted(None, "", {})
         return summary

@@ -30,15 +30,13 @@ from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, 
 from basecrawler.errors import ConfigError
 from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
                                        short_terms, text_conditions, translation_progress)
+from basecrawler.reading import summary_cache
 from basecrawler.reading.summary_cache import cached_summary, search_covers
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
 # facets come from) instead of Datasette's own count query, which re-runs the search: seconds
 # at a million records. Smaller tables count as Datasette does.
 SUMMARY_COUNT_ROWS = 50_000
-# A page waits this long for its search's summary; one that takes longer shows without its
-# count and facets, and its script (static/basecrawler.js) fills them in when they are ready.
-SUMMARY_WAIT_S = 0.4   # within the page target of 0.5 s: a term in 20 % of a million records fits
 RARE_SHORT_WAIT_S = 2.0   # a rare 1–2 character term's page waits this long for the pass that finds it
 
 ALL_COLUMNS_ARG = "_bc_all"   # ?_bc_all=1: every column (Datasette ignores unknown _ arguments)
@@ -112,7 +110,7 @@ def filters_from_request(request, database, table, datasette):
                 # A rare 1–2 character term the index's vocabulary cannot list (a store whose
                 # index is not padded yet, a cased letter outside ASCII) needs a pass.
                 rare_short = bool(short_terms(filters, grams) - walk)
-                wait = RARE_SHORT_WAIT_S if rare_short else SUMMARY_WAIT_S
+                wait = RARE_SHORT_WAIT_S if rare_short else summary_cache.SUMMARY_WAIT_S
                 summary = await cached_summary(datasette, database, table, filters, wait, request=request)
                 if summary is not None:
                     note += f" ({summary.count:,} records)"
