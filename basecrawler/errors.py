@@ -165,6 +165,13 @@ class UnexpectedContent(FetchError):
     kind = "unexpected"
 
 
+class UnsafePath(UnexpectedContent):
+    """Publisher data that would choose which path is fetched (`..`, `.`, an empty segment):
+    the item is refused, never requested."""
+
+    kind = "unsafe_path"
+
+
 class ForeignHost(FetchError):
     """A request (or a redirect) to a host the source did not declare; nothing was sent."""
 

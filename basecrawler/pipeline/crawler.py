@@ -1,8 +1,11 @@
 """BaseCrawler: the fixed pipeline fetch → parse → date filter → COALESCE upsert →
-enrichment → run log, for records of any type. A source implements `fetch()` and `parse()`
-(and optionally `fetch_detail()`); `run()` is final and owns everything else.
+enrichment → run log, for records of any type. A source implements `fetch(ctx)` and
+`parse(ctx, raw)` (and optionally `fetch_detail(ctx, recall)`); `run()` is final and owns
+everything else.
 
-What a source may use is on `self` (source_api.py); the counts and the run line are in
+What a source may use comes in through the run context (`ctx`, context.py); a source of the
+first API (`fetch(self)`, `parse(self, raw)`, everything on `self`, source_api.py) is told apart
+by its methods' signatures and keeps working unchanged. The counts and the run line are in
 results.py, dead letters in deadletters.py, making and preparing records and the window in
 records.py, what happens between parse() and the store (recognising unchanged input, batching,
 counting) in intake.py, the types themselves in recordtypes/.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
+import inspect
 import logging
 import os
 import time
@@ -22,6 +26,7 @@ from basecrawler.pipeline import deadletters
 from basecrawler.operations import upkeep
 from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
 from basecrawler.pipeline.collector import fewer_collections
+from basecrawler.pipeline.context import RunContext
 from basecrawler.pipeline.intake import Intake
 from basecrawler.pipeline.records import Raw, Window
 from basecrawler.recordtypes import Record
@@ -58,18 +63,55 @@ class BaseCrawler(SourceAPI, abc.ABC):
 
     # ---- what a source implements -----------------------------------------------------
     @abc.abstractmethod
-    def fetch(self) -> Iterable[Any]:
-        """Yield raw items (dicts, strings, bytes, or `Raw`). Use self.http and self.url()."""
+    def fetch(self, ctx: RunContext) -> Iterable[Any]:
+        """Yield raw items (dicts, strings, bytes, or `Raw`). Use ctx.http and ctx.url()."""
 
     @abc.abstractmethod
-    def parse(self, raw: Any) -> dict | BaseModel | Record | Iterable[dict | BaseModel | Record] | None:
+    def parse(self, ctx: RunContext, raw: Any) -> dict | BaseModel | Record | Iterable[dict | BaseModel | Record] | None:
         """Map one raw item to records: a dict of fields (a record of `record_type`), a model
         instance, a `Record(type, fields)` of another type, several of these, or None to skip."""
 
-    def fetch_detail(self, recall: dict) -> dict | None:
+    def fetch_detail(self, ctx: RunContext, recall: dict) -> dict | None:
         """Optional second phase. Return fields to add (COALESCE), None for "nothing to add",
         or raise NotFound for "not there yet" (the enrichment ladder retries with backoff)."""
         raise NotImplementedError
+
+    # ---- calling the source: the run context, or the first API's `self` ---------------
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Asked once per class, not per item: which methods are written on the run context.
+        cls._on_context = frozenset(name for name, first_api_arity in (("fetch", 0), ("parse", 1), ("fetch_detail", 1))
+                                    if _positional_arity(getattr(cls, name)) > first_api_arity)
+
+    @classmethod
+    def takes_context(cls, method: str) -> bool:
+        """Whether the source's `fetch` / `parse` / `fetch_detail` is written on the run context
+        (`fetch(self, ctx)`) rather than the first API (`fetch(self)`): told by its arity."""
+        return method in cls._on_context
+
+    @property
+    def context(self) -> RunContext:
+        """The run context this crawler hands its source methods."""
+        if self._context is None:
+            self._context = RunContext(self)
+        return self._context
+
+    @final
+    def fetch_items(self) -> Iterable[Any]:
+        """The source's fetch(), called the way it is written."""
+        return self.fetch(self.context) if self.takes_context("fetch") else self.fetch()
+
+    @final
+    def parse_raw(self, raw: Any):
+        """The source's parse() of one raw item, called the way it is written."""
+        return self.parse(self.context, raw) if self.takes_context("parse") else self.parse(raw)
+
+    @final
+    def detail_of(self, recall: dict) -> dict | None:
+        """The source's fetch_detail() of one stored record, called the way it is written."""
+        if self.takes_context("fetch_detail"):
+            return self.fetch_detail(self.context, recall)
+        return self.fetch_detail(recall)
 
     def needs_detail(self, record: BaseModel) -> bool:
         """Which stored records the ladder should enrich; default: the type's `needs_detail`
@@ -143,7 +185,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         self._commit_due = time.monotonic() + COMMIT_EVERY_S
         try:
             self._check_stop()
-            for item in self.fetch():
+            for item in self.fetch_items():
                 self.counts.fetched += 1
                 if not isinstance(item, Raw) and self._http is not None:  # it came from the last response
                     item = Raw(item, url=self._http.last_url, response_sha256=self._http.last_sha256)
@@ -190,6 +232,13 @@ class BaseCrawler(SourceAPI, abc.ABC):
                 self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)
         elif self._explicit_since is None:
             self.since = None
+
+
+def _positional_arity(method) -> int:
+    """How many positional parameters a method takes besides `self`."""
+    parameters = [p for p in inspect.signature(method).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(parameters) - 1
 
 
 __all__ = ["BaseCrawler", "Interrupted", "Raw", "RunCounts", "RunResult", "Skip", "MODES", "NotFound", "SourceFailed"]

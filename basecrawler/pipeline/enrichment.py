@@ -190,7 +190,7 @@ def _ask(crawler, item: dict, recall: dict, stop: threading.Event) -> _Outcome:
     if stop.is_set():
         return _Outcome(item, "released")
     try:
-        fields = crawler.fetch_detail(recall)
+        fields = crawler.detail_of(recall)
     except NotFound as exc:
         return _Outcome(item, "not_found", error=exc)
     except Interrupted:   # the run's stop cut this lookup: not the item's failure, it goes back as it was

@@ -103,7 +103,7 @@ class Intake:
         raw = item.data if isinstance(item, Raw) else item
         letters_before = counts.dead_lettered
         try:
-            made = entries(crawler.parse(raw), default_type=self._default_type, defaults=self._defaults,
+            made = entries(crawler.parse_raw(raw), default_type=self._default_type, defaults=self._defaults,
                            maker=self._maker)
         except Skip as skip:
             counts.skip(skip.reason)

@@ -88,6 +88,7 @@ class SourceAPI:
         self.warnings: list[str] = []
         self._progress = progress  # callable(fetched, None) for a terminal display, or None
         self._ledger = None
+        self._context = None
 
     # ---- URLs -------------------------------------------------------------------------
     def endpoint(self, name: str) -> str:
@@ -249,7 +250,7 @@ class SourceAPI:
 
     def records_from(self, raw) -> list[tuple[RecordType, BaseModel]]:
         """parse() output as validated records with their types (raises on any failure)."""
-        return records.make(self.parse(raw), default_type=self.default_type(), defaults=self.record_defaults())
+        return records.make(self.parse_raw(raw), default_type=self.default_type(), defaults=self.record_defaults())
 
     def prepare_record(self, record: BaseModel, record_type: RecordType | None = None) -> BaseModel:
         """What every record goes through before the window and the store (also records from
@@ -258,6 +259,10 @@ class SourceAPI:
         return records.prepare(record_type or self.default_type(), record, source=self.source, today=self.today(),
                                public_url=self.public_url if bases else None,
                                moved_from=tuple(transport for transport, _ in bases))
+
+    def clock(self) -> float:
+        """The run's clock (seconds since the epoch; injected in tests)."""
+        return self._clock()
 
     def today(self) -> dt.date:
         """Today (UTC) by the injected clock, so "after tomorrow" is testable."""
