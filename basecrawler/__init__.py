@@ -5,6 +5,8 @@ Public API for source authors and tools.
 """
 from basecrawler.config import Settings
 from basecrawler.pipeline.crawler import BaseCrawler
+from basecrawler.pipeline.context import RunContext
+from basecrawler.pipeline.linking import Republishes
 from basecrawler.pipeline.records import Raw
 from basecrawler.pipeline.results import RunCounts, RunResult
 from basecrawler.errors import (Blocked, ConfigError, CrawlerError, CredentialsRejected, DuplicateSource, FetchError,
@@ -13,7 +15,7 @@ from basecrawler.recordtypes import Facet, Record, RecordType
 from basecrawler.store.core import Store
 
 __all__ = [
-    "BaseCrawler", "Raw", "RunCounts", "RunResult", "Skip", "Recall", "Store", "Settings",
+    "BaseCrawler", "RunContext", "Republishes", "Raw", "RunCounts", "RunResult", "Skip", "Recall", "Store", "Settings",
     "RecordType", "Facet", "Record",
     "CrawlerError", "ConfigError", "UnknownSource", "DuplicateSource", "SourceFailed", "ReplayMiss",
     "FetchError", "RateLimited", "Blocked", "Transient", "NotFound", "CredentialsRejected", "UnexpectedContent",

@@ -53,6 +53,11 @@ from test_unchanged_input import (  # noqa: F401
     test_only_the_changed_records_of_a_rerun_are_validated_and_written,
     test_records_of_a_type_without_a_date_and_of_two_types_from_one_item,
 )
+from test_groups import (  # noqa: F401
+    test_a_republished_recall_is_shown_once_with_the_original_first,
+    test_an_export_holds_each_group_once_unless_every_copy_is_asked,
+    test_nothing_is_overwritten_each_publisher_keeps_its_record,
+)
 from test_search import (  # noqa: F401
     filled,
     test_all_words_must_match,

@@ -48,6 +48,8 @@ def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--since", type=iso_date, metavar="DATE", help="record date on or after (YYYY-MM-DD)")
     parser.add_argument("--until", type=iso_date, metavar="DATE", help="record date on or before (YYYY-MM-DD)")
     parser.add_argument("--source", metavar="ID", help="only records of this source")
+    parser.add_argument("--all-copies", action="store_true",
+                        help="show every publisher's copy of a recall as its own record (default: one per group)")
 
 
 def filter_from_args(args, text: str | None = None) -> RecallFilter:
@@ -63,7 +65,7 @@ def filter_from_args(args, text: str | None = None) -> RecallFilter:
     countries = country_codes(args.country)   # names or codes; one no source publishes is a usage error
     return RecallFilter(text=text, countries=countries, manufacturer=args.manufacturer, model=args.model,
                         year=args.year, since=args.since, until=args.until, source=args.source,
-                        record_type=record_type.name, facets=facets)
+                        record_type=record_type.name, facets=facets, all_copies=bool(getattr(args, "all_copies", False)))
 
 
 def register(sub) -> None:

@@ -28,6 +28,7 @@ from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, 
 from basecrawler.pipeline.collector import fewer_collections
 from basecrawler.pipeline.context import RunContext
 from basecrawler.pipeline.intake import Intake
+from basecrawler.pipeline.linking import relink_after_run
 from basecrawler.pipeline.records import Raw, Window
 from basecrawler.recordtypes import Record
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
@@ -149,6 +150,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
                                   until=self.until and self.until.isoformat())
             with fewer_collections():
                 self._pipeline(result)
+            self._regroup()
         except Interrupted:
             result.status = "interrupted"
         except Exception as exc:  # a failing source never escapes run(); it is a failed run
@@ -222,6 +224,23 @@ class BaseCrawler(SourceAPI, abc.ABC):
         self._intake.flush()
         if self._ledger is not None:
             self._ledger.commit()  # the list items these records came from are collected
+
+    def _regroup(self) -> None:
+        """The groups of declared links touching this source, made again from what is stored
+        now (linking.py). A derived view: a failure is a warning, no record is lost by it."""
+        from basecrawler.pipeline.registry import discover
+
+        try:
+            sources = {**discover(), self.source: type(self)}
+        except CrawlerError:   # a broken neighbour (two classes with one id) is reported by its own run
+            sources = {self.source: type(self)}
+        try:
+            linked = relink_after_run(self.store, self.source, sources)
+        except Exception as exc:
+            self.warn(f"records of other publishers could not be grouped: {type(exc).__name__}: {exc}")
+            return
+        if linked:
+            log.info("%s: %d records grouped with another publisher's copy of the same recall", self.source, linked)
 
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":

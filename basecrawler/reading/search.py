@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from typing import Iterator
 
 from basecrawler.errors import ConfigError
+from basecrawler.store import groups
 from basecrawler.recordtypes import RecordType, get_record_type
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
@@ -81,6 +82,9 @@ class RecallFilter:
     source: str | None = None
     record_type: str = DEFAULT_TYPE
     facets: tuple[tuple[str, str], ...] = ()
+    # Another publisher's copy of a recall (store/groups.py) is shown inside its group, not as a
+    # record of its own, unless every copy is asked for (`--all-copies`).
+    all_copies: bool = False
 
     def terms(self) -> list[str]:
         return (self.text or "").split()
@@ -427,7 +431,7 @@ def _needs(record_type: RecordType, option: str, *columns: str) -> None:
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
                 offset: int = 0, ordered: bool = True, dialect: str = "sqlite",
                 walk: frozenset[str] = frozenset(), driven: bool = False, grams: bool = False,
-                facet_sets: bool = False) -> tuple[str, list]:
+                facet_sets: bool = False, hide_copies: bool = False) -> tuple[str, list]:
     """SQL and parameters selecting the records that match `filters`, newest first
     (`dialect`: "sqlite" or "postgresql", the `dialect` of the connection it will run on).
 
@@ -437,7 +441,8 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     a term is tested on its windows index's rows without collecting their ids first); `grams`
     (`short_index`): a 1–2 character term is read from the padded index's vocabulary (SQLite),
     any term from the windows index (PostgreSQL, `_pg_text_condition`); `facet_sets`: a facet
-    filter reads its rows' ids from the column's index (an export)."""
+    filter reads its rows' ids from the column's index (an export); `hide_copies`: records that
+    are another publisher's copy are left out (`hides_copies`)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -480,6 +485,8 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         params.append(filters.source)
     for field, value in filters.facets:
         where.append(_facet_condition(record_type, field, value, params, dialect, as_set=facet_sets))
+    if hide_copies:
+        where.append(groups.hidden_copies_condition(record_type))
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if joined:
         sql = (f"SELECT {columns} FROM [{fts_table(record_type)}] JOIN {record_type.table} AS r "
@@ -607,7 +614,8 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
     # streams rows in that order and never sorts a copy of them.
     grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters, grams),
-                              grams=grams, facet_sets=limit is None and _a_rare_facet_value(conn, filters))
+                              grams=grams, facet_sets=limit is None and _a_rare_facet_value(conn, filters),
+                              hide_copies=hides_copies(conn, filters))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
@@ -623,7 +631,7 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
     else:
         walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
     sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk,
-                              grams=grams)
+                              grams=grams, hide_copies=hides_copies(conn, filters))
     cursor = conn.execute(sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
@@ -643,7 +651,7 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
 def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
     grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn),
-                              walk=short_terms(filters, grams), grams=grams)
+                              walk=short_terms(filters, grams), grams=grams, hide_copies=hides_copies(conn, filters))
     return conn.execute(sql, params).fetchone()[0]
 
 
@@ -663,7 +671,7 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
         top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
         walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
-                              walk=frozenset(walk), grams=grams)
+                              walk=frozenset(walk), grams=grams, hide_copies=hides_copies(conn, filters))
     return conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
 
 
@@ -688,6 +696,12 @@ def counts_by_type(conn) -> dict[str, dict[str, int]]:
     from basecrawler.recordtypes import record_types
 
     return {name: count_by_source(conn, record_type) for name, record_type in record_types().items()}
+
+
+def hides_copies(conn, filters: RecallFilter) -> bool:
+    """Whether a query must leave out other publishers' copies: unless every copy is asked for,
+    when any record of the type is linked as one (asked each time: a run may have linked some)."""
+    return not filters.all_copies and groups.has_copies(conn, filters.declaration())
 
 
 def _dialect(conn) -> str:

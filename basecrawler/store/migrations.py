@@ -380,9 +380,20 @@ def _m010_generic_key_columns(db: sqlite_utils.Database) -> None:
                                   if_not_exists=True)
 
 
+def _m013_record_groups(db: sqlite_utils.Database) -> None:
+    """Records that are another publisher's copy of a recall (store/groups.py): each keeps its
+    own row; a group row says which one a reader sees first."""
+    db["record_groups"].create(
+        {"record_type": str, "member_id": int, "member_source": str, "primary_id": int, "primary_source": str},
+        pk=("record_type", "member_id", "primary_source"), if_not_exists=True,
+    )
+    db["record_groups"].create_index(["record_type", "primary_id"], if_not_exists=True)
+    db["record_groups"].create_index(["member_id", "record_type"], if_not_exists=True)
+
+
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
               _m006_fts_fed_per_batch, _m007_translation_claims, _m008_source_in_identity,
-              _m009_refill_maker_keys, _m010_generic_key_columns]
+              _m009_refill_maker_keys, _m010_generic_key_columns, _m013_record_groups]
 
 
 
