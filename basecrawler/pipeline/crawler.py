@@ -28,7 +28,7 @@ from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, 
 from basecrawler.pipeline.collector import fewer_collections
 from basecrawler.pipeline.context import RunContext
 from basecrawler.pipeline.intake import Intake
-from basecrawler.pipeline.linking import relink_after_run
+from basecrawler.pipeline.linking import regroup_after_run
 from basecrawler.pipeline.records import Raw, Window
 from basecrawler.recordtypes import Record
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
@@ -110,9 +110,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     @final
     def detail_of(self, recall: dict) -> dict | None:
         """The source's fetch_detail() of one stored record, called the way it is written."""
-        if self.takes_context("fetch_detail"):
-            return self.fetch_detail(self.context, recall)
-        return self.fetch_detail(recall)
+        return self.fetch_detail(self.context, recall) if self.takes_context("fetch_detail") else self.fetch_detail(recall)
 
     def needs_detail(self, record: BaseModel) -> bool:
         """Which stored records the ladder should enrich; default: the type's `needs_detail`
@@ -226,21 +224,9 @@ class BaseCrawler(SourceAPI, abc.ABC):
             self._ledger.commit()  # the list items these records came from are collected
 
     def _regroup(self) -> None:
-        """The groups of declared links touching this source, made again from what is stored
-        now (linking.py). A derived view: a failure is a warning, no record is lost by it."""
-        from basecrawler.pipeline.registry import discover
-
-        try:
-            sources = {**discover(), self.source: type(self)}
-        except CrawlerError:   # a broken neighbour (two classes with one id) is reported by its own run
-            sources = {self.source: type(self)}
-        try:
-            linked = relink_after_run(self.store, self.source, sources)
-        except Exception as exc:
-            self.warn(f"records of other publishers could not be grouped: {type(exc).__name__}: {exc}")
-            return
-        if linked:
-            log.info("%s: %d records grouped with another publisher's copy of the same recall", self.source, linked)
+        """Declared links touching this source, re-made from what is stored now (linking.py)."""
+        if problem := regroup_after_run(self.store, type(self)):
+            self.warn(problem)
 
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":

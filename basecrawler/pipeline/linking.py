@@ -57,4 +57,23 @@ def relink_after_run(store, source_id: str, sources: dict[str, type]) -> int:
     return total
 
 
-__all__ = ["Republishes", "links_touching", "relink_after_run"]
+def regroup_after_run(store, source_cls: type) -> str | None:
+    """After a run of `source_cls`: the groups of every discovered source's links that touch it,
+    made again. A derived view: a failure is returned as a warning (no record is lost by it)."""
+    from basecrawler.errors import CrawlerError
+    from basecrawler.pipeline.registry import discover
+
+    try:
+        sources = {**discover(), source_cls.source: source_cls}
+    except CrawlerError:   # a broken neighbour (two classes with one id) is reported by its own run
+        sources = {source_cls.source: source_cls}
+    try:
+        linked = relink_after_run(store, source_cls.source, sources)
+    except Exception as exc:
+        return f"records of other publishers could not be grouped: {type(exc).__name__}: {exc}"
+    if linked:
+        log.info("%s: %d records grouped with another publisher's copy of the same recall", source_cls.source, linked)
+    return None
+
+
+__all__ = ["Republishes", "links_touching", "relink_after_run", "regroup_after_run"]
