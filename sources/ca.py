@@ -89,14 +89,14 @@ class CanadaCrawler(BaseCrawler):
     source_lang = "en"
     endpoints = {"data": "https://opendatatc.tc.canada.ca"}
 
-    def fetch(self) -> Iterator[dict]:
-        url = self.url("data", FULL_PATH if self.mode == "full" else INCREMENTAL_PATH)
-        with self.http.download_to_file(url) as download:   # the temp file goes when the block ends
+    def fetch(self, ctx) -> Iterator[dict]:
+        url = ctx.url("data", FULL_PATH if ctx.mode == "full" else INCREMENTAL_PATH)
+        with ctx.http.download_to_file(url) as download:   # the temp file goes when the block ends
             rows_per_recall = count_rows(download.path)
             for group in group_rows(download.path, rows_per_recall):
                 yield group  # the pipeline notes the download it came from
 
-    def parse(self, raw: dict) -> dict:
+    def parse(self, ctx, raw: dict) -> dict:
         number = raw["recall_number"]
         if number is None:
             raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
