@@ -37,6 +37,19 @@ COMMAND_ENTRY_POINTS = "basecrawler.commands"
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse's parser that exits 2 with a clear line, and remembers its sub-command groups
+    (so the global options reach every sub-command without argparse's private attributes)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.subcommand_groups: list = []
+
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("parser_class", _Parser)
+        group = super().add_subparsers(**kwargs)
+        self.subcommand_groups.append(group)
+        return group
+
     def error(self, message):  # argparse exits 2 on usage errors too; keep its message clear
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
@@ -46,23 +59,24 @@ def _global_options(parser: argparse.ArgumentParser, default) -> None:
     """--db, -v, -q: on the top-level parser with real defaults, and on every sub-command with
     SUPPRESS defaults, so `basecrawler status --db x.db` works and an option given before the
     sub-command is not reset by the sub-command's parser."""
-    known = parser._option_string_actions
-    if "--db" not in known:
-        parser.add_argument("--db", default=default(None),
-                            help="database file, or postgresql://user@host/db (env BASECRAWLER_DB, default ./basecrawler.db)")
-    if "-v" not in known:
-        parser.add_argument("-v", "--verbose", action="store_true", default=default(False), help="debug logging")
-    if "-q" not in known:
-        parser.add_argument("-q", "--quiet", action="store_true", default=default(False),
-                            help="warnings and errors only")
+    options = (
+        (("--db",), {"default": default(None),
+                     "help": "database file, or postgresql://user@host/db (env BASECRAWLER_DB, default ./basecrawler.db)"}),
+        (("-v", "--verbose"), {"action": "store_true", "default": default(False), "help": "debug logging"}),
+        (("-q", "--quiet"), {"action": "store_true", "default": default(False), "help": "warnings and errors only"}),
+    )
+    for names, spec in options:
+        try:
+            parser.add_argument(*names, **spec)
+        except argparse.ArgumentError:   # the sub-command declares that option itself
+            pass
 
 
 def _subparsers(parser: argparse.ArgumentParser):
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                yield sub
-                yield from _subparsers(sub)
+    for group in getattr(parser, "subcommand_groups", ()):
+        for sub in dict.fromkeys(group.choices.values()):
+            yield sub
+            yield from _subparsers(sub)
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -70,7 +84,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     module of `basecrawler/commands`, only that module's commands: `run` then never imports
     the web view, the exporters, the scheduler or the translation worker (a few hundred ms of
     every run's start-up)."""
-    parser = _Parser(prog="basecrawler", description="Collect public vehicle recall data into one SQLite store.",
+    parser = _Parser(prog="basecrawler", description="Collect public recall and safety data (vehicles, products, food, drugs, …) "
+                                                       "from government publishers into one store, in Korean.",
                      epilog="exit codes: 0 ok, 1 a source failed, 2 usage or configuration (also: no database), "
                             "3 a file, folder or port cannot be used, 130 interrupted")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",

@@ -16,7 +16,7 @@ DEFAULT_USER_AGENT = (
 )
 
 
-def _env(name: str, default: str | None = None) -> str | None:
+def env_value(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
 
@@ -105,10 +105,10 @@ class Settings:
             **{attr: (f"BASECRAWLER_{attr.upper()}", kind) for attr, kind in BOUND_SETTINGS.items()},
         }
         for attr, (name, convert) in mapping.items():
-            raw = _env(name)
+            raw = env_value(name)
             if raw is not None:
                 env[attr] = convert(raw)
-        if _env("BASECRAWLER_ARCHIVE") in ("0", "off", "false"):
+        if env_value("BASECRAWLER_ARCHIVE") in ("0", "off", "false"):
             env["archive_enabled"] = False
         env.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**env)
@@ -118,7 +118,7 @@ class Settings:
 
     def source_setting(self, source: str, name: str, default: str | None = None) -> str | None:
         """Per-source environment value, e.g. BASECRAWLER_US_RATE or BASECRAWLER_US_APP_TOKEN."""
-        return _env(f"BASECRAWLER_{source.upper()}_{name.upper()}", default)
+        return env_value(f"BASECRAWLER_{source.upper()}_{name.upper()}", default)
 
     def bound(self, source: str, name: str):
         """One of the response bounds (BOUND_SETTINGS) for a source: BASECRAWLER_<SOURCE>_<NAME>
@@ -135,7 +135,7 @@ class Settings:
 
 def endpoint_override(source: str, endpoint: str) -> str | None:
     """`BASECRAWLER_<SOURCE>_<ENDPOINT>_URL` (scheme+host[+port]) or None."""
-    return _env(f"BASECRAWLER_{source.upper()}_{endpoint.upper()}_URL")
+    return env_value(f"BASECRAWLER_{source.upper()}_{endpoint.upper()}_URL")
 
 
 def db_directory(db_path: str) -> Path:

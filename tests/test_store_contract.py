@@ -244,7 +244,7 @@ def test_enrichment_workers_never_claim_the_same_item(pg_url):  # noqa: F811
         store = Store(pg_url)
         stores.append(store)
         crawler = SimpleNamespace(store=store, source="demo", settings=SimpleNamespace(enrich_limit=3),
-                                  _clock=time.time)
+                                  clock=time.time)
         return lambda: [i["record_key"] for i in enrichment.claim_due(crawler)]
     taken = _claim_concurrently(make_claim, 4)
     every = [key for keys in taken for key in keys]

@@ -217,7 +217,8 @@ class DeadlineBackend(httpcore.NetworkBackend):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-    def _track(self, stream):
+    def track(self, stream):
+        """A stream read under this backend's deadlines, its socket shut down on a stop."""
         sock = stream.get_extra_info("socket")
         if sock is not None:
             self._sockets.add(sock)
@@ -225,12 +226,12 @@ class DeadlineBackend(httpcore.NetworkBackend):
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
         timeout = self.cap(timeout, httpcore.ConnectTimeout)
-        return self._track(self.inner.connect_tcp(host, port, timeout=timeout, local_address=local_address,
+        return self.track(self.inner.connect_tcp(host, port, timeout=timeout, local_address=local_address,
                                                   socket_options=socket_options))
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         timeout = self.cap(timeout, httpcore.ConnectTimeout)
-        return self._track(self.inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options))
+        return self.track(self.inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options))
 
     def sleep(self, seconds: float) -> None:
         self.inner.sleep(seconds)
@@ -253,7 +254,7 @@ class _DeadlineStream(httpcore.NetworkStream):
     def start_tls(self, ssl_context, server_hostname=None, timeout=None):
         tls = self.inner.start_tls(ssl_context, server_hostname=server_hostname,
                                    timeout=self.backend.cap(timeout, httpcore.ConnectTimeout))
-        return self.backend._track(tls)   # the TLS socket replaces the plain one (detached)
+        return self.backend.track(tls)   # the TLS socket replaces the plain one (detached)
 
     def get_extra_info(self, info: str):
         return self.inner.get_extra_info(info)

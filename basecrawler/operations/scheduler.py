@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from basecrawler.config import Settings, _env
+from basecrawler.config import Settings, env_value
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.store.engines import redact
 from basecrawler.errors import ConfigError, CrawlerError, SchedulerAlreadyRunning, UnknownSource
@@ -82,10 +82,10 @@ class SchedulePlan:
         values: dict = {"tz": _local_zone_name()}
         for attr, name in (("at", "BASECRAWLER_SCHEDULE_AT"), ("tz", "BASECRAWLER_SCHEDULE_TZ"),
                            ("full_day", "BASECRAWLER_SCHEDULE_FULL_DAY")):
-            if _env(name) is not None:
-                values[attr] = _env(name)
-        if _env("BASECRAWLER_SCHEDULE_GRACE_HOURS") is not None:
-            values["misfire_grace_s"] = int(float(_env("BASECRAWLER_SCHEDULE_GRACE_HOURS")) * 3600)
+            if env_value(name) is not None:
+                values[attr] = env_value(name)
+        if env_value("BASECRAWLER_SCHEDULE_GRACE_HOURS") is not None:
+            values["misfire_grace_s"] = int(float(env_value("BASECRAWLER_SCHEDULE_GRACE_HOURS")) * 3600)
         values.update({k: v for k, v in overrides.items() if v is not None})
         if isinstance(values.get("full_day"), str):
             values["full_day"] = None if values["full_day"].lower() in ("none", "off", "never") \

@@ -184,7 +184,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         intake = self._intake = Intake(self, Window(self.since, self.until))
         self._commit_due = time.monotonic() + COMMIT_EVERY_S
         try:
-            self._check_stop()
+            self.check_stop()
             for item in self.fetch_items():
                 self.counts.fetched += 1
                 if not isinstance(item, Raw) and self._http is not None:  # it came from the last response
@@ -196,7 +196,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
                     # Every type's batch goes, in one commit each: the ledger then marks
                     # done only items whose records of every type are stored.
                     self._flush_all()
-                self._check_stop()  # item boundary: everything parsed so far is kept
+                self.check_stop()  # item boundary: everything parsed so far is kept
         except Interrupted:
             interrupted = True
         except Exception as exc:
@@ -213,7 +213,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         if self.has_detail_phase():
             from basecrawler.pipeline import enrichment
 
-            self._check_stop()
+            self.check_stop()
             result.enrichment_stats = enrichment.run_ladder(self)
         result.status = judge(self.source, self.mode, self.counts)
 

@@ -2,11 +2,13 @@
 came from), and re-parsing those letters later with a fixed parser (`dead-letters retry`).
 
 Listing them is the store's (`Store.list_dead_letters`); the `dead-letters` command shows them.
+`crawler` below is the running source's public API (source_api.SourceAPI: `store`, `counts`,
+`last_response_sha256()`, `ledger_in_use()`, `records_from()`, `prepare_record()`).
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -18,26 +20,10 @@ from basecrawler.store.core import decode_raw
 
 
 
-class BaseCrawler(Protocol):
-    """What dead letters need of a running crawler (BaseCrawler is one). A protocol rather than
-    an import: the crawler imports this module, so naming its class here, even for type
-    checking only, would draw the import circle crawler ↔ deadletters back in."""
-
-    source: str
-    store: Any
-    run_id: int | None
-    settings: Any
-    counts: Any
-    record_type: str
-
-    def records_from(self, raw: Any) -> Any: ...
-
-    def prepare_record(self, record: Any) -> Any: ...
-
 log = logging.getLogger("basecrawler")
 
 
-def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stage: str = "fetch",
+def record(crawler, raw: Any, error: BaseException | str, *, stage: str = "fetch",
            kind: str | None = None, url: str | None = None, key: str | None = None,
            response_sha256: str | None = None, record_type: str | None = None) -> None:
     """Keep one item the crawler could not turn into records, count it, and tie it to the
@@ -53,9 +39,9 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
     if isinstance(error, FetchError):
         url = url or error.url
         response_sha256 = response_sha256 or error.response_sha256
-    if response_sha256 is None and crawler._http is not None and stage in ("parse", "store"):
+    if response_sha256 is None and stage in ("parse", "store"):
         # The body the item came from, so the letter can be traced back to the archive.
-        response_sha256 = crawler._http.last_sha256
+        response_sha256 = crawler.last_response_sha256()
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     # A letter of a fetch or parse failure is meant to be a record of the source's own type.
     record_type = record_type or crawler.record_type
@@ -64,13 +50,14 @@ def record(crawler: "BaseCrawler", raw: Any, error: BaseException | str, *, stag
         record_key=key, url=url, response_sha256=response_sha256, record_type=record_type,
     )
     crawler.counts.dead_lettered += 1
-    if stage == "fetch" and crawler._ledger is not None:
-        crawler._ledger.note_letter(letter_id)  # resolved once the list item is collected
+    ledger = crawler.ledger_in_use()
+    if stage == "fetch" and ledger is not None:
+        ledger.note_letter(letter_id)  # resolved once the list item is collected
     log.error("%s: dead letter (%s/%s) %s%s", crawler.source, stage, kind, (message.splitlines() or [""])[0][:300],
               f" [{url}]" if url else "")   # one line: a traceback kept in the letter stays there
 
 
-def retry(crawler: "BaseCrawler") -> dict:
+def retry(crawler) -> dict:
     """Re-parse the source's open parse/store dead letters with the current parser, from the
     kept raw input (no re-fetch), and store what now parses, each record by its type, through
     the pipeline's own record making (records.py). Under the run lock."""
@@ -88,7 +75,7 @@ def retry(crawler: "BaseCrawler") -> dict:
     return outcome
 
 
-def _store_again(crawler: "BaseCrawler", raw: Any) -> str | None:
+def _store_again(crawler, raw: Any) -> str | None:
     """None when the raw input now parses and stores, else why not."""
     try:
         if raw is None:  # only the whole response was kept: not one item parse() can take

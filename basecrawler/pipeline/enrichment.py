@@ -103,7 +103,7 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
             log.warning("%s: %s not queued for detail: %s", crawler.source, row.get(rt.key[-1]), exc)
     if not wanted:
         return 0
-    now = timestamp(crawler._clock())
+    now = timestamp(crawler.clock())
 
     def op(db):
         inserted = 0
@@ -127,7 +127,7 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
 # ---- queue maintenance -----------------------------------------------------------------
 def requeue_gone(crawler) -> int:
     """Put every `gone` item of the source back at the bottom of the ladder (full runs)."""
-    now = timestamp(crawler._clock())
+    now = timestamp(crawler.clock())
     count = crawler.store.write(lambda db: db.conn.execute(
         "UPDATE enrichment SET state = ?, level = 0, next_attempt_at = ?, claimed_at = NULL, updated_at = ? "
         "WHERE source = ? AND state = ?", [PENDING, now, now, crawler.source, GONE]).rowcount)
@@ -139,7 +139,7 @@ def requeue_gone(crawler) -> int:
 def reclaim_stale(crawler) -> int:
     """Items left `processing` longer than the timeout belong to a worker that died: put them
     back at their level, due now. A crash is not the item's fault, so no level is added."""
-    now = crawler._clock()
+    now = crawler.clock()
     cutoff = timestamp(now - crawler.settings.processing_timeout_s)
     stamp = timestamp(now)
     rows = crawler.store.write(lambda db: [
@@ -158,7 +158,7 @@ def claim_due(crawler, limit: int | None = None) -> list[dict]:
     """Mark up to `limit` due items `processing` (newest recall first) and return them.
     One write transaction, so two claimers can never take the same item."""
     limit = crawler.settings.enrich_limit if limit is None else limit
-    now = timestamp(crawler._clock())
+    now = timestamp(crawler.clock())
 
     def op(db):
         marks = ",".join("?" * len(DUE_STATES))
@@ -247,7 +247,7 @@ def run_ladder(crawler) -> dict:
                 stop_error = stop_error or outcome.error
             _apply(crawler, outcome, rows_by_id[outcome.item["id"]], stats)
     _log_summary(crawler, stats)
-    crawler._check_stop()   # lookups cut by a stop were released above; the run is interrupted, not done
+    crawler.check_stop()   # lookups cut by a stop were released above; the run is interrupted, not done
     if stop_error is not None:
         raise SourceFailed(f"detail lookups stopped: {stop_error} (enrichment so far: "
                            + ", ".join(f"{k} {v}" for k, v in stats.items() if v) + ")") from stop_error
@@ -318,7 +318,7 @@ def _climb(crawler, item: dict, error: BaseException | None, stats: dict) -> Non
         return
     delay = backoffs[level - 1]
     _settle(crawler, item, RETRY, attempted=True, error=str(error), level=level,
-            next_attempt=crawler._clock() + delay)
+            next_attempt=crawler.clock() + delay)
     stats["not_yet"] += 1
     log.info("%s: detail for %s not there yet; retry level %d in %.0fs", crawler.source, number, level, delay)
 
@@ -327,7 +327,7 @@ def _stay(crawler, item: dict, error, *, attempted: bool, delay: float | None = 
     """Back to the item's own level, due after a short delay; nothing counts towards gone."""
     delay = crawler.settings.transient_retry_delay_s if delay is None else delay
     state = RETRY if item["level"] > 0 else PENDING
-    now = crawler._clock()
+    now = crawler.clock()
     stamp = timestamp(now)
     crawler.store.write(lambda db: db.conn.execute(
         "UPDATE enrichment SET state = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
@@ -352,7 +352,7 @@ def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
 
 def _settle(crawler, item: dict, state: str, *, attempted: bool = False, error: str | None = None,
             level: int | None = None, next_attempt: float | None = None) -> None:
-    now = crawler._clock()
+    now = crawler.clock()
 
     def op(db):
         db.conn.execute(

@@ -318,13 +318,29 @@ class SourceAPI:
         self.warnings.append(message)
         log.warning("%s: %s", self.source, message)
 
+    # ---- what the pipeline's stages ask of a run (never a source's business) --------
+    def last_response_sha256(self) -> str | None:
+        """The body the HTTP client last received (None before any request): the provenance
+        of an item that came from it."""
+        return None if self._http is None else self._http.last_sha256
+
+    def ledger_in_use(self):
+        """The list ledger if this run has used it, else None (a source without a list)."""
+        return self._ledger
+
+    def overridden_bases(self) -> list[tuple[str, str]]:
+        """(transport origin, declared public origin) of every endpoint with an override."""
+        return self._overridden_bases()
+
+    def check_stop(self) -> None:
+        """Raise Interrupted when the run was asked to stop (an item boundary)."""
+        if self._stop is not None and self._stop.is_set():
+            raise Interrupted()
+
     def _stoppable_sleep(self, seconds: float) -> None:
         if self._stop.wait(seconds):
             raise Interrupted()
 
-    def _check_stop(self) -> None:
-        if self._stop is not None and self._stop.is_set():
-            raise Interrupted()
 
 
 def _not_the_items(exc: BaseException) -> bool:

@@ -227,7 +227,7 @@ def pg_schema_statements(existing: dict[str, set[str]], indexes: dict[str, list[
     return statements + [f'DROP INDEX IF EXISTS "{index}"' for index in PG_DROPPED_INDEXES] + pg_extras()
 
 
-def _pg_behind(reference: dict[str, dict], existing: dict[str, set[str]], indexes: dict[str, list[str]]) -> bool:
+def pg_behind(reference: dict[str, dict], existing: dict[str, set[str]], indexes: dict[str, list[str]]) -> bool:
     """Whether a table, column or index of the reference is missing or an index differs."""
     for table, spec in reference.items():
         if table not in existing or any(name not in existing[table] for name, _ in spec["columns"]):
@@ -237,7 +237,7 @@ def _pg_behind(reference: dict[str, dict], existing: dict[str, set[str]], indexe
     return False
 
 
-_PG_INDEX_COLUMNS = (
+PG_INDEX_COLUMNS = (
     "SELECT i.relname, array_agg(a.attname ORDER BY k.n) FROM pg_index x "
     "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
     "JOIN pg_namespace ns ON ns.oid = t.relnamespace "

@@ -404,14 +404,14 @@ class PgConnection:
 
     @property
     def in_transaction(self) -> bool:
-        # A transaction whose connection broke still wants its ROLLBACK (a no-op, see _run).
+        # A transaction whose connection broke still wants its ROLLBACK (a no-op, see run_statement).
         if self._lost:
             return True
         if self.raw.closed:
             return False
         return self.raw.info.transaction_status != pq.TransactionStatus.IDLE
 
-    def _run(self, sql: str, run):
+    def run_statement(self, sql: str, run):
         """Run `run(raw)` for statement `sql`, keeping the transaction state and turning a
         lost connection into a reconnect (a read outside a transaction) or ConnectionLost."""
         head = sql.lstrip()[:12].upper()
@@ -493,7 +493,7 @@ class PgConnection:
             # slower). executemany keeps psycopg's preparing, where one plan serves many rows.
             cursor.execute(translate(sql, named), bound, prepare=False)
             return Cursor(cursor)
-        return self._run(sql, run) or _EMPTY
+        return self.run_statement(sql, run) or _EMPTY
 
     def executemany(self, sql: str, seq: Iterable) -> Cursor:
         rows = [_bind(p)[0] for p in seq]
@@ -503,11 +503,11 @@ class PgConnection:
             if rows:
                 cursor.executemany(translate(sql, isinstance(rows[0], dict)), rows)
             return Cursor(cursor)
-        return self._run(sql, run) or _EMPTY
+        return self.run_statement(sql, run) or _EMPTY
 
     def executescript(self, sql: str) -> None:
         """PostgreSQL DDL as written (no rewriting), several statements at once."""
-        self._run(sql, lambda raw: raw.execute(sql))
+        self.run_statement(sql, lambda raw: raw.execute(sql))
 
     def close(self) -> None:
         self.raw.close()

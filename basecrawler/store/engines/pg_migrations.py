@@ -34,7 +34,7 @@ from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes import record_types
 from basecrawler.recordtypes.tables import (PG_SEARCH_INDEXES, pg_search_index_statements, pg_trgm_index_name,
                                             pg_windows_index_name)
-from basecrawler.store.schema import _PG_INDEX_COLUMNS, EXTENSIONS_TABLE, _pg_behind, pg_schema_statements, reference_schema, schema_extensions
+from basecrawler.store.schema import PG_INDEX_COLUMNS, EXTENSIONS_TABLE, pg_behind, pg_schema_statements, reference_schema, schema_extensions
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +138,12 @@ def migrate_pg(conn) -> int:
         done = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
         behind = [name for name, n in wanted.items() if done.get(name, 0) < n]
         existing = _existing_columns(conn)
-        indexes = {name: list(columns) for name, columns in conn.execute(_PG_INDEX_COLUMNS).fetchall()}
+        indexes = {name: list(columns) for name, columns in conn.execute(PG_INDEX_COLUMNS).fetchall()}
         # A record type dropped in (or registered in-process) after the fingerprint was taken,
         # a field added to a model, an index whose columns changed (the key gaining `source`):
         # the database is compared with the reference itself, not only with its fingerprint.
         if (fresh or seen != fingerprint or behind
-                or _pg_behind(reference_schema(types_only=True), existing, indexes)):
+                or pg_behind(reference_schema(types_only=True), existing, indexes)):
             for statement in pg_schema_statements(existing, indexes):
                 conn.executescript(statement)
             if fresh or stored is None:

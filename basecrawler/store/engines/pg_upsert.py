@@ -191,13 +191,13 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
     try:
         if head:
             first = "; ".join(head)
-            conn._run(first, lambda raw: raw.execute(first))
+            conn.run_statement(first, lambda raw: raw.execute(first))
         stages[sql.stage] = conn.transactions
         values = plan.params   # (the written columns read with one itemgetter: recordtypes/upsert.py)
-        conn._run(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)))
+        conn.run_statement(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)))
         # The lone merge is prepared by psycopg after a few batches (parsed and planned once per
         # connection); the merge with the release is two statements, which cannot be.
-        written = conn._run(merge, lambda raw: raw.execute(merge, prepare=False if savepoint else None).fetchall())
+        written = conn.run_statement(merge, lambda raw: raw.execute(merge, prepare=False if savepoint else None).fetchall())
     except (psycopg.Error, TypeError, ValueError, OverflowError) as exc:
         if is_connection_lost(exc) or is_retryable(exc):
             raise   # the store's retry runs the transaction again (engines/pg.py)
