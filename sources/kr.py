@@ -9,7 +9,7 @@ Rules decided from the published pages (see also fixtures/kr/README.md):
 
 - Paging. Pages are read from 1 until a page answers with an empty table (the mirror's answer
   past its window: 200 with no row) — never past MAX_PAGES. An incremental run also stops after
-  the first page whose rows are all older than the run's window (the list is newest first).
+  the first page that reaches before the run's window (the list is newest first).
   A page without the list table at all is an error page, not the end: the run fails with the
   page kept (UnexpectedContent), so nothing is taken for "no more recalls".
 - Identity: the KATS recall uid in each row's `onclick="viewDtail(10022792)"`, never 번호 (a
@@ -127,8 +127,9 @@ class KoreaRecallsCrawler(BaseCrawler):
             for row in rows:
                 row["page"] = page
                 yield row
-            if incremental and not any(ctx.in_window(list_date(row.get("공표일"))) for row in rows):
-                log.info("kr: page %d is older than the window: stopping (%d rows read)", page, total)
+            # Newest first: once a row is older than the window, every later page is too.
+            if incremental and any((date := list_date(row.get("공표일"))) and date < ctx.since for row in rows):
+                log.info("kr: page %d reaches before the window: stopping (%d rows read)", page, total)
                 return
         ctx.warn(f"kr: stopped after {MAX_PAGES} pages without reaching an empty page")
 
