@@ -136,7 +136,9 @@ def test_a_missed_week_is_a_gap_in_status_and_the_loss_is_loud(db_path):
     assert entry["gaps"] == [{"from": "2026-08-20", "to": "2026-08-27", "days": 7}]
     assert entry["lost"] == {"from": "2026-09-03", "to": "2026-09-13"}
     assert "records published between 2026-09-03 and 2026-09-13 may be lost for good" in entry["message"]
-    assert entry["runs"][-1] == {"from": "2026-08-27", "to": "2026-09-03"}
+    assert [(run["from"], run["to"]) for run in entry["runs"]] == [
+        ("2026-08-12", "2026-08-19"), ("2026-08-13", "2026-08-20"), ("2026-08-27", "2026-09-03")]
+    assert [run["run_id"] for run in entry["runs"]] == [1, 2, 3]
 
 
 def test_doctor_fails_on_a_lost_window_and_passes_inside_it(db_path):
@@ -174,3 +176,19 @@ def test_the_real_day_of_the_feed_stores_every_recall_once_with_its_fields(db_pa
     assert not any("<" in (row["description_original"] or "") for row in stored.values())
     assert all(stored[("CA", n)]["extra"]["fr"]["title"] for n in ("82438", "82318", "82446", "82474", "82475", "82482"))
     assert stored[("KR", "K26/EP/10022792")]["extra"]["kats_uid"] == "10022792"
+
+
+def test_status_prints_the_loss_loudly(db_path, capsys):
+    from types import SimpleNamespace
+
+    from basecrawler.commands.status import cmd_status
+
+    # Relative to the real clock (cmd_status reads it): two runs long enough ago to leave a gap
+    # between them and a loss after the last, whatever the day the test runs.
+    now = dt.datetime.now(UTC)
+    _runs_at(db_path, [now - dt.timedelta(days=40), now - dt.timedelta(days=20)])
+    assert cmd_status(SimpleNamespace(settings=fast_settings(db_path), json=False)) == 0
+    out = capsys.readouterr().out
+    lost = [line for line in out.splitlines() if "LOST" in line]
+    assert len(lost) == 1 and "may be lost for good" in lost[0]
+    assert "nothing was collected between" in out

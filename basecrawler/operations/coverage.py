@@ -54,8 +54,11 @@ def coverage(query: Query, source_id: str, days: int, now: dt.datetime) -> dict:
     rows = query("SELECT id, started_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
                  "ORDER BY id DESC LIMIT ?", [source_id, MAX_RUNS])
     window = dt.timedelta(days=days)
-    starts = sorted(m for m in (_moment(row["started_at"]) for row in rows) if m)
-    runs = [{"from": (start - window).date().isoformat(), "to": start.date().isoformat()} for start in starts]
+    started = sorted((m, row["id"]) for m, row in ((_moment(row["started_at"]), row) for row in rows) if m)
+    starts = [moment for moment, _ in started]
+    # What each run covered: the window before its start (the list is read as the run begins).
+    runs = [{"run_id": run_id, "from": (start - window).date().isoformat(), "to": start.date().isoformat()}
+            for start, run_id in started]
     gaps = []
     for earlier, later in zip(starts, starts[1:]):
         if later - window > earlier:
