@@ -156,7 +156,7 @@ def cmd_status(args) -> int:
             print("       " + "; ".join(extras))
         print("       " + _freshness_line(entry))
         for line in coverage.gap_lines(entry["coverage"], source_id) if entry.get("coverage") else ():
-            print(("       LOST " if entry["coverage"]["lost"] else "       ") + line)
+            print("       " + line)
     return 0
 
 

@@ -82,9 +82,9 @@ def coverage(query: Query, source_id: str, days: int, now: dt.datetime) -> dict:
 
 
 def gap_lines(report: dict, source_id: str) -> list[str]:
-    """The lines `status` prints for a rolling-window source: the current loss first, then
-    the past gaps (newest first, at most five)."""
-    lines = [report["message"]] if report.get("message") else []
+    """The lines `status` prints for a rolling-window source: the current loss first (marked
+    LOST), then the past gaps (newest first, at most five)."""
+    lines = [("LOST " if report.get("lost") else "") + report["message"]] if report.get("message") else []
     for gap in reversed(report.get("gaps", [])[-5:]):
         lines.append(MESSAGES["gap"].format(d1=gap["from"], d2=gap["to"], days=report["window_days"]))
     return lines
