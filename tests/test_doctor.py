@@ -22,6 +22,12 @@ def endpoint_checks() -> list[str]:
     return [f"source {sid} {name}" for sid, cls in sorted(discover().items()) for name in sorted(cls.endpoints)]
 
 
+def coverage_checks() -> list[str]:
+    """One coverage check per rolling-window source (`window_days`, operations/coverage.py)."""
+    from basecrawler.operations.coverage import window_days
+    return [f"source {sid} coverage" for sid, cls in sorted(discover().items()) if window_days(cls)]
+
+
 def some_endpoint() -> tuple[str, str]:
     """(source id, endpoint name) of the first declared endpoint, for tests that need one."""
     return next((sid, name) for sid, cls in sorted(discover().items()) for name in sorted(cls.endpoints))
@@ -92,11 +98,11 @@ def test_all_checks_hold_exit_0_every_endpoint_probed_once(ready, server, db_pat
     code, out = _doctor(db_path, capsys)
     lines = out.splitlines()
     assert code == 0, out
-    assert all(line.startswith("✓ ") for line in lines if "translation backend" not in line)
+    assert all(line.startswith("✓ ") for line in lines if "translation backend" not in line and " coverage:" not in line)
     assert "– translation backend: none configured: rows stay pending — to set up: README, Translate" in out
     assert [line.split(":")[0][2:] for line in lines] == [
         "tesseract", "tesseract Japanese data", "OCR font", "database writable", "free disk", "archive size",
-        "translation backend", *endpoint_checks(), "scheduler"]
+        "translation backend", *endpoint_checks(), "scheduler", *coverage_checks()]
     assert [(r.method, r.path) for r in server.requests] == [("GET", "/")] * len(endpoint_checks())
     source_id, endpoint = some_endpoint()
     assert f"✓ source {source_id} {endpoint}: {server.url}/ answered HTTP 200 in " in out
@@ -171,9 +177,10 @@ def test_unreachable_endpoint_and_server_error(ready, monkeypatch, server, db_pa
 def test_json_shape(ready, db_path, capsys):
     code, out = _doctor(db_path, capsys, "--json")
     report = json.loads(out)
-    assert code == 0 and report["ok"] is True and len(report["checks"]) == 8 + len(endpoint_checks())
+    assert code == 0 and report["ok"] is True and len(report["checks"]) == 8 + len(endpoint_checks()) + len(coverage_checks())
     assert all(set(c) == {"name", "ok", "detail", "fix", "seconds", "note"} for c in report["checks"])
-    assert [c["name"] for c in report["checks"] if c["note"]] == ["translation backend"]
+    # A rolling-window source never run on this store is a note too (operations/coverage.py).
+    assert [c["name"] for c in report["checks"] if c["note"]] == ["translation backend", *coverage_checks()]
     endpoint = next(c for c in report["checks"] if c["name"] == endpoint_checks()[0])
     assert endpoint["ok"] is True and endpoint["fix"] is None and 0 <= endpoint["seconds"] < 2
     assert next(c for c in report["checks"] if c["name"] == "tesseract")["seconds"] is None

@@ -100,7 +100,17 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
             lambda probe: check_reachable(*probe, timeout_s=timeout_s, user_agent=settings.user_agent), probes))
         checks += [backend.result(), *reached]
     checks.append(scheduler_check(settings.db_path, expected=expect_scheduler))
+    checks += coverage_checks(settings.db_path, sources)
     return checks
+
+
+def coverage_checks(db_path: str, sources: dict, now=None) -> list[Check]:
+    """Rolling-window sources (`window_days`): ✗ when the last successful run is older than the
+    window, read-only from the store (operations/coverage.py)."""
+    from basecrawler.operations import coverage
+
+    return [Check(f["name"], f["ok"], f["detail"], f["fix"], note=f["note"])
+            for f in coverage.doctor_checks(db_path, sources, now)]
 
 
 # ---- checks ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.store.core import Store
 from basecrawler.reading.tables import render_table
 from basecrawler.commands import require_database
+from basecrawler.operations import coverage
 
 # The scheduler runs every source daily; a source with no success within two of those intervals
 # is stale: one missed day can be a bad night at the source, two need a look.
@@ -72,6 +73,9 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
             "translation": translation.get(source_id, {}),
         }
         entry["ledger"] = ledger_status(store, source_id)
+        days = coverage.window_days(source_ids.get(source_id)) if isinstance(source_ids, dict) else None
+        if days:   # a rolling-window source: what was read, the gaps, what may be lost (coverage.py)
+            entry["coverage"] = coverage.coverage(store.query, source_id, days, now)
         if last:
             entry["last_run"] = {
                 "id": last["id"], "status": last["status"], "mode": last["mode"],
@@ -151,6 +155,8 @@ def cmd_status(args) -> int:
         if extras:
             print("       " + "; ".join(extras))
         print("       " + _freshness_line(entry))
+        for line in coverage.gap_lines(entry["coverage"], source_id) if entry.get("coverage") else ():
+            print("       " + line)
     return 0
 
 
