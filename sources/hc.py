@@ -4,7 +4,8 @@ alert of the open-data file, as `product_alert` records.
 Where the data comes from: one JSON file, `HCRSAMOpenData.json` on recalls-rappels.canada.ca, a
 complete snapshot (~34,000 records, ~16 MB) refreshed daily, so incremental and full runs read
 the same download. It is streamed to a temp file by the HTTP client and read item by item with
-ijson (as fast as `json.load` here, with flat memory: bench/bench_hc.py).
+ijson's flat events under structural limits (basecrawler/formats/jsonlimits.py: nesting depth,
+entries per container, string length), with flat memory: bench/bench_hc.py.
 
 Rules decided from the published data (see also fixtures/hc/README.md):
 
@@ -37,7 +38,7 @@ from typing import Iterator
 import ijson
 
 from basecrawler import BaseCrawler, UnexpectedContent
-from basecrawler.formats import text as text_rules
+from basecrawler.formats import jsonlimits, text as text_rules
 from basecrawler.formats.dates import parse_date
 
 log = logging.getLogger(__name__)
@@ -211,17 +212,18 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
         url = self.url("data", FILE_PATH)
         with self.http.download_to_file(url) as download:
             with open(download.path, "rb") as handle:
-                head = handle.read(512).lstrip(b"\xef\xbb\xbf \t\r\n")
+                head = jsonlimits.head_of(handle)   # a BOM (UTF-8, UTF-16) honoured
                 if not head.startswith(b"["):
                     raise UnexpectedContent(f"the alerts file is not a JSON array (starts {head[:40]!r})", url=url,
                                             body=head, response_sha256=download.sha256)
-                handle.seek(0)
                 count = 0
                 try:
-                    for item in ijson.items(handle, "item", use_float=True):
+                    # Under the structural limits: an alert nested too deep, too wide or with
+                    # a text too long is that alert's dead letter (a `Refused`), the rest read.
+                    for item in jsonlimits.iter_items(handle):
                         count += 1
                         yield item
-                except ijson.JSONError as exc:
+                except (ijson.JSONError, jsonlimits.NotAList, UnicodeDecodeError) as exc:
                     # The records read so far are kept; the whole body is in the archive by sha256.
                     raise UnexpectedContent(f"the alerts file breaks after {count} records: {exc}", url=url,
                                             response_sha256=download.sha256) from None

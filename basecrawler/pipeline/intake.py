@@ -24,7 +24,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from basecrawler.errors import Skip
+from basecrawler.errors import OverLimit, Skip
+from basecrawler.formats.jsonlimits import Refused
 from basecrawler.pipeline import deadletters
 from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Window, as_date, entries, hash_context,
                                           in_window, prepare, stored_input_hash, validate)
@@ -101,6 +102,10 @@ class Intake:
         """parse() one fetched item; its records wait for the next lookup round."""
         crawler, counts = self.crawler, self.crawler.counts
         raw = item.data if isinstance(item, Raw) else item
+        if raw.__class__ is Refused:   # an item a reader refused over a structural limit
+            self._unparseable(Raw(raw.summary(), getattr(item, "url", None), getattr(item, "response_sha256", None)),
+                              raw.error)
+            return
         letters_before = counts.dead_lettered
         try:
             made = entries(crawler.parse_raw(raw), default_type=self._default_type, defaults=self._defaults,
@@ -135,6 +140,8 @@ class Intake:
         self.crawler.counts.unparseable += 1
         if isinstance(exc, ValidationError):
             self.crawler.dead_letter(item, deadletters.short_validation(exc), stage="parse", kind="validation")
+        elif isinstance(exc, OverLimit):   # too deep / too many / too long: a kind of its own
+            self.crawler.dead_letter(item, exc, stage="parse", kind=exc.kind)
         else:
             self.crawler.dead_letter(item, exc, stage="parse", kind="parse_error")
 
