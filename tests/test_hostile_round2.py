@@ -67,3 +67,65 @@ def test_one_value_nested_1200_deep_among_two_good_alerts_is_that_alerts_dead_le
     assert outcome["stored"] == ["1", "3"] and outcome["letters"] == ["too_deep"]
     assert outcome["counts"]["fetched"] == 3 and outcome["counts"]["unparseable"] == 1
     assert adds_up(outcome["counts"]), outcome["line"]
+
+
+# ---- 2. nothing between parse() and the store fails the source ------------------------------
+from basecrawler import BaseCrawler  # noqa: E402
+
+
+def nested(depth: int):
+    value: object = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+class Three(BaseCrawler):
+    """Three recalls; the second one's `extra` carries what the test gives it."""
+
+    source = "three2"
+    country = "XX"
+    endpoints = {"site": "http://placeholder.test"}
+    hostile: object = None
+
+    def fetch(self):
+        yield from ("1", "2", "3")
+
+    def parse(self, raw):
+        extra = {"odd": self.hostile} if raw == "2" else {}
+        return {"recall_number": f"T-{raw}", "recall_date": "2024-05-01", "extra": extra}
+
+
+def _run_three(store, settings, hostile):
+    crawler = type("ThreeHostile", (Three,), {"hostile": hostile})(store, settings=settings)
+    result = crawler.run()
+    numbers = {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls WHERE source = 'three2'")}
+    return result, numbers, store.open_dead_letters("three2")
+
+
+def test_a_record_nested_1200_deep_from_parse_is_its_items_dead_letter_before_the_store(store, settings):
+    result, numbers, letters = _run_three(store, settings, nested(1200))
+    assert result.status == "succeeded", result.summary_line()
+    assert numbers == {"T-1", "T-3"}
+    assert [(letter["stage"], letter["kind"]) for letter in letters] == [("parse", "too_deep")]
+    assert adds_up(vars(result.counts)) and result.counts.unparseable == 1, result.summary_line()
+
+
+class Unwritable:
+    """A value no serialiser can write: pickle, repr, str (the store's JSON fallback) all refuse it."""
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle Unwritable")
+
+    def __repr__(self):
+        raise RecursionError("maximum recursion depth exceeded while getting the repr of an object")
+
+    __str__ = __repr__
+
+
+def test_a_record_the_store_cannot_serialise_is_one_store_dead_letter_and_the_batch_is_stored(store, settings):
+    result, numbers, letters = _run_three(store, settings, Unwritable())
+    assert result.status == "succeeded", result.summary_line()
+    assert numbers == {"T-1", "T-3"}
+    assert [(letter["stage"], letter["kind"]) for letter in letters] == [("store", "store_error")]
+    assert adds_up(vars(result.counts)) and result.counts.store_failed == 1, result.summary_line()

@@ -189,7 +189,7 @@ def check(value: Any, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
         if item.__class__ is str:
             if len(item) > limits.string:
                 raise TooLong(f"a text of {len(item):,} characters (limit {limits.string:,})")
-        elif isinstance(item, (dict, list, tuple)):
+        elif isinstance(item, (dict, list, tuple, set, frozenset)):
             if depth > limits.depth:
                 raise TooDeep(f"containers nested deeper than {limits.depth} levels")
             if len(item) > limits.items:
