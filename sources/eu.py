@@ -31,11 +31,12 @@ import re
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import IO, Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
+from basecrawler.fetch.urls import path_segment
 from basecrawler.formats import text as text_rules
 from basecrawler.formats.dates import parse_date
 from basecrawler.errors import UnexpectedContent
@@ -121,6 +122,21 @@ def clean_text(value: str | None) -> str | None:
     return None if not text or (len(text) <= _ABSENT_LONGEST and text.lower() in _ABSENT) else text
 
 
+# HTML tags a publisher's editor leaves inside a field that is text: the field stays text.
+_TEXT_MARKUP = frozenset(("br", "p", "b", "i", "u", "em", "strong", "span", "sub", "sup", "font", "a", "div"))
+
+
+def _texts_with_breaks(element: etree._Element) -> Iterator[str]:
+    """The element's text pieces in order; a line break (`<br>`, a block's end) is a space."""
+    yield element.text or ""
+    for child in element:
+        if isinstance(child.tag, str):
+            yield from _texts_with_breaks(child)
+            if _local(child.tag).lower() in ("br", "p", "div"):
+                yield " "
+        yield child.tail or ""
+
+
 def _element_value(element: etree._Element) -> str | list[str] | None:
     # values() first: most fields have no attribute, and a namespaced get() costs 3x more.
     if element.values() and element.get(XSI_NIL) == "true":
@@ -128,6 +144,10 @@ def _element_value(element: etree._Element) -> str | list[str] | None:
     if not len(element):   # a leaf (most fields): its text is all of itertext()
         return clean_text(element.text or "")
     children = [child for child in element if isinstance(child.tag, str)]
+    if children and all(_local(child.tag).lower() in _TEXT_MARKUP for child in children):
+        # HTML markup inside a text field (`<caseNumber>1150/09<br/></caseNumber>`): its text,
+        # a line break as a space, never a list of the tags' (empty) texts.
+        return clean_text("".join(_texts_with_breaks(element)))
     if children:  # e.g. <pictures><picture>…</picture></pictures>
         values = [clean_text("".join(child.itertext()) if len(child) else child.text or "") for child in children]
         return [v for v in values if v] or None
@@ -310,16 +330,22 @@ def read_index(body: bytes, header: str | None = None) -> tuple[list[WeeklyRepor
     return reports, listed
 
 
+def _has_step(path: str) -> bool:
+    """Whether a URL resolver would take a segment of `path` as a step (`.`, `..`, also
+    percent-encoded), or it holds NUL: publisher data must not choose where we go."""
+    return any(unquote(segment).strip() in (".", "..") or "\x00" in unquote(segment) for segment in path.split("/"))
+
+
 def report_request_path(report: WeeklyReport) -> str:
     """Path and query to request for an index entry: those the index gives (what the server
     itself advertises), else the canonical detail path. The index's host is never used, so an
     endpoint override (mirror, replay, test server) applies and an index cannot send us
     elsewhere."""
     parts = urlsplit(report.url or "")
-    if _REPORT_ID_RE.search(parts.path or ""):
+    if _REPORT_ID_RE.search(parts.path or "") and not _has_step(parts.path):
         path, query = parts.path, parse_qsl(parts.query, keep_blank_values=True)
-    else:
-        path, query = REPORT_PATH.format(id=report.report_id), []
+    else:   # (an advertised path with `..` in it is not followed: the canonical one is asked)
+        path, query = REPORT_PATH.format(id=path_segment(report.report_id)), []
     if not any(key == "language" for key, _ in query):
         query.insert(0, ("language", "en"))
     return path + "?" + urlencode(query, safe="|:")

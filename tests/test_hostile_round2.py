@@ -129,3 +129,69 @@ def test_a_record_the_store_cannot_serialise_is_one_store_dead_letter_and_the_ba
     assert numbers == {"T-1", "T-3"}
     assert [(letter["stage"], letter["kind"]) for letter in letters] == [("store", "store_error")]
     assert adds_up(vars(result.counts)) and result.counts.store_failed == 1, result.summary_line()
+
+
+# ---- 5. path segments built from publisher data ---------------------------------------------
+from urllib.parse import parse_qs, urlsplit  # noqa: E402
+
+from basecrawler.errors import UnsafePath  # noqa: E402
+
+
+def test_au_a_recall_number_is_one_encoded_segment_and_a_dot_segment_is_refused():
+    from sources.au import detail_path
+
+    assert detail_path("REC-1/../../etc/passwd?x#y") == "/recalls/rec-1%2F..%2F..%2Fetc%2Fpasswd%3Fx%23y"
+    with pytest.raises(UnsafePath):
+        detail_path("..")
+
+
+def test_us_a_campaign_number_stays_one_query_value_on_the_detail_path():
+    from sources.us import DETAIL_PATH, detail_query
+
+    query = detail_query("../../etc/passwd?a=1&b#c")
+    parts = urlsplit("https://api.example" + query)
+    assert parts.path == DETAIL_PATH and parts.fragment == ""
+    assert parse_qs(parts.query) == {"campaignNumber": ["../../etc/passwd?a=1&b#c"]}
+
+
+@pytest.mark.parametrize("advertised", [
+    "https://ec.europa.eu/safety-gate-alerts/api/download/weeklyReport/detail/xml/../../../../../etc/passwd/"
+    "weeklyReport/detail/xml/77",
+    "https://ec.europa.eu/x/%2e%2e/%2E%2E/weeklyReport/detail/xml/77",
+])
+def test_eu_an_advertised_report_path_with_dot_segments_is_not_followed(advertised):
+    from sources.eu import REPORT_PATH, WeeklyReport, report_request_path
+
+    path = report_request_path(WeeklyReport("2024/1", None, 2024, 1, advertised, "77"))
+    assert path.split("?")[0] == REPORT_PATH.format(id="77")
+
+
+def test_eu_the_canonical_report_path_encodes_the_id_as_one_segment():
+    from sources.eu import WeeklyReport, report_request_path
+
+    path = report_request_path(WeeklyReport("2024/1", None, 2024, 1, None, "7/../8"))
+    assert path.split("?")[0].endswith("/xml/7%2F..%2F8")
+
+
+@pytest.mark.parametrize("link", ["http://www.mlit.go.jp/report/../../etc/passwd",
+                                  "http://www.mlit.go.jp/report/%2e%2e/%2e%2e/etc/passwd"])
+def test_jp_a_feed_link_with_dot_segments_is_refused(store, settings, link):
+    from sources.jp import JpCrawler
+
+    with pytest.raises(UnsafePath):
+        JpCrawler(store, settings=settings)._site_url(link)
+    assert JpCrawler(store, settings=settings)._site_url("http://www.mlit.go.jp/report/press/a.html").endswith(
+        "/report/press/a.html")
+
+
+# ---- issue #31 item 3: markup inside a field that is text -----------------------------------
+def test_eu_a_case_number_with_a_line_break_tag_is_the_case_number():
+    from lxml import etree
+
+    from sources.eu import _element_value
+
+    assert _element_value(etree.fromstring(b"<caseNumber>1150/09<br/></caseNumber>")) == "1150/09"
+    assert _element_value(etree.fromstring(b"<caseNumber>A12/0001/<b>24</b></caseNumber>")) == "A12/0001/24"
+    # A real list stays a list.
+    assert _element_value(etree.fromstring(b"<pictures><picture>a.jpg</picture><picture>b.jpg</picture></pictures>")) \
+        == ["a.jpg", "b.jpg"]
