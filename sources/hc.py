@@ -40,6 +40,7 @@ import ijson
 from basecrawler import BaseCrawler, UnexpectedContent
 from basecrawler.formats import jsonlimits, text as text_rules
 from basecrawler.formats.dates import parse_date
+from basecrawler.recordtypes.fields import refuse_wrong_types
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,12 @@ FILE_PATH = "/sites/default/files/opendata-donneesouvertes/HCRSAMOpenData.json"
 KNOWN_FIELDS = ("NID", "Title", "URL", "Organization", "Product", "Issue", "What you should do", "Category",
                 "Recall class", "Last updated", "Archived")
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
+_STRUCTURES = frozenset((list, dict))
+# The stored field each published one becomes (what a refusal names).
+PUBLISHED_AS = {"NID": "alert_id", "Title": "title_original", "URL": "source_url", "Organization": "authority",
+                "Product": "product_original", "Issue": "hazard_original", "What you should do": "what_to_do_original",
+                "Category": "category", "Recall class": "risk_class", "Last updated": "alert_date",
+                "Archived": "archived"}
 
 # Zero-width space / non-joiner / joiner, word joiner, BOM: invisible, pasted from the CMS.
 _INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
@@ -229,9 +236,23 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
                                             response_sha256=download.sha256) from None
         log.info("hc: %d alerts in the file", count)
 
+    @staticmethod
+    def _types_as_declared(raw: dict) -> None:
+        """Published fields are text (a number becomes its text); a list or an object in one
+        is refused as the model would (a validation dead letter), never cleaned into its repr.
+        The declared exception: `Category` as a list of texts is several categories."""
+        wrong = {PUBLISHED_AS.get(name, name): value for name, value in raw.items()
+                 if name in _KNOWN_SET and value.__class__ in _STRUCTURES
+                 and not (name == "Category" and value.__class__ is list
+                          and all(v is None or v.__class__ is str for v in value))}
+        if wrong:
+            refuse_wrong_types("product_alert", wrong)
+
     def parse(self, raw: dict) -> dict:
         if not isinstance(raw, dict):
             raise ValueError(f"an alert is not a JSON object: {str(raw)[:100]}")
+        if any(value.__class__ in _STRUCTURES for value in raw.values()):
+            self._types_as_declared(raw)
         nid = clean(raw.get("NID"))
         if not nid:
             raise ValueError("alert without an NID")
@@ -243,6 +264,9 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
         extra = ({key: value for key, value in raw.items() if key not in KNOWN_FIELDS and value not in (None, "")}
                  if raw.keys() - _KNOWN_SET else {})
         raw_class, risk_class = _CLASSES.of(raw.get("Recall class"))
+        categories = raw.get("Category")
+        categories = (list(_CATEGORIES.of(categories)) if categories.__class__ is not list
+                      else list(dict.fromkeys(c for value in categories for c in _CATEGORIES.of(value))))
         if raw_class and risk_class is None:
             extra["recall_class_published"] = raw_class
         is_archived = _ARCHIVED.of(raw.get("Archived"))
@@ -255,7 +279,7 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
             "product_original": clean(raw.get("Product")),
             "hazard_original": issue,
             "what_to_do_original": clean_paragraphs(raw.get("What you should do")),
-            "category": list(_CATEGORIES.of(raw.get("Category"))),
+            "category": categories,
             "authority": organization,
             "risk_class": risk_class,
             "recall_number": tc_recall_number(title, issue, organization),

@@ -195,3 +195,64 @@ def test_eu_a_case_number_with_a_line_break_tag_is_the_case_number():
     # A real list stays a list.
     assert _element_value(etree.fromstring(b"<pictures><picture>a.jpg</picture><picture>b.jpg</picture></pictures>")) \
         == ["a.jpg", "b.jpg"]
+
+
+# ---- 3. byte-order marks -------------------------------------------------------------------
+def _hc_run(store, settings, body: bytes):
+    import httpx
+
+    from sources.hc import FILE_PATH, HealthCanadaAlertsCrawler
+
+    def handler(request):
+        if request.url.path != FILE_PATH:
+            return httpx.Response(404)
+        return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+
+    result = HealthCanadaAlertsCrawler(store, settings=settings, transport=httpx.MockTransport(handler)).run()
+    rows = {row["alert_id"]: dict(row) for row in store.query("SELECT * FROM product_alerts WHERE source = 'hc'")}
+    return result, rows, store.open_dead_letters("hc")
+
+
+@pytest.mark.parametrize("bom,codec", [(b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")])
+def test_hc_a_file_with_a_byte_order_mark_is_read_whole(store, settings, bom, codec):
+    alerts = [good("1"), {**good("2"), "Title": "Fromage é 日本"}]
+    result, rows, letters = _hc_run(store, settings, bom + json.dumps(alerts, ensure_ascii=False).encode(codec))
+    assert result.status == "succeeded", result.summary_line()
+    assert sorted(rows) == ["1", "2"] and rows["2"]["title_original"] == "Fromage é 日本" and letters == []
+
+
+def test_xml_list_with_a_utf16_byte_order_mark_is_read():
+    from basecrawler.formats.xmlsafe import read_list
+
+    body = '<?xml version="1.0" encoding="UTF-16"?><list><item>é</item><item>b</item></list>'.encode("utf-16")
+    listed = read_list(body, "item")
+    assert ["".join(item.itertext()) for item in listed.items] == ["é", "b"]
+
+
+# ---- 4. types as declared ------------------------------------------------------------------
+def test_hc_a_list_or_object_where_text_is_published_is_a_validation_dead_letter_never_a_repr(store, settings):
+    alerts = [good("1"), {**good("2"), "Title": ["1"]}, {**good("3"), "Product": {"x": 1}}, {**good("4"), "NID": 4}]
+    result, rows, letters = _hc_run(store, settings, json.dumps(alerts).encode())
+    assert sorted(rows) == ["1", "4"], result.summary_line()
+    assert [letter["kind"] for letter in letters] == ["validation", "validation"]
+    assert {letter["error"].split(":")[1].strip() for letter in letters} == {"title_original", "product_original"}
+    assert not any("['" in str(value) or "{'" in str(value) for row in rows.values() for value in row.values())
+    assert adds_up(vars(result.counts))
+
+
+def test_hc_a_category_list_of_texts_is_several_categories(store, settings):
+    result, rows, letters = _hc_run(store, settings, json.dumps([{**good("1"), "Category": ["Food", "Toys - Food"]}]).encode())
+    assert json.loads(rows["1"]["category"]) == ["Food", "Toys"] and letters == []
+
+
+def test_a_list_inside_a_multi_valued_field_is_refused_by_the_model_not_stored_as_a_repr():
+    from pydantic import ValidationError
+
+    from record_types.product_alert import ProductAlert
+
+    fields = {"country": "CA", "alert_id": "1", "alert_date": "2024-05-01"}
+    assert ProductAlert.model_validate({**fields, "category": ["Food", 3]}).category == ["Food", "3"]
+    with pytest.raises(ValidationError, match="a list inside a list of values"):
+        ProductAlert.model_validate({**fields, "category": [["Food", "Toys"]]})
+    with pytest.raises(ValidationError, match="a dict inside a list of values"):
+        ProductAlert.model_validate({**fields, "category": [{"x": 1}]})
