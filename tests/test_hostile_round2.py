@@ -256,3 +256,21 @@ def test_a_list_inside_a_multi_valued_field_is_refused_by_the_model_not_stored_a
         ProductAlert.model_validate({**fields, "category": [["Food", "Toys"]]})
     with pytest.raises(ValidationError, match="a dict inside a list of values"):
         ProductAlert.model_validate({**fields, "category": [{"x": 1}]})
+
+
+# ---- 1. XML and HTML: libxml2's own depth limit (no huge_tree) bounds every tree ---------------
+def test_xml_an_item_nested_100000_deep_is_lost_alone_and_the_others_read():
+    from basecrawler.formats.xmlsafe import read_list
+
+    deep = "<a>" * 100_000 + "</a>" * 100_000
+    listed = read_list(f"<list><item>1</item><item>{deep}</item><item>3</item></list>".encode(), "item")
+    assert ["".join(item.itertext()) for item in listed.items] == ["1", "3"]
+    assert len(listed.lost) == 1 and "Excessive depth" in listed.lost[0][1]
+
+
+def test_html_a_page_nested_100000_deep_is_read_bounded_with_its_text():
+    from sources.au import html_document
+
+    doc = html_document("<html><body><p>first</p>" + "<div>" * 100_000 + "</div>" * 100_000 + "<p>last</p></body></html>")
+    assert max(sum(1 for _ in element.iterancestors()) for element in doc.iter()) < 300
+    assert doc.xpath("//p")[0].text == "first"
