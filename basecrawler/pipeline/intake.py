@@ -65,6 +65,8 @@ class RunningCrawler(Protocol):
 log = logging.getLogger("basecrawler")
 _NOTHING: dict = {}
 _CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
+_TEXT_ONLY = {str}
+_LIMITS = jsonlimits.DEFAULT_LIMITS
 # Entries looked up by input hash together: one indexed query per this many records.
 LOOKUP_EVERY = 500
 
@@ -266,7 +268,10 @@ class Intake:
         record = prepare(entry.record_type, record, source=self.crawler.source, today=self._today,
                          public_url=self._public_url, moved_from=self._moved_from)
         for value in record.__dict__.values():
-            if value.__class__ in _CONTAINERS:
+            # (Most containers are empty or a short list of texts: told in C, not walked.)
+            if value.__class__ in _CONTAINERS and value and not (
+                    value.__class__ is list and {*map(type, value)} == _TEXT_ONLY and len(value) <= _LIMITS.items
+                    and max(map(len, value)) <= _LIMITS.string):
                 jsonlimits.check(value)
         return record
 
