@@ -274,3 +274,36 @@ def test_html_a_page_nested_100000_deep_is_read_bounded_with_its_text():
     doc = html_document("<html><body><p>first</p>" + "<div>" * 100_000 + "</div>" * 100_000 + "<p>last</p></body></html>")
     assert max(sum(1 for _ in element.iterancestors()) for element in doc.iter()) < 300
     assert doc.xpath("//p")[0].text == "first"
+
+
+# ---- 1. the us list pages (json.loads, then each row checked) --------------------------------
+def _us_run(store, settings, body: bytes):
+    import httpx
+
+    from sources.us import UsCrawler
+
+    def handler(request):
+        if request.url.host == "data.transportation.gov":
+            return httpx.Response(200, content=body, headers={"content-type": "application/json"})
+        return httpx.Response(404)
+
+    return UsCrawler(store, settings=settings, transport=httpx.MockTransport(handler)).run()
+
+
+def us_row(number: str) -> dict:
+    return {"nhtsa_id": number, "report_received_date": "2024-05-01T00:00:00.000", "manufacturer": "Maker",
+            "subject": "Brakes"}
+
+
+def test_us_a_row_nested_too_deep_is_its_dead_letter_and_the_other_rows_are_stored(store, settings):
+    body = json.dumps([us_row("24V001000"), {**us_row("24V002000"), "odd": nested(200)}, us_row("24V003000")]).encode()
+    result = _us_run(store, settings, body)
+    numbers = {row["recall_number"] for row in store.query("SELECT recall_number FROM recalls WHERE source = 'us'")}
+    assert numbers == {"24V001000", "24V003000"}, result.summary_line()
+    assert [letter["kind"] for letter in store.open_dead_letters("us")] == ["too_deep"]
+    assert adds_up(vars(result.counts)), result.summary_line()
+
+
+def test_us_a_page_nested_past_the_json_reader_is_a_clear_refusal_not_a_recursion_error(store, settings):
+    result = _us_run(store, settings, b"[" * 100_000 + b"]" * 100_000)
+    assert result.status == "failed" and result.error.startswith("UnexpectedContent: "), result.error

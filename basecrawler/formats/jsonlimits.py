@@ -180,6 +180,16 @@ def _skip_rest(events: Iterator, open_levels: int) -> None:
                 return
 
 
+def checked_items(items: list, limits: JsonLimits = DEFAULT_LIMITS) -> Iterator[Any]:
+    """The items of an already-parsed list (`json.loads`), each `check`ed: an item over a
+    limit comes out as a `Refused`, its dead letter, like `iter_items`'."""
+    for index, item in enumerate(items):
+        try:
+            yield check(item, limits)
+        except OverLimit as error:
+            yield Refused(error, index)
+
+
 def check(value: Any, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
     """`value` (already parsed, e.g. by `json.loads`) unchanged if it keeps within `limits`,
     else OverLimit. A walk with its own stack: no recursion, however deep the value."""
@@ -206,4 +216,5 @@ def check(value: Any, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
     return value
 
 
-__all__ = ["JsonLimits", "DEFAULT_LIMITS", "Refused", "NotAList", "without_bom", "head_of", "iter_items", "check"]
+__all__ = ["JsonLimits", "DEFAULT_LIMITS", "Refused", "NotAList", "without_bom", "head_of", "iter_items", "checked_items",
+           "check"]
