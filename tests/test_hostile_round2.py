@@ -307,3 +307,10 @@ def test_us_a_row_nested_too_deep_is_its_dead_letter_and_the_other_rows_are_stor
 def test_us_a_page_nested_past_the_json_reader_is_a_clear_refusal_not_a_recursion_error(store, settings):
     result = _us_run(store, settings, b"[" * 100_000 + b"]" * 100_000)
     assert result.status == "failed" and result.error.startswith("UnexpectedContent: "), result.error
+
+
+def test_html_with_a_utf16_byte_order_mark_is_decoded_by_it_over_a_lying_header():
+    from basecrawler.formats.textcodec import decode_text
+
+    body = "<html><body><p>Rappel é</p></body></html>".encode("utf-16")
+    assert decode_text(body, header="iso-8859-1", default="utf-8").text.endswith("<p>Rappel é</p></body></html>")
