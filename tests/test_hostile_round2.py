@@ -314,3 +314,12 @@ def test_html_with_a_utf16_byte_order_mark_is_decoded_by_it_over_a_lying_header(
 
     body = "<html><body><p>Rappel é</p></body></html>".encode("utf-16")
     assert decode_text(body, header="iso-8859-1", default="utf-8").text.endswith("<p>Rappel é</p></body></html>")
+
+
+def test_a_record_nested_2500_deep_behind_an_endpoint_override_is_still_its_too_deep_letter(store, settings,
+                                                                                              monkeypatch):
+    # With an override, preparing looks for links in `extra` (marshal, which refuses 2,000
+    # levels, then repr, which recurses): the structure check comes first, so the letter says why.
+    monkeypatch.setenv("BASECRAWLER_THREE2_SITE_URL", "http://127.0.0.1:9")
+    result, numbers, letters = _run_three(store, settings, nested(2500))
+    assert numbers == {"T-1", "T-3"} and [letter["kind"] for letter in letters] == ["too_deep"], result.summary_line()

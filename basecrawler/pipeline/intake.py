@@ -262,18 +262,18 @@ class Intake:
         counts.saved += unchanged
 
     def _prepared(self, entry: Entry, record: BaseModel) -> BaseModel:
-        """The validated record prepared (as crawler.prepare_record), its containers checked
-        against the structural limits: what the store writes (its row, its hash: `repr`,
-        JSON) never meets a value nested past them. Raises for the item's dead letter."""
-        record = prepare(entry.record_type, record, source=self.crawler.source, today=self._today,
-                         public_url=self._public_url, moved_from=self._moved_from)
+        """The validated record, its containers checked against the structural limits, then
+        prepared (as crawler.prepare_record): neither preparing (marshal, repr, the link walk)
+        nor the store (its row, its hash: `repr`, JSON) ever meets a value nested past them.
+        Raises for the item's dead letter."""
         for value in record.__dict__.values():
             # (Most containers are empty or a short list of texts: told in C, not walked.)
             if value.__class__ in _CONTAINERS and value and not (
                     value.__class__ is list and {*map(type, value)} == _TEXT_ONLY and len(value) <= _LIMITS.items
                     and max(map(len, value)) <= _LIMITS.string):
                 jsonlimits.check(value)
-        return record
+        return prepare(entry.record_type, record, source=self.crawler.source, today=self._today,
+                       public_url=self._public_url, moved_from=self._moved_from)
 
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
