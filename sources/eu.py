@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import io
 import logging
 import re
 from contextlib import suppress
@@ -42,7 +43,7 @@ from basecrawler.formats.dates import parse_date
 from basecrawler.errors import UnexpectedContent
 from basecrawler.recordtypes import Record
 from basecrawler.formats.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
-from basecrawler.formats.xmlrepair import RepairingXmlReader, count_repairs
+from basecrawler.formats.xmlrepair import RepairingXmlReader, count_repairs, flatten_deep
 from basecrawler.formats.xmlsafe import _CONTROL, ListRead, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
@@ -351,6 +352,9 @@ def report_request_path(report: WeeklyReport) -> str:
     return path + "?" + urlencode(query, safe="|:")
 
 
+FLATTEN_DEPTH = 200   # (xmlrepair.flatten_deep's default, below libxml2's 256)
+
+
 def _oldest_first(report: WeeklyReport):
     return report.date_for_window or dt.date.min, int(report.report_id or 0)
 
@@ -469,7 +473,8 @@ class EuSafetyGateCrawler(BaseCrawler):
                                  failures=(etree.XMLSyntaxError, UnexpectedContent)):
             # A body cut short fails the item (a new download may be whole); an unsafe one does not.
             try:
-                items = self._read_report(self._report_source(download, report), report, url)
+                items = self._read_report(self._report_source(download, report), report, url,
+                                          again=lambda: self._report_source(download, report))
                 for item in self._first_dated(items, first_seen):
                     if "_broken" in item:
                         broken += 1
@@ -543,13 +548,36 @@ class EuSafetyGateCrawler(BaseCrawler):
             return RepairingXmlReader(download.path, encoding, errors=errors)
         return Utf8XmlReader(download.path, encoding, errors=errors)
 
-    def _read_report(self, source, report: WeeklyReport, url: str) -> Iterator[dict]:
+    def _read_report(self, source, report: WeeklyReport, url: str, again=None) -> Iterator[dict]:
         header: dict = {}
+        read = 0
         try:
-            yield from self._report_elements(source, header, report, url)
+            for item in self._report_elements(source, header, report, url):
+                read += 1
+                yield item
+        except etree.XMLSyntaxError as exc:
+            if again is None or "Excessive depth" not in str(exc):
+                raise
+            # One notification nested past libxml2's 256 levels must not cost the others: the
+            # report read again with the over-deep tags as text (xmlrepair.flatten_deep), the
+            # notifications already read skipped.
+            yield from self._read_flattened(again(), report, url, skip=read)
         finally:
             if hasattr(source, "close"):
                 source.close()
+
+    def _read_flattened(self, source, report: WeeklyReport, url: str, *, skip: int) -> Iterator[dict]:
+        if isinstance(source, str):
+            with open(source, "rb") as handle:
+                body = handle.read()
+        else:
+            with source:
+                body = source.read()
+        body, flattened = flatten_deep(body)
+        self.warn(f"{report.reference}: {flattened} tag(s) nested deeper than {FLATTEN_DEPTH} levels read as text")
+        for index, item in enumerate(self._report_elements(io.BytesIO(body), {}, report, url)):
+            if index >= skip:
+                yield item
 
     def _report_elements(self, source, header: dict, report: WeeklyReport, url: str) -> Iterator[dict]:
         depth = 0   # of the element an event is about: the root is 1 (cheaper than getparent())

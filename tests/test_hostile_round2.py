@@ -323,3 +323,27 @@ def test_a_record_nested_2500_deep_behind_an_endpoint_override_is_still_its_too_
     monkeypatch.setenv("BASECRAWLER_THREE2_SITE_URL", "http://127.0.0.1:9")
     result, numbers, letters = _run_three(store, settings, nested(2500))
     assert numbers == {"T-1", "T-3"} and [letter["kind"] for letter in letters] == ["too_deep"], result.summary_line()
+
+
+def test_eu_one_notification_nested_300_deep_is_stored_as_text_and_the_report_read_whole(store, settings):
+    import re
+
+    import httpx
+
+    from sources.eu import EuSafetyGateCrawler
+    from test_eu import FIXTURES, Site, index_xml
+
+    body = (FIXTURES / "report_10000201.xml").read_bytes()
+    cases = [case.decode() for case in re.findall(rb"<caseNumber>([^<]*)", body)]
+    # Inside the second notification's own description (whichever side of the case number it is).
+    second = body.index(b"<caseNumber>" + cases[1].encode())
+    start = body.rindex(b"<notifications", 0, second)
+    opening = body.index(b"<description", start)
+    opening = body.index(b">", opening) + 1
+    deep = b"<b>" * 300 + b"deep text " + b"</b>" * 300
+    site = Site(index_xml(("10000201", "01/05/2024", "")), {"10000201": body[:opening] + deep + body[opening:]})
+    result = EuSafetyGateCrawler(store, settings=settings, transport=httpx.MockTransport(site), mode="full").run()
+    stored = {row["alert_id"]: dict(row) for row in store.query("SELECT * FROM product_alerts WHERE source = 'eu'")}
+    assert sorted(stored) == sorted(cases), result.summary_line()
+    assert "deep text" in stored[cases[1]]["description_original"] and "<b>" not in stored[cases[1]]["description_original"]
+    assert store.open_dead_letters("eu") == [] and result.warnings
