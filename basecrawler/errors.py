@@ -11,6 +11,11 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     ├── Interrupted (interrupted)                         a stop was requested (SIGINT/SIGTERM): never a dead letter
     ├── Undecodable (undecodable)                         no charset decodes a text body without loss
     ├── ListUnreadable (unreadable_list)                  not one item of a list document could be read
+    ├── NotAList (not_a_list)                             a list document whose top level is not an array
+    ├── OverLimit (over_limit)                            an item over a structural limit: its dead letter; also a ValueError
+    │   ├── TooDeep (too_deep)                            containers nested deeper than the limit
+    │   ├── TooMany (too_many)                            more keys / items in one container than the limit
+    │   └── TooLong (too_long)                            one string longer than the limit
     ├── DuplicateSource (duplicate_source)                two classes claim the same `source` id
     ├── SourceFailed (source_failed)                      a whole source run failed (wraps the cause)
     ├── ReplayMiss (replay_miss)                          --replay has no recorded exchange for a request
@@ -227,6 +232,38 @@ class ListUnreadable(CrawlerError, ValueError):
     """Not one item of a list document could be read; the caller keeps the raw body (xmlsafe)."""
 
     kind = "unreadable_list"
+
+
+class NotAList(CrawlerError, ValueError):
+    """A list document whose top level is not an array (jsonlimits); a caller makes it
+    UnexpectedContent with the URL."""
+
+    kind = "not_a_list"
+
+
+class OverLimit(CrawlerError, ValueError):
+    """A parsed item over a structural limit (basecrawler.formats.jsonlimits, xmlsafe): that
+    item is a dead letter of this kind, the other items of its document are read."""
+
+    kind = "over_limit"
+
+
+class TooDeep(OverLimit):
+    """Containers (JSON arrays / objects, XML or HTML elements) nested deeper than the limit."""
+
+    kind = "too_deep"
+
+
+class TooMany(OverLimit):
+    """More keys or items in one container than the limit."""
+
+    kind = "too_many"
+
+
+class TooLong(OverLimit):
+    """One string (a value, a key, an element's text) longer than the limit."""
+
+    kind = "too_long"
 
 
 def subclasses(root: type) -> list[type]:

@@ -28,6 +28,7 @@ from typing import Iterator
 import lxml.html
 
 from basecrawler import BaseCrawler, NotFound, Raw
+from basecrawler.fetch.urls import path_segment
 from basecrawler.formats.dates import parse_date
 from basecrawler.model import year_range
 
@@ -125,9 +126,10 @@ class AustraliaCrawler(BaseCrawler):
                 if number not in known or (listed is not None and self.since is not None and listed >= self.since)]
 
     def _fetch_detail_page(self, number: str) -> dict | None:
-        url = self.url("site", detail_path(number))
         # One missing or broken page must not stop the others; a block (403) still fails the run.
-        with self.item({"recall_number": number, "url": url}, url, key=number):
+        # A number that is no path segment is that item's refusal (unsafe_path), never a request.
+        with self.item({"recall_number": number}, key=number):
+            url = self.url("site", detail_path(number))
             html = self.http.get_text(url, expect="html")
             return {"recall_number": number, "html": html}  # the pipeline notes the page it came from
         return None
@@ -141,7 +143,9 @@ class AustraliaCrawler(BaseCrawler):
 
 
 def detail_path(number: str) -> str:
-    return f"/recalls/{number.lower()}"
+    """The detail page of a recall number read from the listing (or the ledger): one encoded
+    path segment, never a path (`UnsafePath` for `..` and the like)."""
+    return f"/recalls/{path_segment(number.lower())}"
 
 
 # ---- listing ---------------------------------------------------------------------------

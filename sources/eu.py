@@ -26,22 +26,24 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import io
 import logging
 import re
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import IO, Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from lxml import etree
 
 from basecrawler import BaseCrawler, Raw
+from basecrawler.fetch.urls import path_segment
 from basecrawler.formats import text as text_rules
 from basecrawler.formats.dates import parse_date
 from basecrawler.errors import UnexpectedContent
 from basecrawler.recordtypes import Record
 from basecrawler.formats.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
-from basecrawler.formats.xmlrepair import RepairingXmlReader, count_repairs
+from basecrawler.formats.xmlrepair import RepairingXmlReader, count_repairs, flatten_deep
 from basecrawler.formats.xmlsafe import _CONTROL, ListRead, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,21 @@ def clean_text(value: str | None) -> str | None:
     return None if not text or (len(text) <= _ABSENT_LONGEST and text.lower() in _ABSENT) else text
 
 
+# HTML tags a publisher's editor leaves inside a field that is text: the field stays text.
+_TEXT_MARKUP = frozenset(("br", "p", "b", "i", "u", "em", "strong", "span", "sub", "sup", "font", "a", "div"))
+
+
+def _texts_with_breaks(element: etree._Element) -> Iterator[str]:
+    """The element's text pieces in order; a line break (`<br>`, a block's end) is a space."""
+    yield element.text or ""
+    for child in element:
+        if isinstance(child.tag, str):
+            yield from _texts_with_breaks(child)
+            if _local(child.tag).lower() in ("br", "p", "div"):
+                yield " "
+        yield child.tail or ""
+
+
 def _element_value(element: etree._Element) -> str | list[str] | None:
     # values() first: most fields have no attribute, and a namespaced get() costs 3x more.
     if element.values() and element.get(XSI_NIL) == "true":
@@ -128,6 +145,10 @@ def _element_value(element: etree._Element) -> str | list[str] | None:
     if not len(element):   # a leaf (most fields): its text is all of itertext()
         return clean_text(element.text or "")
     children = [child for child in element if isinstance(child.tag, str)]
+    if children and all(_local(child.tag).lower() in _TEXT_MARKUP for child in children):
+        # HTML markup inside a text field (`<caseNumber>1150/09<br/></caseNumber>`): its text,
+        # a line break as a space, never a list of the tags' (empty) texts.
+        return clean_text("".join(_texts_with_breaks(element)))
     if children:  # e.g. <pictures><picture>…</picture></pictures>
         values = [clean_text("".join(child.itertext()) if len(child) else child.text or "") for child in children]
         return [v for v in values if v] or None
@@ -310,19 +331,28 @@ def read_index(body: bytes, header: str | None = None) -> tuple[list[WeeklyRepor
     return reports, listed
 
 
+def _has_step(path: str) -> bool:
+    """Whether a URL resolver would take a segment of `path` as a step (`.`, `..`, also
+    percent-encoded), or it holds NUL: publisher data must not choose where we go."""
+    return any(unquote(segment).strip() in (".", "..") or "\x00" in unquote(segment) for segment in path.split("/"))
+
+
 def report_request_path(report: WeeklyReport) -> str:
     """Path and query to request for an index entry: those the index gives (what the server
     itself advertises), else the canonical detail path. The index's host is never used, so an
     endpoint override (mirror, replay, test server) applies and an index cannot send us
     elsewhere."""
     parts = urlsplit(report.url or "")
-    if _REPORT_ID_RE.search(parts.path or ""):
+    if _REPORT_ID_RE.search(parts.path or "") and not _has_step(parts.path):
         path, query = parts.path, parse_qsl(parts.query, keep_blank_values=True)
-    else:
-        path, query = REPORT_PATH.format(id=report.report_id), []
+    else:   # (an advertised path with `..` in it is not followed: the canonical one is asked)
+        path, query = REPORT_PATH.format(id=path_segment(report.report_id)), []
     if not any(key == "language" for key, _ in query):
         query.insert(0, ("language", "en"))
     return path + "?" + urlencode(query, safe="|:")
+
+
+FLATTEN_DEPTH = 200   # (xmlrepair.flatten_deep's default, below libxml2's 256)
 
 
 def _oldest_first(report: WeeklyReport):
@@ -443,7 +473,8 @@ class EuSafetyGateCrawler(BaseCrawler):
                                  failures=(etree.XMLSyntaxError, UnexpectedContent)):
             # A body cut short fails the item (a new download may be whole); an unsafe one does not.
             try:
-                items = self._read_report(self._report_source(download, report), report, url)
+                items = self._read_report(self._report_source(download, report), report, url,
+                                          again=lambda: self._report_source(download, report))
                 for item in self._first_dated(items, first_seen):
                     if "_broken" in item:
                         broken += 1
@@ -517,13 +548,36 @@ class EuSafetyGateCrawler(BaseCrawler):
             return RepairingXmlReader(download.path, encoding, errors=errors)
         return Utf8XmlReader(download.path, encoding, errors=errors)
 
-    def _read_report(self, source, report: WeeklyReport, url: str) -> Iterator[dict]:
+    def _read_report(self, source, report: WeeklyReport, url: str, again=None) -> Iterator[dict]:
         header: dict = {}
+        read = 0
         try:
-            yield from self._report_elements(source, header, report, url)
+            for item in self._report_elements(source, header, report, url):
+                read += 1
+                yield item
+        except etree.XMLSyntaxError as exc:
+            if again is None or "Excessive depth" not in str(exc):
+                raise
+            # One notification nested past libxml2's 256 levels must not cost the others: the
+            # report read again with the over-deep tags as text (xmlrepair.flatten_deep), the
+            # notifications already read skipped.
+            yield from self._read_flattened(again(), report, url, skip=read)
         finally:
             if hasattr(source, "close"):
                 source.close()
+
+    def _read_flattened(self, source, report: WeeklyReport, url: str, *, skip: int) -> Iterator[dict]:
+        if isinstance(source, str):
+            with open(source, "rb") as handle:
+                body = handle.read()
+        else:
+            with source:
+                body = source.read()
+        body, flattened = flatten_deep(body)
+        self.warn(f"{report.reference}: {flattened} tag(s) nested deeper than {FLATTEN_DEPTH} levels read as text")
+        for index, item in enumerate(self._report_elements(io.BytesIO(body), {}, report, url)):
+            if index >= skip:
+                yield item
 
     def _report_elements(self, source, header: dict, report: WeeklyReport, url: str) -> Iterator[dict]:
         depth = 0   # of the element an event is about: the root is 1 (cheaper than getparent())

@@ -4,7 +4,8 @@ alert of the open-data file, as `product_alert` records.
 Where the data comes from: one JSON file, `HCRSAMOpenData.json` on recalls-rappels.canada.ca, a
 complete snapshot (~34,000 records, ~16 MB) refreshed daily, so incremental and full runs read
 the same download. It is streamed to a temp file by the HTTP client and read item by item with
-ijson (as fast as `json.load` here, with flat memory: bench/bench_hc.py).
+ijson's flat events under structural limits (basecrawler/formats/jsonlimits.py: nesting depth,
+entries per container, string length), with flat memory: bench/bench_hc.py.
 
 Rules decided from the published data (see also fixtures/hc/README.md):
 
@@ -37,8 +38,9 @@ from typing import Iterator
 import ijson
 
 from basecrawler import BaseCrawler, UnexpectedContent
-from basecrawler.formats import text as text_rules
+from basecrawler.formats import jsonlimits, text as text_rules
 from basecrawler.formats.dates import parse_date
+from basecrawler.recordtypes.fields import refuse_wrong_types
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,12 @@ FILE_PATH = "/sites/default/files/opendata-donneesouvertes/HCRSAMOpenData.json"
 KNOWN_FIELDS = ("NID", "Title", "URL", "Organization", "Product", "Issue", "What you should do", "Category",
                 "Recall class", "Last updated", "Archived")
 _KNOWN_SET = frozenset(KNOWN_FIELDS)
+_STRUCTURES = frozenset((list, dict))
+# The stored field each published one becomes (what a refusal names).
+PUBLISHED_AS = {"NID": "alert_id", "Title": "title_original", "URL": "source_url", "Organization": "authority",
+                "Product": "product_original", "Issue": "hazard_original", "What you should do": "what_to_do_original",
+                "Category": "category", "Recall class": "risk_class", "Last updated": "alert_date",
+                "Archived": "archived"}
 
 # Zero-width space / non-joiner / joiner, word joiner, BOM: invisible, pasted from the CMS.
 _INVISIBLE_RE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
@@ -211,25 +219,40 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
         url = self.url("data", FILE_PATH)
         with self.http.download_to_file(url) as download:
             with open(download.path, "rb") as handle:
-                head = handle.read(512).lstrip(b"\xef\xbb\xbf \t\r\n")
+                head = jsonlimits.head_of(handle)   # a BOM (UTF-8, UTF-16) honoured
                 if not head.startswith(b"["):
                     raise UnexpectedContent(f"the alerts file is not a JSON array (starts {head[:40]!r})", url=url,
                                             body=head, response_sha256=download.sha256)
-                handle.seek(0)
                 count = 0
                 try:
-                    for item in ijson.items(handle, "item", use_float=True):
+                    # Under the structural limits: an alert nested too deep, too wide or with
+                    # a text too long is that alert's dead letter (a `Refused`), the rest read.
+                    for item in jsonlimits.iter_items(handle):
                         count += 1
                         yield item
-                except ijson.JSONError as exc:
+                except (ijson.JSONError, jsonlimits.NotAList, UnicodeDecodeError) as exc:
                     # The records read so far are kept; the whole body is in the archive by sha256.
                     raise UnexpectedContent(f"the alerts file breaks after {count} records: {exc}", url=url,
                                             response_sha256=download.sha256) from None
         log.info("hc: %d alerts in the file", count)
 
+    @staticmethod
+    def _types_as_declared(raw: dict) -> None:
+        """Published fields are text (a number becomes its text); a list or an object in one
+        is refused as the model would (a validation dead letter), never cleaned into its repr.
+        The declared exception: `Category` as a list of texts is several categories."""
+        wrong = {PUBLISHED_AS.get(name, name): value for name, value in raw.items()
+                 if name in _KNOWN_SET and value.__class__ in _STRUCTURES
+                 and not (name == "Category" and value.__class__ is list
+                          and all(v is None or v.__class__ is str for v in value))}
+        if wrong:
+            refuse_wrong_types("product_alert", wrong)
+
     def parse(self, raw: dict) -> dict:
         if not isinstance(raw, dict):
             raise ValueError(f"an alert is not a JSON object: {str(raw)[:100]}")
+        if any(value.__class__ in _STRUCTURES for value in raw.values()):
+            self._types_as_declared(raw)
         nid = clean(raw.get("NID"))
         if not nid:
             raise ValueError("alert without an NID")
@@ -241,6 +264,9 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
         extra = ({key: value for key, value in raw.items() if key not in KNOWN_FIELDS and value not in (None, "")}
                  if raw.keys() - _KNOWN_SET else {})
         raw_class, risk_class = _CLASSES.of(raw.get("Recall class"))
+        categories = raw.get("Category")
+        categories = (list(_CATEGORIES.of(categories)) if categories.__class__ is not list
+                      else list(dict.fromkeys(c for value in categories for c in _CATEGORIES.of(value))))
         if raw_class and risk_class is None:
             extra["recall_class_published"] = raw_class
         is_archived = _ARCHIVED.of(raw.get("Archived"))
@@ -253,7 +279,7 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
             "product_original": clean(raw.get("Product")),
             "hazard_original": issue,
             "what_to_do_original": clean_paragraphs(raw.get("What you should do")),
-            "category": list(_CATEGORIES.of(raw.get("Category"))),
+            "category": categories,
             "authority": organization,
             "risk_class": risk_class,
             "recall_number": tc_recall_number(title, issue, organization),

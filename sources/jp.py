@@ -16,11 +16,13 @@ import logging
 import re
 import unicodedata
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from contextlib import suppress
+from urllib.parse import unquote, urljoin, urlsplit
 
 from lxml import html
 
 from basecrawler import BaseCrawler, FetchError, Raw
+from basecrawler.errors import UnsafePath
 from basecrawler.fetch.artifacts import ArtifactError
 from basecrawler.formats.xmlsafe import ListRead, read_list
 from basecrawler.formats.dates import parse_date
@@ -87,7 +89,12 @@ class JpCrawler(BaseCrawler):
                 continue
             if not self.in_window(item.date):
                 continue
-            press_url = self._site_url(item.link)
+            try:
+                press_url = self._site_url(item.link)
+            except UnsafePath as exc:   # the feed must not choose a path by dot segments: refused, kept
+                self.dead_letter(Raw({"feed_url": feed_url, "title": item.title, "link": item.link}, url=feed_url,
+                                     response_sha256=sha), exc, stage="fetch")
+                continue
             if press_url is None:
                 log.warning("jp: feed item outside %s skipped: %s", SITE_HOST, item.link)
                 continue
@@ -102,9 +109,10 @@ class JpCrawler(BaseCrawler):
             data = entry.data or {}
             item = FeedItem(data.get("title") or "", data.get("link") or entry.url or "",
                             dt.date.fromisoformat(data["date"]) if data.get("date") else None)
-            press_url = self._site_url(item.link)
-            if press_url is not None:
-                chosen[entry.key] = (item, press_url)
+            with suppress(UnsafePath):   # (refused when it was listed: never requested)
+                press_url = self._site_url(item.link)
+                if press_url is not None:
+                    chosen[entry.key] = (item, press_url)
         for key, (item, press_url) in chosen.items():
             with self.ledger.attempt(key) as attempt:
                 produced = self._press_release(item, press_url, attempt)
@@ -169,7 +177,7 @@ class JpCrawler(BaseCrawler):
         parts = urlsplit(link)
         if parts.netloc and parts.hostname != SITE_HOST:
             return None
-        return self.url("site", parts.path + (f"?{parts.query}" if parts.query else ""))
+        return self.url("site", plain_path(parts.path) + (f"?{parts.query}" if parts.query else ""))
 
     def parse(self, raw):
         if "pages" not in raw and raw.get("pdf_sha256"):
@@ -236,6 +244,16 @@ def parse_press_page(text: str, url: str, *, site_url=lambda link: link) -> Pres
             list_pdf = site_url(urljoin(url, href)) or urljoin(url, href)
             break
     return PressPage(url, title, date, list_pdf)
+
+
+def plain_path(path: str) -> str:
+    """A path taken whole from a publisher's link, kept only when no segment is a step a URL
+    resolver would take (`.`, `..`, also percent-encoded) or holds NUL: else `UnsafePath`."""
+    for segment in path.split("/"):
+        decoded = unquote(segment)
+        if decoded.strip() in (".", "..") or "\x00" in decoded:
+            raise UnsafePath(f"refused a path with a dot segment from publisher data: {path[:200]!r}")
+    return path
 
 
 # ---- records from the extracted tables --------------------------------------------------------

@@ -10,6 +10,7 @@ import logging
 from urllib.parse import quote, urlencode
 
 from basecrawler import BaseCrawler, NotFound, UnexpectedContent
+from basecrawler.formats import jsonlimits
 from basecrawler.formats.dates import parse_date
 from basecrawler.model import normalize_model_year, year_range
 
@@ -56,16 +57,26 @@ class UsCrawler(BaseCrawler):
         token = self.settings.source_setting(self.source, "app_token")
         return {"X-App-Token": token} if token else {}
 
+    def _json(self, url: str, **kwargs):
+        """A JSON answer; one nested past what the JSON reader can go (it recurses) is a clear
+        refusal of that document, never a RecursionError that fails the source."""
+        try:
+            return self.http.get_json(url, **kwargs)
+        except RecursionError:
+            raise UnexpectedContent("the JSON answer is nested deeper than it can be read", url=url,
+                                    response_sha256=self.http.last_sha256) from None
+
     def fetch(self):
         offset = 0
         while True:
             url = self.url("bulk", list_query(offset, page_size=self.page_size, since=self.since, until=self.until))
-            page = self.http.get_json(url, headers=self._headers())
+            page = self._json(url, headers=self._headers())
             if not isinstance(page, list):
                 raise UnexpectedContent(f"list page is not a JSON array: {str(page)[:200]}", url=url,
                                         response_sha256=self.http.last_sha256)
             log.info("us: list page at offset %d: %d rows", offset, len(page))
-            yield from page  # the pipeline notes the page each row came from
+            # Each row under the structural limits: one nested too deep is its own dead letter.
+            yield from jsonlimits.checked_items(page)  # the pipeline notes the page each row came from
             if len(page) < self.page_size:
                 return
             offset += len(page)
@@ -88,7 +99,7 @@ class UsCrawler(BaseCrawler):
 
     def fetch_detail(self, recall: dict) -> dict | None:
         url = self.url("detail", detail_query(recall["recall_number"]))
-        envelope = self.http.get_json(url)
+        envelope = self._json(url)
         results = envelope.get("results") if isinstance(envelope, dict) else None
         if not isinstance(results, list):
             raise UnexpectedContent(f"detail envelope without a results list: {str(envelope)[:200]}", url=url,

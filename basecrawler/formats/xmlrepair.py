@@ -11,6 +11,7 @@ everywhere, since XML forbids them in CDATA too.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from basecrawler.formats.textcodec import set_xml_declaration
@@ -128,4 +129,38 @@ def count_repairs(path: str | Path, encoding: str = "utf-8", *, errors: str = "s
     return reader
 
 
-__all__ = ["RepairingXmlReader", "count_repairs"]
+# One markup token: comment, CDATA, processing instruction, declaration, end tag, empty-element
+# tag, start tag (attribute values in quotes may hold `>`).
+_TOKEN = re.compile(rb"<!--.*?-->|<!\[CDATA\[.*?\]\]>|<\?.*?\?>|<![^>]*>|</[^>]*>"
+                    rb"|<(?:[^>\"']|\"[^\"]*\"|'[^']*')*>", re.S)
+
+
+def flatten_deep(body: bytes, max_depth: int = 200) -> tuple[bytes, int]:
+    """`body` (an XML document in an ASCII-compatible encoding) with every tag nested deeper
+    than `max_depth` written as text (`&lt;b&gt;`), so libxml2 (which stops at 256 levels)
+    reads the document whole and the over-deep markup ends as text inside the element at the
+    limit, where a text field's cleaning drops it. Returns the body and how many tags were
+    flattened. For a document that already failed on its depth: one regex pass, in memory."""
+    depth, flattened, out, last = 0, 0, [], 0
+    for match in _TOKEN.finditer(body):
+        token = match.group()
+        if token.startswith((b"<!", b"<?")):
+            continue
+        closing, empty = token.startswith(b"</"), token.endswith(b"/>")
+        if closing:
+            depth -= 1
+            deep = depth >= max_depth
+        else:
+            deep = depth >= max_depth
+            if not empty:
+                depth += 1
+        if deep:
+            flattened += 1
+            out.append(body[last:match.start()])
+            out.append(token.replace(b"&", b"&amp;").replace(b"<", b"&lt;").replace(b">", b"&gt;"))
+            last = match.end()
+    out.append(body[last:])
+    return b"".join(out), flattened
+
+
+__all__ = ["RepairingXmlReader", "count_repairs", "flatten_deep"]

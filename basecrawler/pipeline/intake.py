@@ -24,7 +24,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from basecrawler.errors import Skip
+from basecrawler.errors import OverLimit, Skip
+from basecrawler.formats import jsonlimits
+from basecrawler.formats.jsonlimits import Refused
 from basecrawler.pipeline import deadletters
 from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Window, as_date, entries, hash_context,
                                           in_window, prepare, stored_input_hash, validate)
@@ -62,6 +64,9 @@ class RunningCrawler(Protocol):
 
 log = logging.getLogger("basecrawler")
 _NOTHING: dict = {}
+_CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
+_TEXT_ONLY = {str}
+_LIMITS = jsonlimits.DEFAULT_LIMITS
 # Entries looked up by input hash together: one indexed query per this many records.
 LOOKUP_EVERY = 500
 
@@ -101,6 +106,10 @@ class Intake:
         """parse() one fetched item; its records wait for the next lookup round."""
         crawler, counts = self.crawler, self.crawler.counts
         raw = item.data if isinstance(item, Raw) else item
+        if raw.__class__ is Refused:   # an item a reader refused over a structural limit
+            self._unparseable(Raw(raw.summary(), getattr(item, "url", None), getattr(item, "response_sha256", None)),
+                              raw.error)
+            return
         letters_before = counts.dead_lettered
         try:
             made = entries(crawler.parse_raw(raw), default_type=self._default_type, defaults=self._defaults,
@@ -135,6 +144,8 @@ class Intake:
         self.crawler.counts.unparseable += 1
         if isinstance(exc, ValidationError):
             self.crawler.dead_letter(item, deadletters.short_validation(exc), stage="parse", kind="validation")
+        elif isinstance(exc, OverLimit):   # too deep / too many / too long: a kind of its own
+            self.crawler.dead_letter(item, exc, stage="parse", kind=exc.kind)
         else:
             self.crawler.dead_letter(item, exc, stage="parse", kind="parse_error")
 
@@ -195,7 +206,13 @@ class Intake:
                 except Exception as exc:
                     self._unparseable(item.item, exc)
                     continue
-            for entry, hit, record in made:
+            try:   # everything up to the batch is inside the item's boundary (RecursionError too)
+                ready = [(entry, hit, record if hit is not None else self._prepared(entry, record))
+                         for entry, hit, record in made]
+            except Exception as exc:
+                self._unparseable(item.item, exc)
+                continue
+            for entry, hit, record in ready:
                 if hit is not None:
                     self._count_recognised([(entry, hit, item.beyond_window)])
                 else:
@@ -244,10 +261,22 @@ class Intake:
         counts.unchanged += unchanged
         counts.saved += unchanged
 
+    def _prepared(self, entry: Entry, record: BaseModel) -> BaseModel:
+        """The validated record, its containers checked against the structural limits, then
+        prepared (as crawler.prepare_record): neither preparing (marshal, repr, the link walk)
+        nor the store (its row, its hash: `repr`, JSON) ever meets a value nested past them.
+        Raises for the item's dead letter."""
+        for value in record.__dict__.values():
+            # (Most containers are empty or a short list of texts: told in C, not walked.)
+            if value.__class__ in _CONTAINERS and value and not (
+                    value.__class__ is list and {*map(type, value)} == _TEXT_ONLY and len(value) <= _LIMITS.items
+                    and max(map(len, value)) <= _LIMITS.string):
+                jsonlimits.check(value)
+        return prepare(entry.record_type, record, source=self.crawler.source, today=self._today,
+                       public_url=self._public_url, moved_from=self._moved_from)
+
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
-        record = prepare(record_type, record, source=self.crawler.source, today=self._today,
-                         public_url=self._public_url, moved_from=self._moved_from)   # as crawler.prepare_record
         # Dates never read stay in; so do records of a list item an earlier run left.
         if not (in_window(record_type, record, self.window) or item.beyond_window):
             self.crawler.counts.out_of_range += 1
@@ -281,14 +310,33 @@ class Intake:
     def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]]) -> None:
         if not batch:
             return
+        crawler = self.crawler
+        self.confirm()
+        try:
+            self._store(record_type, batch, behind=True)
+        except _RECORD_FAULTS as exc:
+            # One record the store cannot even serialise (its row, its hash) refuses the whole
+            # batch before anything is written: each record again on its own, so exactly that
+            # one is a dead letter and the run goes on. (A database failure is not one of these.)
+            log.warning("%s: a batch of %d %s records was refused (%s: %.200s); storing them one by one",
+                        crawler.source, len(batch), record_type.name, type(exc).__name__, exc)
+            for one in batch:
+                try:
+                    self._store(record_type, [one], behind=False)
+                except _RECORD_FAULTS as error:
+                    record, raw, _ = one
+                    crawler.counts.store_failed += 1
+                    crawler.dead_letter(raw, error, stage="store", kind="store_error", record_type=record_type.name,
+                                        key=_safe_key(record_type, record))
+
+    def _store(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]], *, behind: bool) -> None:
         crawler, counts = self.crawler, self.crawler.counts
         records = [record for record, _, _ in batch]
-        self.confirm()
         before = _stored_tally(counts)
         # The batch's index feed and commit finish behind us while we make the next batch
         # (store/finishing.py); its counts stand once it is confirmed stored.
         outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
-                                       input_hashes=[input_hash for _, _, input_hash in batch], behind=True)
+                                       input_hashes=[input_hash for _, _, input_hash in batch], behind=behind)
         counts.merged += outcome.merged  # same key twice in this batch: folded into one row
         for key, what in outcome.by_key.items():
             self.count(record_type, key, what)
@@ -340,6 +388,16 @@ class Intake:
         seen[key] = what
         setattr(counts, what, getattr(counts, what) + 1)
         counts.saved += 1
+
+
+# What a record the store cannot serialise raises (a value nested past the interpreter's
+# recursion, a type JSON cannot write): the record's fault, never the database's.
+_RECORD_FAULTS = (RecursionError, ValueError, TypeError, OverflowError)
+
+
+def _safe_key(record_type: RecordType, record: BaseModel) -> str | None:
+    value = record.__dict__.get(record_type.key[-1])
+    return value if value is None or value.__class__ is str else str(value)[:200]
 
 
 # The counts storing a batch moves (count(), and `merged` for keys folded in the batch).

@@ -2,6 +2,7 @@
 
 - `blank_to_none` / `clean_strings`: blank text is None (a blank never erases a stored value),
   C0/C1 control characters go, line ends become "\\n";
+- `refuse_wrong_types`: a list or object where text is declared is a validation refusal;
 - `Text`: an optional text field of at most MAX_TEXT_CHARS characters;
 - `date_or_unknown`: the unknown-date rule: a date that cannot be read is kept as unknown (the
   type's sentinel or None, `date_unknown = True`, the raw text in `extra`), never dropped and
@@ -41,9 +42,36 @@ def blank_to_none(value: Any) -> Any:
 def clean_strings(data: dict) -> dict:
     """`blank_to_none` over every text value of a model's input (a `mode="before"` validator).
     Runs on every field of every record: the common case (printable text) is inlined, one
-    method call instead of a function call per value."""
+    method call instead of a function call per value. A list (a multi-valued field) must hold
+    text or numbers only: a list or object inside one is refused (a validation dead letter),
+    never written as its Python repr (`"['Food', 'Toys']"`)."""
     return {key: ((value.strip() or None) if value.isprintable() else blank_to_none(value))
-            if value.__class__ is str else value for key, value in data.items()}
+            if value.__class__ is str else _flat_values(key, value) if value.__class__ in _SEQUENCES else value
+            for key, value in data.items()}
+
+
+_SEQUENCES = frozenset((list, tuple))
+_SCALARS = (str, int, float)
+
+
+def _flat_values(field: str, values: list | tuple) -> list | tuple:
+    for value in values:
+        if value is not None and not isinstance(value, _SCALARS):
+            raise ValueError(f"{field}: a {type(value).__name__} inside a list of values; each value must be text")
+    return values
+
+
+def refuse_wrong_types(title: str, fields: dict[str, Any]) -> None:
+    """Raise the model's kind of refusal (a pydantic ValidationError: the item becomes a
+    `validation` dead letter) for each field given a list or an object where the record type
+    declares text. For a source that cleans published values before the model sees them, so
+    that no cleaning step turns a structure into its repr."""
+    from pydantic_core import InitErrorDetails, ValidationError
+
+    errors = [InitErrorDetails(type="string_type", loc=(name,), input=value) for name, value in fields.items()
+              if value is not None and not isinstance(value, _SCALARS)]
+    if errors:
+        raise ValidationError.from_exception_data(title, errors)
 
 
 def date_or_unknown(data: dict, field: str, sentinel: dt.date | None = None, *, day_first: bool = True) -> dict:
@@ -67,5 +95,5 @@ def date_or_unknown(data: dict, field: str, sentinel: dt.date | None = None, *, 
     return data
 
 
-__all__ = ["MAX_TEXT_CHARS", "Text", "blank_to_none", "clean_strings", "date_or_unknown", "normalize_digits",
+__all__ = ["MAX_TEXT_CHARS", "Text", "blank_to_none", "clean_strings", "refuse_wrong_types", "date_or_unknown", "normalize_digits",
            "parse_date"]
