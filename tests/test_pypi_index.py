@@ -81,3 +81,13 @@ def test_a_feed_name_never_chooses_the_path_requested(store, settings):
     assert [json.loads(r["raw"])["title"] for r in letters] == ["../../etc/passwd 1.0", "a/b/c 2.0", "good 1.0/../../x"]
     assert [r["name"] for r in store.query("SELECT name FROM package_releases")] == ["tidewater"]
     assert result.counts.dead_lettered == 3
+
+
+def test_doctor_notes_the_unconfigured_index_and_never_probes_its_placeholder(db_path, monkeypatch):
+    from basecrawler.commands.doctor import run_checks
+
+    monkeypatch.delenv("BASECRAWLER_PYPI_INDEX_URL", raising=False)
+    checks = {c.name: c for c in run_checks(fast_settings(db_path), sources={"pypi": PypiCrawler}, environ={})}
+    index = checks["source pypi index"]
+    assert index.ok and index.note and index.line() == \
+        "– source pypi index: not configured: skipped by run — to set up: set BASECRAWLER_PYPI_INDEX_URL"
