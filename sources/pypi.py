@@ -6,8 +6,10 @@ no public index is built in. The source reads any index that serves the JSON API
 (`/rss/updates.xml`: RSS 2.0, the newest releases, item `title` "name version", `link`,
 `description` = the summary, `pubDate` RFC 822; then `/pypi/<name>/<version>/json` per release,
 `info`: license, requires_python, project_urls; `urls`: the files with their upload times).
-Configure it with BASECRAWLER_PYPI_INDEX_URL (scheme, host, port); until then `list` shows it
-"not configured" and `run --all` skips it with one note (`needs_configuration`). The declared
+Configure it with BASECRAWLER_PYPI_INDEX_URL (scheme, host, port) and, for an index served
+under a path (a repository manager's `/repository/<name>`), BASECRAWLER_PYPI_INDEX_PATH; until
+then `list` shows it "not configured" and `run --all` skips it with one note
+(`needs_configuration`). The declared
 host `packages.example.org` is a placeholder that never resolves: it names the replay set.
 
 A feed's name and version never choose the path: a name that is not a package name
@@ -91,8 +93,14 @@ class PypiCrawler(BaseCrawler):
     needs_configuration = ("index",)   # no public index is a default (README, Package releases)
     rate_per_s = 5.0
 
+    @staticmethod
+    def _prefix(ctx) -> str:
+        """The operator's path of the index on its host ('' at the root), as a `ctx.url` path."""
+        path = (ctx.setting("index_path") or "").strip().strip("/")
+        return "/" + path if path else ""
+
     def fetch(self, ctx):
-        feed_url = ctx.url("index", FEED_PATH)
+        feed_url = ctx.url("index", self._prefix(ctx) + FEED_PATH)
         entries = ctx.read_list_document(feed_url, read_feed, name="update feed", label="feed", key="feed_url")
         releases = {}
         for element in entries:
@@ -113,7 +121,8 @@ class PypiCrawler(BaseCrawler):
     def _metadata(self, ctx, release: dict, attempt) -> dict | None:
         name, version = name_and_version(release["title"])
         try:
-            url = ctx.url("index", METADATA_PATH, name, version)
+            prefix = self._prefix(ctx).replace("{", "{{").replace("}", "}}")   # literal in the template
+            url = ctx.url("index", prefix + METADATA_PATH, name, version)
         except UnsafePath as exc:   # name_and_version lets none through; kept whole if one did
             ctx.dead_letter(release, exc, stage="fetch", kind="unreadable_item")
             return None

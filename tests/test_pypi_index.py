@@ -47,19 +47,23 @@ def test_unconfigured_the_source_is_listed_not_configured_and_skipped_with_one_n
     assert cli_main(["--db", db_path, "run", "--source", "pypi"]) == 0   # not a failure
 
 
-def test_configured_the_source_reads_that_index(db_path, monkeypatch):
+def test_configured_the_source_reads_that_index_under_its_path(db_path, monkeypatch, capsys):
     registry = Registry()
 
     def handler(request):
-        response = registry(httpx.Request("GET", "http://index" + request.path))
+        assert request.path.startswith("/repository/py/")
+        path = request.path.removeprefix("/repository/py")
+        response = registry(httpx.Request("GET", "http://index" + path))
         return Reply(status=response.status_code, body=response.content, headers=dict(response.headers))
 
     with LoopbackServer(handler) as server:
         monkeypatch.setenv("BASECRAWLER_PYPI_INDEX_URL", server.url)
+        monkeypatch.setenv("BASECRAWLER_PYPI_INDEX_PATH", "/repository/py/")
         assert cli_main(["--db", db_path, "list", "--json"]) == 0
+        assert next(r for r in json.loads(capsys.readouterr().out) if r["id"] == "pypi")["configured"] is True
         summary = run_sources({"pypi": PypiCrawler}, settings=fast_settings(db_path), mode="full")
     assert summary.not_configured == [] and summary.results[0].counts.new == 6
-    assert "/rss/updates.xml" in registry.requests
+    assert registry.requests[0] == "/rss/updates.xml" and "/pypi/tidewater/2.4.1/json" in registry.requests
 
 
 HOSTILE_FEED = b"""<?xml version="1.0"?><rss version="2.0"><channel><title>updates</title>
