@@ -63,6 +63,24 @@ def endless_translation(total_mb: int):
     return handler
 
 
+def gzip_translation(inflated_mb: int):
+    """A gzip-encoded answer inflating to `inflated_mb` MB (about 1 KB per MB on the wire)."""
+    def handler(h, payload):
+        import zlib
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+        h.wfile.write(compressor.compress(b'{"translatedText": ["'))
+        block = "가".encode("utf-8") * (MB // 3)
+        for _ in range(inflated_mb):
+            h.wfile.write(compressor.compress(block))
+        h.wfile.write(compressor.compress(b'"]}') + compressor.flush())
+    return handler
+
+
 # ---- markup and control characters -----------------------------------------------------------
 
 @pytest.mark.parametrize("answer, reason", [
@@ -158,6 +176,13 @@ def _in_child(url: str, how: str, db: str = "") -> dict:
 
 def test_an_endless_answer_is_cut_at_its_bound_in_bounded_memory():
     with HostilePost(endless_translation(2048)) as server:
+        result = _in_child(server.url, "backend")
+    assert result["outcome"].startswith("refused: libretranslate answered more than the ")
+    assert result["peak_mb"] < 300, result
+
+
+def test_a_compressed_answer_is_bounded_by_what_it_inflates_to():
+    with HostilePost(gzip_translation(1200)) as server:
         result = _in_child(server.url, "backend")
     assert result["outcome"].startswith("refused: libretranslate answered more than the ")
     assert result["peak_mb"] < 300, result

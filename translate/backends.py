@@ -186,7 +186,7 @@ class HttpBackend(Backend):
                     raise BackendItemError(f"{self.name} answered more than the {limit} bytes a translation "
                                            "of this request may take")
                 chunks.append(chunk)
-            return _Answer(response.status_code, b"".join(chunks), response.encoding or "utf-8")
+            return _Answer(response.status_code, b"".join(chunks), response.charset_encoding or "utf-8")
 
     def _snippet(self, response: "_Answer") -> str:
         text = " ".join(response.text.split())[:200]
