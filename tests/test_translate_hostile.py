@@ -11,7 +11,7 @@ import pytest
 
 from basecrawler import Store
 from basecrawler.testing import ThreadedServer
-from tests.conftest import subprocess_env
+from conftest import subprocess_env
 from translate.fakeserver import FakeLibreTranslate, pseudo_korean
 from translate.guards import check
 from translate.testing import libre, seed, statuses
