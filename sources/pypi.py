@@ -1,10 +1,20 @@
-"""Python Package Index: the newest releases from the update feed, each with its metadata, as
-`package_release` records.
+"""Package releases from a package index the operator configures (a private index, a mirror):
+its update feed, then each release's metadata, as `package_release` records.
 
-Where the data comes from: `https://pypi.org/rss/updates.xml` (RSS 2.0, the newest releases:
-item `title` "name version", `link`, `description` = the summary, `pubDate` RFC 822), then
-`/pypi/<name>/<version>/json` per release (`info`: license, requires_python, project_urls;
-`urls`: the files with their upload times).
+Package indexes are the infrastructure the project installs from, not publishers it crawls:
+no public index is built in. The source reads any index that serves the JSON API shape
+(`/rss/updates.xml`: RSS 2.0, the newest releases, item `title` "name version", `link`,
+`description` = the summary, `pubDate` RFC 822; then `/pypi/<name>/<version>/json` per release,
+`info`: license, requires_python, project_urls; `urls`: the files with their upload times).
+Configure it with BASECRAWLER_PYPI_INDEX_URL (scheme, host, port) and, for an index served
+under a path (a repository manager's `/repository/<name>`), BASECRAWLER_PYPI_INDEX_PATH; until
+then `list` shows it "not configured" and `run --all` skips it with one note
+(`needs_configuration`). The declared
+host `packages.example.org` is a placeholder that never resolves: it names the replay set.
+
+A feed's name and version never choose the path: a name that is not a package name
+(`../../etc/passwd`, `a/b/c`) is that item's dead letter, and every value is put in the URL
+as one encoded segment (`ctx.url`).
 
 The feed announces a release before its metadata answers: a 404 there is "not yet", never
 "gone". Every release of the feed is an item of the list ledger (key "name version", the feed
@@ -12,24 +22,27 @@ fields kept): the release is stored with what the feed says, and while its metad
 the item stays `failing` — no dead letter — so the next runs ask again, even once the release
 has left the feed, until the metadata comes (the record is then completed) or, after
 BASECRAWLER_LEDGER_MAX_ATTEMPTS runs, the item is `given_up` (an ERROR; a full run re-queues it).
-The enrichment ladder would do the same on a clock, but it keys its rows by a vehicle recall's
-(country, recall_number) and this source is added without touching the framework.
 """
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
 import logging
-from urllib.parse import quote
+import re
 
 from basecrawler import BaseCrawler, NotFound, UnexpectedContent
+from basecrawler.errors import UnsafePath
 from basecrawler.formats import text as text_rules
 from basecrawler.formats.xmlsafe import read_list
 
 log = logging.getLogger(__name__)
 
 FEED_PATH = "/rss/updates.xml"
-METADATA_PATH = "/pypi/{name}/{version}/json"
+METADATA_PATH = "/pypi/{}/{}/json"
+# A distribution name (PEP 508) and a version as indexes publish them: anything else in a feed
+# title is not a release we can ask about, and never reaches a URL.
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,200}[A-Za-z0-9])?")
+_VERSION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.+!_-]{0,100}[A-Za-z0-9])?")
 # A licence text pasted whole into the metadata is not a licence name: kept short in the field.
 MAX_LICENSE_CHARS = 200
 
@@ -65,57 +78,72 @@ def name_and_version(title: str | None) -> tuple[str, str]:
     name, _, version = (title or "").strip().rpartition(" ")
     if not name or not version:
         raise ValueError(f"feed item title is not 'name version': {title!r}")
+    if not _NAME.fullmatch(name) or not _VERSION.fullmatch(version):
+        raise ValueError(f"feed item title is not a package name and version: {title[:200]!r}")
     return name, version
 
 
 class PypiCrawler(BaseCrawler):
-    """PyPI: the release update feed, each release with its JSON metadata (retried while 404)."""
+    """Package releases of a configured index: its update feed, each release with its JSON metadata."""
 
     source = "pypi"
     source_lang = "en"
     record_type = "package_release"
-    endpoints = {"site": "https://pypi.org"}
+    endpoints = {"index": "https://packages.example.org"}
+    needs_configuration = ("index",)   # no public index is a default (README, Package releases)
     rate_per_s = 5.0
 
-    def fetch(self):
-        entries = self.read_list_document(self.url("site", FEED_PATH), read_feed, name="update feed",
-                                          label="feed", key="feed_url")
+    @staticmethod
+    def _prefix(ctx) -> str:
+        """The operator's path of the index on its host ('' at the root), as a `ctx.url` path."""
+        path = (ctx.setting("index_path") or "").strip().strip("/")
+        return "/" + path if path else ""
+
+    def fetch(self, ctx):
+        feed_url = ctx.url("index", self._prefix(ctx) + FEED_PATH)
+        entries = ctx.read_list_document(feed_url, read_feed, name="update feed", label="feed", key="feed_url")
         releases = {}
         for element in entries:
             release = {name: _child_text(element, name) for name in ("title", "link", "description", "pubDate")}
             try:
                 releases[" ".join(name_and_version(release["title"]))] = release
-            except ValueError as exc:   # no key to retry it by: kept whole for a reader
-                self.dead_letter(release, exc, stage="fetch", kind="unreadable_item", url=self.url("site", FEED_PATH))
+            except ValueError as exc:   # no key to retry it by, or a name that would choose the path
+                ctx.dead_letter(release, exc, stage="fetch", kind="unreadable_item", url=feed_url)
         log.info("pypi: %d releases in the update feed", len(releases))
         for key, release in releases.items():
-            self.ledger.list(key, url=release["link"], listed_date=rfc822_date(release["pubDate"]), data=release)
+            ctx.ledger.list(key, url=release["link"], listed_date=rfc822_date(release["pubDate"]), data=release)
         # Releases whose metadata an earlier run did not get come again, from what the ledger kept.
-        retried = {item.key: item.data for item in self.ledger.retries(releases)}
+        retried = {item.key: item.data for item in ctx.ledger.retries(releases)}
         for key, release in {**releases, **retried}.items():
-            with self.ledger.attempt(key) as attempt:
-                yield {**release, "metadata": self._metadata(release, attempt)}
+            with ctx.ledger.attempt(key) as attempt:
+                yield {**release, "metadata": self._metadata(ctx, release, attempt)}
 
-    def _metadata(self, release: dict, attempt) -> dict | None:
+    def _metadata(self, ctx, release: dict, attempt) -> dict | None:
         name, version = name_and_version(release["title"])
-        url = self.url("site", METADATA_PATH.format(name=quote(name), version=quote(version)))
-        with self.item(release, url):     # a transient failure: a dead letter, and asked again next run
+        try:
+            prefix = self._prefix(ctx).replace("{", "{{").replace("}", "}}")   # literal in the template
+            url = ctx.url("index", prefix + METADATA_PATH, name, version)
+        except UnsafePath as exc:   # name_and_version lets none through; kept whole if one did
+            ctx.dead_letter(release, exc, stage="fetch", kind="unreadable_item")
+            return None
+        with ctx.item(release, url):     # a transient failure: a dead letter, and asked again next run
             try:
-                document = self.http.get_json(url)
+                document = ctx.http.get_json(url)
             except NotFound:
-                attempt.fail(f"metadata of {name} {version} not served yet (404)")   # not yet: no dead letter
+                # Not yet: stored from the feed, no dead letter, asked again by the next run.
+                attempt.fail(f"metadata of {name} {version} not served yet (404): stored from the feed")
                 return None
             info = document.get("info") if isinstance(document, dict) else None
             if not isinstance(info, dict):
                 raise UnexpectedContent(f"metadata without an info object: {str(document)[:200]}", url=url,
-                                        response_sha256=self.http.last_sha256)
+                                        response_sha256=ctx.http.last_sha256)
             if str(info.get("version")) != version:
-                attempt.fail(f"metadata of {name} answers version {info.get('version')!r}, not {version!r} yet")
+                attempt.fail(f"metadata of {name} answers version {str(info.get('version'))[:40]!r}, not {version!r} yet")
                 return None
             return {"info": info, "urls": document.get("urls")}
         return None
 
-    def parse(self, raw: dict) -> dict:
+    def parse(self, ctx, raw: dict) -> dict:
         name, version = name_and_version(raw.get("title"))
         record = {
             "registry": "pypi",

@@ -1,4 +1,4 @@
-"""sources/pypi.py: the PyPI update feed → package releases, each with its metadata; a release
+"""sources/pypi.py: a package index's update feed → package releases, each with its metadata; a release
 whose metadata is not served yet is stored from the feed and asked again on later runs
 (fixtures in fixtures/pypi/, written by make_fixtures.py)."""
 import json
@@ -15,7 +15,7 @@ FIXTURES = REPO / "fixtures" / "pypi"
 
 
 class Registry:
-    """MockTransport for pypi.org: the feed and the metadata documents on disk; the rest 404."""
+    """MockTransport for a package index: the feed and the metadata documents on disk; the rest 404."""
 
     def __init__(self, feed: bytes | None = None, metadata: dict | None = None):
         self.feed = (FIXTURES / "updates.xml").read_bytes() if feed is None else feed
@@ -44,8 +44,8 @@ def parsed(store, settings, registry=None) -> dict[str, PackageRelease]:
     """fetch → parse → the type's model, as the pipeline does (parse level)."""
     source = crawler(store, settings, registry)
     releases = {}
-    for raw in source.fetch():
-        release = PackageRelease.model_validate({"source_lang": source.source_lang, **source.parse(raw)})
+    for raw in source.fetch_items():
+        release = PackageRelease.model_validate({"source_lang": source.source_lang, **source.parse_raw(raw)})
         releases[f"{release.name} {release.version}"] = release
     return releases
 
@@ -68,7 +68,7 @@ def test_every_feed_item_is_a_release_with_name_version_summary_and_date(store, 
     tide = releases["tidewater 2.4.1"]
     assert tide.registry == "pypi" and tide.summary_original == "Tide tables & harbour clocks for Python"
     assert tide.published_date.isoformat() == "2026-12-01"
-    assert tide.source_url == "https://pypi.org/project/tidewater/2.4.1/"
+    assert tide.source_url == "https://packages.example.org/project/tidewater/2.4.1/"
 
 
 def test_metadata_adds_license_requires_python_and_files(store, settings):
@@ -106,7 +106,7 @@ def test_rfc822_dates_become_utc_dates(text, date):
 
 def test_a_title_without_a_version_is_a_parse_failure(store, settings):
     with pytest.raises(ValueError, match="not 'name version'"):
-        crawler(store, settings).parse({"title": "justaname", "link": None, "description": None, "pubDate": None})
+        crawler(store, settings).parse_raw({"title": "justaname", "link": None, "description": None, "pubDate": None})
 
 
 # ---- runs: "not yet" is retried, never a dead letter, never gone at once ----------------------------

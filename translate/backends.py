@@ -22,6 +22,7 @@ this request's texts are the problem (see translate.errors). Keys never reach a 
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -33,6 +34,7 @@ import httpx
 
 from basecrawler.config import DEFAULT_USER_AGENT
 
+from . import markup
 from .errors import BackendItemError, BackendUnavailable, ConfigError, redact
 
 log = logging.getLogger(__name__)
@@ -127,11 +129,14 @@ class HttpBackend(Backend):
     def post_json(self, path: str, payload: dict, headers: dict | None = None):
         """POST `payload` as JSON; the decoded answer, or a classified error."""
         url = self.base_url + path
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        limit = markup.max_answer_bytes(len(body))
+        headers = {"Content-Type": "application/json", **(headers or {})}
         for attempt in range(len(self.retry_waits_s) + 1):
             final = attempt == len(self.retry_waits_s)
             self.count_call()
             try:
-                response = self.client.post(url, json=payload, headers=headers)
+                response = self._post_bounded(url, body, headers, limit)
             except httpx.TimeoutException:
                 problem = f"{self.name} at {self.host} timed out"
             except httpx.TransportError as exc:
@@ -140,8 +145,8 @@ class HttpBackend(Backend):
                 status = response.status_code
                 if status < 300:
                     try:
-                        return response.json()
-                    except ValueError:
+                        return json.loads(response.content)
+                    except (ValueError, RecursionError):   # not JSON, or nested past what it can read
                         raise BackendUnavailable(
                             f"{self.name} at {self.host} answered HTTP {status} without JSON "
                             f"({self._snippet(response)})", reason="unexpected") from None
@@ -163,9 +168,45 @@ class HttpBackend(Backend):
             time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def _snippet(self, response: httpx.Response) -> str:
+    def _post_bounded(self, url: str, body: bytes, headers: dict, limit: int) -> "_Answer":
+        """POST `body`, reading at most `limit` bytes of the answer (decoded, so a compressed
+        bomb counts what it inflates to): a backend that answers more is refused as this
+        request's problem (BackendItemError) with the memory of the worker unchanged."""
+        with self.client.stream("POST", url, content=body, headers=headers) as response:
+            declared = response.headers.get("Content-Length")
+            if declared and declared.isdigit() and int(declared) > limit and response.status_code < 300:
+                raise BackendItemError(f"{self.name} answered {int(declared)} bytes, more than the {limit} "
+                                       "a translation of this request may take")
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limit and response.status_code >= 300:
+                    break   # an error page: its opening is all a message shows
+                if size > limit:
+                    raise BackendItemError(f"{self.name} answered more than the {limit} bytes a translation "
+                                           "of this request may take")
+                chunks.append(chunk)
+            return _Answer(response.status_code, b"".join(chunks), response.charset_encoding or "utf-8")
+
+    def _snippet(self, response: "_Answer") -> str:
         text = " ".join(response.text.split())[:200]
         return self._redact(text) or "empty body"
+
+
+class _Answer:
+    """A backend's answer, read whole within its bound."""
+
+    def __init__(self, status_code: int, content: bytes, encoding: str):
+        self.status_code = status_code
+        self.content = content
+        self.encoding = encoding
+
+    @property
+    def text(self) -> str:
+        try:
+            return self.content.decode(self.encoding, errors="replace")
+        except LookupError:   # a charset the server made up
+            return self.content.decode("utf-8", errors="replace")
 
 
 class LibreTranslateBackend(HttpBackend):

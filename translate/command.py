@@ -28,7 +28,7 @@ backends (environment):
   BASECRAWLER_TRANSLATE_LEASE          seconds a worker's claims outlive its last sign of life (default 120)
 
 exit codes: 0 done (failed/blocked rows are counted, not errors), 1 backend down / rate-limited /
-out of quota (rows stay pending), 2 no backend configured or bad usage, 130 stopped by SIGTERM /
+out of quota (rows stay pending), 2 no backend configured (with rows pending) or bad usage, 130 stopped by SIGTERM /
 Ctrl-C (rows in flight stay pending)."""
 
 
@@ -66,13 +66,21 @@ def cmd_translate(args) -> int:
     from translate.glossary import Glossary
     from basecrawler.operations.progress import ProgressBar
     from basecrawler.pipeline.runner import stop_on_signals
+    from translate.originals import settle_originals
     from translate.worker import count_pending, translate_pending
 
     backend = backend_from_env(os.environ)
     store = Store(args.settings.db_path)
     try:
         if backend is None:
-            print(f"translate: {CONFIGURE_HELP}\n{count_pending(store)} rows pending.", file=sys.stderr)
+            # Korean originals need no backend: settled, and counted, even without one.
+            settled = settle_originals(store)
+            if settled:
+                print(f"translate: already Korean {settled} (their originals are their Korean fields)")
+            pending = count_pending(store)
+            if not pending:
+                return 0
+            print(f"translate: {CONFIGURE_HELP}\n{pending} rows pending.", file=sys.stderr)
             return 2
         glossary = Glossary.load(args.glossary) if args.glossary else None   # None: BASECRAWLER_GLOSSARY
         bar = None if args.no_progress else ProgressBar.for_terminal()

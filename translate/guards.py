@@ -2,6 +2,11 @@
 
 Each guard returns a short reason when it blocks (that text goes to `translation_note`) and
 None when the translation may be stored. The checks, in order:
+- the answer is not absurdly long for its source (checked first: every later check is linear
+  in the answer at best, and a 10 MB answer must be refused before any of them reads it);
+- the answer carries no markup, script, link or control character the source does not have
+  (a tag, an entity, `javascript:`, a URL, a bidi override): such an answer is an injection or
+  a model's artefact, never a translation, and is stored nowhere (translate/markup.py);
 - protected terms (codes, names, glossary terms) all came back;
 - every code of the source (model and part codes, acronyms like ECU or ＡＢＳ, any width) is in
   the output unchanged, compared in NFKC form;
@@ -24,6 +29,7 @@ import re
 import unicodedata
 from collections import Counter
 
+from . import markup
 from .memory import normalize_text
 from .protect import code_spans, codes, fold
 
@@ -43,6 +49,9 @@ def check(source: str, output: str, source_lang: str | None, *, protected=(), lo
     """The reason to block `output` as a translation of `source`, or None to accept it.
 
     `exempt`: source terms the glossary rendered in Korean, whose codes need not survive."""
+    reason = markup.too_long(source, output) or markup.foreign_markup(source, output)
+    if reason:
+        return reason
     if lost:
         return "protected term lost: " + ", ".join(dict.fromkeys(lost))
     reason = _codes_kept(source, output, exempt)

@@ -14,9 +14,14 @@ def translate_after_job(store, *, settings=None, stop=None) -> str:
     from translate.backends import backend_from_env
     from translate.worker import translate_pending
 
+    from translate.originals import settle_originals
+
     backend = backend_from_env()
     if backend is None:
+        settled = settle_originals(store)   # Korean originals need no backend
         line = "skipped: no translation backend configured"
+        if settled:
+            line += f" (already Korean {settled})"
         log.info("schedule: translation %s", line)
         return line
     try:

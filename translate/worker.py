@@ -21,6 +21,10 @@ Outcomes per row (`translation_status`):
 - failed      the backend failed on this record's text alone;
 - (pending)   the backend is down / rate-limited / out of quota: the run stops, nothing stamped.
 `translate_pending(..., retry="failed"|"blocked")` puts such rows back in the queue first.
+
+Rows whose source language is the target language (any source whose `source_lang` is "ko":
+Korea's own publishers) are never sent: `settle_originals` copies their originals into the
+`_ko` fields and stamps them translated, with or without a backend, before any batch.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ from .claims import Claims
 from .errors import BackendItemError, BackendUnavailable, NoBackendConfigured
 from .glossary import Glossary, glossary_from_env
 from .memory import TranslationMemory, normalize_text
+from .originals import settle_originals
 from .protect import Masked, mask, unmask
 from .sending import DaemonPool, Stopped, wait_for
 from .targets import Target, translation_targets
@@ -54,6 +59,7 @@ class TranslationReport:
 
     translated: int = 0      # rows that needed at least one new backend translation
     from_memory: int = 0     # rows served entirely by memory, glossary or protected terms
+    originals: int = 0       # rows already in the target language: their originals are the Korean
     blocked: int = 0
     failed: int = 0
     pending: int = 0         # rows still waiting when the run ended
@@ -69,11 +75,13 @@ class TranslationReport:
 
     @property
     def processed(self) -> int:
-        return self.translated + self.from_memory + self.blocked + self.failed
+        return self.translated + self.from_memory + self.originals + self.blocked + self.failed
 
     def summary_line(self) -> str:
-        line = (f"translate: translated {self.translated}, from memory {self.from_memory}, blocked {self.blocked}, "
-                f"failed {self.failed}, pending {self.pending}")
+        line = f"translate: translated {self.translated}, from memory {self.from_memory}, "
+        if self.originals:
+            line += f"already Korean {self.originals}, "
+        line += f"blocked {self.blocked}, failed {self.failed}, pending {self.pending}"
         if self.skipped:
             line += f", changed in flight {self.skipped}"
         line += f" [{self.backend or 'no backend'}: {self.backend_calls} calls, {self.texts_sent} texts, {self.duration_s:.1f}s]"
@@ -135,16 +143,20 @@ def translate_pending(store, backend: Backend | None, *, limit: int | None = Non
     `retry` ("failed", "blocked" or both) re-queues those rows first. `progress(done, total)`
     is called after each batch. Without `glossary` / `batch_rows` the environment decides
     (BASECRAWLER_GLOSSARY, BASECRAWLER_TRANSLATE_BATCH), so a scheduled run behaves like the
-    command. Raises NoBackendConfigured when `backend` is None.
+    command. Rows already in `target_lang` are settled first (settle_originals), also when
+    `backend` is None; then NoBackendConfigured is raised if anything else is pending.
     """
+    originals = settle_originals(store, target_lang)
     if backend is None:
         raise NoBackendConfigured(CONFIGURE_HELP)
     if glossary is None:
         glossary = glossary_from_env()
     if batch_rows is None:
         batch_rows = int(os.environ.get("BASECRAWLER_TRANSLATE_BATCH") or DEFAULT_BATCH_ROWS)
-    return _Worker(store, backend, glossary=glossary, target_lang=target_lang).run(
+    report = _Worker(store, backend, glossary=glossary, target_lang=target_lang).run(
         limit=limit, retry=retry, progress=progress, batch_rows=batch_rows, stop=stop)
+    report.originals += originals
+    return report
 
 
 class _Queue:

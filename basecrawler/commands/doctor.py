@@ -92,8 +92,15 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
         from basecrawler.pipeline.registry import discover
         sources = discover()
     checks = [*check_ocr(), check_font(), *check_database(settings.db_path), check_archive(settings.db_path)]
+    from basecrawler.pipeline.registry import configure_hint, unconfigured
+
+    missing = {sid: unconfigured(cls) for sid, cls in sources.items()}
     probes = [(f"source {sid} {name}", base) for sid, cls in sorted(sources.items())
-              for name, base in _endpoints(sid, cls)]
+              for name, base in _endpoints(sid, cls) if name not in missing[sid]]
+    # An endpoint the operator has not set is not probed: its placeholder host never answers.
+    checks += [Check(f"source {sid} {', '.join(names)}", True, "not configured: skipped by run",
+                     fix=configure_hint(sources[sid], names).removeprefix("not configured: "), note=True)
+               for sid, names in sorted(missing.items()) if names]
     with ThreadPoolExecutor(max_workers=8) as pool:   # all hosts at once: the slowest sets the wait
         backend = pool.submit(check_translation_backend, environ)
         reached = list(pool.map(

@@ -64,17 +64,22 @@ def cmd_run(args) -> int:
 
 def cmd_list(args) -> int:
     from basecrawler.reading.tables import render_table   # wcwidth: not a crawl's business
+    from basecrawler.pipeline.registry import configure_hint, unconfigured
 
     rows = []
     for source_id, cls in discover().items():
+        missing = unconfigured(cls)
         rows.append({"id": source_id, "country": cls.country, "language": cls.source_lang,
                      "endpoints": dict(cls.endpoints), "two_phase": cls.has_detail_phase(),
+                     "configured": not missing, "not_configured": configure_hint(cls, missing) if missing else None,
                      "doc": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""})
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     print(render_table(["id", "country", "language", "endpoints", "description"],
                        [[row["id"], row["country"], row["language"],
-                         " ".join(f"{k}={v}" for k, v in row["endpoints"].items()) or "(none: local file)", row["doc"]]
+                         (" ".join(f"{k}={v}" for k, v in row["endpoints"].items()) or "(none: local file)")
+                         if row["configured"] else f"({row['not_configured']})",
+                         row["doc"]]
                         for row in rows]))
     return 0

@@ -165,8 +165,11 @@ class Ledger:
             log.error("%s: list item %s given up after %d failed attempts (last: %s); a full run tries it again",
                       self.source, key, outcome["attempts"], error[:200])
         elif count:
-            log.warning("%s: list item %s failed (attempt %s of %d); the next run fetches it again",
-                        self.source, key, outcome.get("attempts"), self.max_attempts)
+            # Says why and where the item is, so the line agrees with the run's counts: what was
+            # stored is counted there; an item without a dead letter is kept here, in the ledger.
+            kept = "its dead letter is counted in this run" if attempt.letters else "no dead letter: kept in the list ledger"
+            log.warning("%s: list item %s not complete yet (%s), attempt %s of %d; %s, the next run asks again",
+                        self.source, key, error[:200], outcome.get("attempts"), self.max_attempts, kept)
 
 
 __all__ = ["Ledger", "LedgerItem", "Attempt", "STATES"]

@@ -56,6 +56,19 @@ def discover(package: str = "sources") -> dict[str, type]:
     return dict(sorted(registry.items()))
 
 
+def unconfigured(cls: type) -> list[str]:
+    """The endpoints a source declares it cannot run without (`needs_configuration`, e.g. a
+    package index the operator chooses) that have no BASECRAWLER_<SOURCE>_<ENDPOINT>_URL."""
+    from basecrawler.config import endpoint_override
+
+    return [name for name in getattr(cls, "needs_configuration", ()) if not endpoint_override(cls.source, name)]
+
+
+def configure_hint(cls: type, missing: list[str]) -> str:
+    settings = " and ".join(f"BASECRAWLER_{cls.source.upper()}_{name.upper()}_URL" for name in missing)
+    return f"not configured: set {settings}"
+
+
 def get_source(source_id: str, package: str = "sources") -> type:
     registry = discover(package)
     try:

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 
 from basecrawler.config import Settings
 from basecrawler.operations.diskfull import is_disk_full
+from basecrawler.pipeline.registry import configure_hint, unconfigured
 from basecrawler.pipeline.stopping import StopEvent
 from basecrawler.store.core import Store
 
@@ -40,6 +41,7 @@ class RunSummary:
     results: list = field(default_factory=list)           # RunResult per source that ran
     crashed: dict = field(default_factory=dict)           # source id → error (could not even start)
     not_started: list = field(default_factory=list)       # skipped because a stop was requested
+    not_configured: list = field(default_factory=list)    # skipped: an endpoint the operator must set is unset
     stopped: bool = False
     disk_full: bool = False                               # a source stopped on a full disk; the rest not started
 
@@ -63,14 +65,15 @@ class RunSummary:
 
     def statuses(self) -> dict[str, str]:
         return {**{r.source: r.status for r in self.results}, **{s: "crashed" for s in self.crashed},
-                **{s: "not_started" for s in self.not_started}}
+                **{s: "not_started" for s in self.not_started}, **{s: "not_configured" for s in self.not_configured}}
 
     def summary_line(self) -> str:
-        total = len(self.results) + len(self.crashed) + len(self.not_started)
+        total = len(self.results) + len(self.crashed) + len(self.not_started) + len(self.not_configured)
         succeeded = sum(1 for r in self.results if r.ok)
         line = (f"{total} sources: {succeeded} succeeded, {len(self.failed_sources)} failed or suspect"
                 + (f", {len(self.interrupted_sources)} interrupted" if self.interrupted_sources else "")
                 + (f", {len(self.not_started)} not started" if self.not_started else "")
+                + (f", {len(self.not_configured)} not configured" if self.not_configured else "")
                 + " (" + ", ".join(f"{s}={status}" for s, status in self.statuses().items()) + ")")
         return line
 
@@ -91,6 +94,15 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
             if stop is not None and stop.is_set():
                 summary.stopped = True
                 summary.not_started.append(source_id)
+                continue
+            # A replay set (or a caller's own transport) stands for the endpoint: nothing is
+            # fetched from the placeholder host then.
+            routed = settings.replay_dir is not None or transport is not None
+            missing = [] if routed else unconfigured(crawler_class)
+            if missing:
+                summary.not_configured.append(source_id)
+                log.log(logging.INFO if len(crawlers) > 1 else logging.WARNING, "%s: skipped, %s",
+                        source_id, configure_hint(crawler_class, missing))
                 continue
             try:
                 crawler = crawler_class(store, mode=mode, since=since, until=until, settings=settings,
