@@ -44,7 +44,7 @@ from basecrawler.errors import UnexpectedContent
 from basecrawler.recordtypes import Record
 from basecrawler.formats.textcodec import LEGACY_BYTES, Utf8XmlReader, file_encoding
 from basecrawler.formats.xmlrepair import RepairingXmlReader, count_repairs, flatten_deep
-from basecrawler.formats.xmlsafe import _CONTROL, ListRead, UnsafeXml, iter_xml, read_list, release
+from basecrawler.formats.xmlsafe import XML_FORBIDDEN_CONTROL, ListRead, UnsafeXml, iter_xml, read_list, release
 
 log = logging.getLogger(__name__)
 
@@ -398,7 +398,7 @@ def _may_need_repair(path, encoding: str, errors: str, chunk: int = 1 << 20) -> 
     `&`, inside CDATA or not, leaves the decision to `count_repairs`."""
     with open(path, "r", encoding=encoding, errors=errors, newline="") as handle:
         while text := handle.read(chunk):
-            if "&" in text or _CONTROL.search(text):
+            if "&" in text or XML_FORBIDDEN_CONTROL.search(text):
                 return True
     return False
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from basecrawler.formats.textcodec import set_xml_declaration
-from basecrawler.formats.xmlsafe import _BARE_AMP, _CONTROL
+from basecrawler.formats.xmlsafe import BARE_AMP, XML_FORBIDDEN_CONTROL
 
 _CDATA_OPEN, _CDATA_CLOSE = "<![CDATA[", "]]>"
 # Text without any `<` is held at most this long before it is repaired and passed on (a huge
@@ -66,7 +66,7 @@ class RepairingXmlReader:
         elif self._first:
             self._first = False
             text = set_xml_declaration(text)
-        text, removed = _CONTROL.subn("", text)
+        text, removed = XML_FORBIDDEN_CONTROL.subn("", text)
         self.controls += removed
         self._pending += text
         self._out += self._drain().encode("utf-8")
@@ -106,7 +106,7 @@ class RepairingXmlReader:
         return "".join(done)
 
     def _escape(self, text: str) -> str:
-        text, amps = _BARE_AMP.subn("&amp;", text)
+        text, amps = BARE_AMP.subn("&amp;", text)
         self.amps += amps
         return text
 

@@ -65,8 +65,8 @@ def release(element: etree._Element) -> None:
 # A feed or index is a list of independent items: one item with a bare `&` (seen in a real
 # MLIT feed) or a stray control character must not cost the others. Repairs are textual and
 # never add what XML safety forbids: the parser still resolves no entity and loads no DTD.
-_BARE_AMP = re.compile(r"&(?!(?:[A-Za-z_][\w.-]*|#[0-9]+|#x[0-9A-Fa-f]+);)")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+BARE_AMP = re.compile(r"&(?!(?:[A-Za-z_][\w.-]*|#[0-9]+|#x[0-9A-Fa-f]+);)")
+XML_FORBIDDEN_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 _DOCTYPE = re.compile(r"<!DOCTYPE", re.IGNORECASE)
 
 
@@ -85,10 +85,10 @@ def _strict(text: str) -> etree._Element:
 
 def _repair(text: str) -> tuple[str, list[str]]:
     notes = []
-    text, controls = _CONTROL.subn("", text)
+    text, controls = XML_FORBIDDEN_CONTROL.subn("", text)
     if controls:
         notes.append(f"removed {controls} control character(s) XML does not allow")
-    text, amps = _BARE_AMP.subn("&amp;", text)
+    text, amps = BARE_AMP.subn("&amp;", text)
     if amps:
         notes.append(f"escaped {amps} bare '&'")
     return text, notes

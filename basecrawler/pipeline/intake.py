@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,35 +32,6 @@ from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Wi
                                           in_window, prepare, stored_input_hash, validate)
 from basecrawler.recordtypes import RecordType
 
-
-class RunningCrawler(Protocol):
-    """What the intake needs of the crawler whose run it serves (BaseCrawler is one). A
-    protocol rather than an import, as in deadletters.py: the crawler imports this module, so
-    naming its class here, even for type checking only, drew the import circle crawler ↔
-    intake."""
-
-    source: str
-    store: Any
-    counts: Any
-    record_type: str
-    public_url: Any
-    _ledger: Any
-
-    def default_type(self) -> RecordType: ...
-
-    def record_defaults(self) -> dict: ...
-
-    def _overridden_bases(self) -> Any: ...
-
-    def parse(self, raw: Any) -> Any: ...
-
-    def prepare_record(self, record: Any) -> Any: ...
-
-    def dead_letter(self, raw: Any, error: Any, **where: Any) -> None: ...
-
-    def has_detail_phase(self) -> bool: ...
-
-    def today(self) -> Any: ...
 
 log = logging.getLogger("basecrawler")
 _NOTHING: dict = {}
@@ -79,7 +50,7 @@ class _Parsed:
 
 
 class Intake:
-    def __init__(self, crawler: "RunningCrawler", window: Window):
+    def __init__(self, crawler: Any, window: Window):
         self.crawler = crawler
         self.window = window
         self.parsed: list[_Parsed] = []
@@ -98,8 +69,8 @@ class Intake:
         self._today = None   # per lookup round: a run may cross midnight
         self._windowed = window.since is not None or window.until is not None
         self._maker = EntryMaker(crawler.source, self._defaults, self._context)
-        self._public_url = crawler.public_url if crawler._overridden_bases() else None
-        self._moved_from = tuple(transport for transport, _ in crawler._overridden_bases())
+        self._public_url = crawler.public_url if crawler.overridden_bases() else None
+        self._moved_from = tuple(transport for transport, _ in crawler.overridden_bases())
 
     # ---- parse ----------------------------------------------------------------------------
     def parse_item(self, item: Any) -> None:
@@ -127,7 +98,7 @@ class Intake:
             else:
                 counts.skip("no record")  # parse() returned nothing and said nothing
             return
-        ledger = crawler._ledger
+        ledger = crawler.ledger_in_use()
         self.parsed.append(_Parsed(item, made, ledger is not None and ledger.beyond_window))
         self.parsed_entries += len(made)
         if self.parsed_entries >= LOOKUP_EVERY:
@@ -137,7 +108,7 @@ class Intake:
         context = self._contexts.get(record_type.name)
         if context is None:
             context = self._contexts[record_type.name] = hash_context(record_type, self.crawler.source,
-                                                                      self.crawler._overridden_bases())
+                                                                      self.crawler.overridden_bases())
         return context
 
     def _unparseable(self, item: Any, exc: Exception) -> None:
