@@ -37,7 +37,7 @@ import logging
 import re
 from typing import Iterator
 
-from basecrawler import BaseCrawler
+from basecrawler import BaseCrawler, Republishes
 from basecrawler.formats import text as text_rules
 from basecrawler.formats.dates import parse_date
 from basecrawler.formats.xmlsafe import read_list
@@ -102,6 +102,13 @@ class OecdGlobalRecallsCrawler(BaseCrawler):
     endpoints = {"feed": "https://globalrecalls.oecd.org"}
     # The feed holds the last 7 days only: coverage.py reports runs further apart than this.
     window_days = 7
+    # The portal republishes these publishers' recalls, which we also read at the source:
+    # each such record is shown inside the original's group (basecrawler/pipeline/linking.py).
+    republishes = (
+        Republishes("hc", country="CA", field="alert_id"),     # EN/CA/82438 is hc's NID 82438
+        Republishes("kr", country="KR", field="alert_id"),     # EN/KR/K26/EP/10022792 is KATS uid 10022792
+        Republishes("cpsc", country="US", field="recall_number"),   # EN/US/26713 is CPSC RecallNumber 26713
+    )
     # Items are listed by publication, dated by the recall (a US recall of 2000 entered today):
     # keep every item of the feed on incremental runs (see the module docstring).
     min_overlap_days = 200 * 366
@@ -158,6 +165,9 @@ class OecdGlobalRecallsCrawler(BaseCrawler):
             "title_original": clean(main.get("title")),
             "description_original": clean(main.get("description")),
             "authority": clean(main.get("creator")),
+            # The original publisher's number, which `republishes` below matches (a Canadian
+            # alert's NID, a KATS uid, a CPSC recall number).
+            "recall_number": extra.get("kats_uid") or origin,
             "source_lang": lang,
             "source_url": clean(main.get("link")),
             "extra": extra,
