@@ -47,12 +47,12 @@ def statements(store, monkeypatch):
     """Every statement the store's connection sends (its first 40 characters)."""
     sent = []
     conn = store.db.conn
-    real = conn._run
+    real = conn.run_statement
 
     def spy(sql, run):
         sent.append(sql[:40])
         return real(sql, run)
-    monkeypatch.setattr(conn, "_run", spy)
+    monkeypatch.setattr(conn, "run_statement", spy)
     return sent
 
 

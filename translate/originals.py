@@ -40,6 +40,11 @@ def settle_originals(store, target_lang: str = "ko") -> int:
                 f"translation_note = ? WHERE translated_at IS NULL AND {condition}",
                 [now, ORIGINAL_NOTE, *params]).rowcount
         return settled
+    # Asked first, so a store with nothing in Korean pending takes no write lock for it.
+    waiting = [target for target in translation_targets(store) if target.has_lang and store.query(
+        f"SELECT 1 FROM {target.table} WHERE translated_at IS NULL AND {condition} LIMIT 1", list(params))]
+    if not waiting:
+        return 0
     settled = store.write(op)
     if settled:
         log.info("translate: %d rows already in Korean kept as their own translation", settled)
