@@ -22,7 +22,7 @@ from ._fields import TypeModel
 class ProductAlert(TypeModel):
     date_field: ClassVar[str] = "alert_date"
     upper_fields: ClassVar[tuple[str, ...]] = ("country",)
-    list_fields: ClassVar[tuple[str, ...]] = ("category",)
+    list_fields: ClassVar[tuple[str, ...]] = ("category", "hazard_type", "made_in", "company", "distribution")
 
     country: str = Field(min_length=2, max_length=3)
     alert_id: str = Field(min_length=1)              # the publisher's id of the alert (NID, case number)
@@ -46,6 +46,14 @@ class ProductAlert(TypeModel):
     brand: str | None = None
     recall_number: str | None = None                 # a number other sources share (see module doc)
     archived: bool | None = None
+    # Filterable facts some publishers give (CPSC, openFDA); empty for the others. Lists where
+    # one alert has several: a user filters on any of them.
+    hazard_type: list[str] = Field(default_factory=list)    # "Fire", "Choking" (CPSC hazards)
+    made_in: list[str] = Field(default_factory=list)        # countries of manufacture
+    company: list[str] = Field(default_factory=list)        # manufacturers, importers, the recalling firm
+    distribution: list[str] = Field(default_factory=list)   # where it was sold: "Nationwide", US states
+    status: str | None = None                        # the recall's state as published: "Ongoing", "Terminated"
+    event_id: str | None = None                      # one recall event covering several alerts (openFDA)
     source_lang: str = "en"
     source_url: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -61,11 +69,16 @@ PRODUCT_ALERT = RecordType(
     date_optional=True,
     date_sentinel=None,
     translated=("title", "product", "hazard", "what_to_do", "description"),
-    searchable=("alert_id", "recall_number", "brand", "authority", "risk_class", "category"),
+    searchable=("alert_id", "recall_number", "brand", "authority", "risk_class", "category", "company", "event_id"),
     facets=(
         Facet("category", "Category", multi=True),
         Facet("authority", "Authority"),
         Facet("risk_class", "Risk class"),
+        Facet("hazard_type", "Hazard type", multi=True),
+        Facet("made_in", "Made in", multi=True),
+        Facet("company", "Company", multi=True),
+        Facet("distribution", "Distribution", multi=True),
+        Facet("status", "Status"),
         Facet("country", "Country"),
         Facet("source", "Source"),
     ),
@@ -78,13 +91,16 @@ PRODUCT_ALERT = RecordType(
         "what_to_do_original": "What to do", "what_to_do_ko": "What to do (Korean)",
         "description_original": "Description", "description_ko": "Description (Korean)",
         "category": "Category", "authority": "Authority", "risk_class": "Risk class", "brand": "Brand",
-        "recall_number": "Recall number", "archived": "Archived", "source_lang": "Language",
+        "recall_number": "Recall number", "archived": "Archived",
+        "hazard_type": "Hazard type", "made_in": "Made in", "company": "Company", "distribution": "Distribution",
+        "status": "Status", "event_id": "Recall event", "source_lang": "Language",
         "source_url": "Source link", "extra": "Extra",
     },
     display=("title", "hazard", "product"),
     listing=("alert_date", "country", "source", "alert_id", "title_original", "category", "authority",
              "risk_class"),
     card=("alert_id", "alert_date", "country", "source", "authority", "category", "risk_class", "title",
-          "product", "brand", "hazard", "what_to_do", "description", "recall_number", "archived", "source_url"),
+          "product", "brand", "hazard", "what_to_do", "description", "recall_number", "event_id", "hazard_type",
+          "made_in", "company", "distribution", "status", "archived", "source_url"),
     same_as_field="recall_number",
 )
