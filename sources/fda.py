@@ -87,9 +87,10 @@ STATES = {
 _STATE_NAME_RE = re.compile(r"\b(" + "|".join(sorted(STATES.values(), key=len, reverse=True)) + r")\b", re.IGNORECASE)
 _STATE_CODE_RE = re.compile(r"(?<![A-Za-z])(" + "|".join(STATES) + r")(?![A-Za-z])")
 _BY_NAME = {name.lower(): code for code, name in STATES.items()}
-# Codes that are also English words in an all-capitals text ("DISTRIBUTED IN CA"): read there
-# only as names, never as codes.
+# Codes that are also English words in an all-capitals sentence ("DISTRIBUTED IN CA"): read
+# there only as names, never as codes (a bare list of codes, "OH, CA", is codes).
 _WORD_CODES = frozenset({"IN", "OR", "ME", "OK", "HI", "DE", "LA", "PA", "MA", "OH", "ID", "AL", "CO"})
+_CODE_LIST_RE = re.compile(r"[A-Z]{2}(?:\s*(?:,|;|/|&|AND)\s*[A-Z]{2})*\.?")   # "OH, CA": codes only
 _NATIONWIDE_RE = re.compile(r"nation\s*-?\s*wide|all\s+(?:50\s+)?states|throughout\s+the\s+(?:u\.?s\.?a?|united states)",
                             re.IGNORECASE)
 _INTERNATIONAL_RE = re.compile(r"world\s*-?\s*wide|international|foreign|outside\s+(?:of\s+)?the\s+u", re.IGNORECASE)
@@ -144,7 +145,7 @@ def distribution(value) -> list[str]:
     if _INTERNATIONAL_RE.search(text):
         found.append("International")
     codes = [_BY_NAME[m.group(1).lower()] for m in _STATE_NAME_RE.finditer(text)]
-    shouting = not any(ch.islower() for ch in text)
+    shouting = not any(ch.islower() for ch in text) and not _CODE_LIST_RE.fullmatch(text)
     codes += [m.group(1) for m in _STATE_CODE_RE.finditer(text) if not (shouting and m.group(1) in _WORD_CODES)]
     return found + sorted(set(codes))
 
