@@ -48,6 +48,7 @@ from basecrawler.formats import text as text_rules
 from basecrawler.formats.dates import parse_date
 
 log = logging.getLogger(__name__)
+_SPACE_BEFORE_STOP_RE = re.compile(r"\s+([.,;:!?])")
 
 RECALL_PATH = "/RestWebServices/Recall"
 FIRST_YEAR = 1973
@@ -135,7 +136,9 @@ def clean(value) -> str | None:
         return None
     if not isinstance(value, str):
         value = str(value)
-    return text_rules.clean_text(value, markup=True, squash_space=True)
+    text = text_rules.clean_text(value, markup=True, squash_space=True)
+    # A tag dropped before a stop leaves a space there ("<b>peanuts</b>." → "peanuts .").
+    return _SPACE_BEFORE_STOP_RE.sub(r"\1", text) if text and "<" in value else text
 
 
 def names(items, key: str = "Name") -> list[str]:

@@ -46,6 +46,7 @@ from basecrawler import BaseCrawler, NotFound, UnexpectedContent
 from basecrawler.formats import text as text_rules
 
 log = logging.getLogger(__name__)
+_SPACE_BEFORE_STOP_RE = re.compile(r"\s+([.,;:!?])")
 
 PATHS = {"food": "/food/enforcement.json", "drug": "/drug/enforcement.json", "device": "/device/enforcement.json"}
 PAGE_SIZE = 1000     # the API's largest `limit`
@@ -115,7 +116,9 @@ def clean(value) -> str | None:
         return None
     if not isinstance(value, str):
         value = str(value)
-    return text_rules.clean_text(value, markup=True, squash_space=True)
+    text = text_rules.clean_text(value, markup=True, squash_space=True)
+    # A tag dropped before a stop leaves a space there ("<b>peanuts</b>." → "peanuts .").
+    return _SPACE_BEFORE_STOP_RE.sub(r"\1", text) if text and "<" in value else text
 
 
 def fda_date(value) -> str | None:

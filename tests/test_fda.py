@@ -83,7 +83,7 @@ def test_golden_records(db_path):
     granola = alerts["F-0101-2026"]
     assert (granola["country"], granola["alert_date"], granola["recall_number"]) == ("US", "2026-01-28", "F-0101-2026")
     assert granola["product_original"] == "Prairie Granola, Honey & Oat, 12 oz bags, UPC 0 12345 67890 5"
-    assert granola["hazard_original"] == "Undeclared peanuts ."   # the tag became a space, squashed
+    assert granola["hazard_original"] == "Undeclared peanuts."   # the tags dropped, no space left before the stop
     assert (granola["risk_class"], granola["status"], granola["category"]) == ("Class I", "Ongoing", ["Food"])
     assert granola["company"] == ["Prairie Foods Inc."] and granola["distribution"] == ["Nationwide"]
     assert granola["event_id"] == alerts["F-0102-2026"]["event_id"] == "90001"   # one event, two recall numbers
