@@ -4,8 +4,15 @@ medical device (Government of Canada Recalls & Safety Alerts, every EU Safety Ga
 The date may be unknown (a fifth of the Canada file has none): such a record is stored with
 `date_unknown = 1` and a NULL date, counted and searchable, never given an invented date.
 `recall_number` is a publisher number other sources use for the same recall (a Transport Canada
-recall number in a Canadian alert; the Safety Gate case number in an EU alert): records of any
-type with the same country and number are shown as the same recall, never merged.
+recall number in a Canadian alert; the Safety Gate case number in an EU alert; CPSC's recall
+number; openFDA's recall number): records of any type with the same country and number are
+shown as the same recall, never merged.
+
+Optional facts some publishers give and users filter on (empty for the others, so stores made
+before them only gain empty columns): `hazard_type`, `made_in` (countries of manufacture),
+`company` (manufacturers, importers, a recalling firm), `distribution` (Nationwide,
+International, US states) — lists, multi-valued facets — and `status` (a facet); `event_id`
+(openFDA: one recall event covering several alerts) is searchable and on the card.
 """
 from __future__ import annotations
 
