@@ -34,7 +34,11 @@ LIMITS = {
     sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 200,
     sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 50,
 }
-PROGRESS_STEPS = 1000   # virtual-machine steps between two looks at the clock
+# Virtual-machine steps between two looks at the clock (about a millisecond): each look takes
+# Python's lock, and a query looking every few microseconds starves the thread that renders
+# the pages (Datasette's own limit looks every 1000 steps; plugins/basecrawler_guard.py puts
+# this one in its place).
+PROGRESS_STEPS = 20_000
 BACKGROUND_LIMIT_S = 20.0   # work outside Datasette's own time limit (a summary pass, a count)
 
 HEAVY_SLOTS = 2        # heavy requests answered at once …
@@ -122,6 +126,13 @@ def harden(conn: sqlite3.Connection) -> None:
         conn.setlimit(limit, value)
     # The heap ceiling counts every connection of the process; setting it again is harmless.
     conn.execute(f"PRAGMA hard_heap_limit = {HEAP_LIMIT_BYTES}")
+
+
+@contextlib.contextmanager
+def datasette_timelimit(conn: sqlite3.Connection, ms: int):
+    """Datasette's `sqlite_timelimit`, looking at the clock every `PROGRESS_STEPS` steps."""
+    with deadline(conn, ms / 1000):
+        yield
 
 
 @contextlib.contextmanager

@@ -32,6 +32,7 @@ import re
 from pathlib import Path
 
 import datasette as datasette_package
+import datasette.database
 from datasette import hookimpl
 from datasette.database import Database
 from datasette.plugins import pm
@@ -104,6 +105,7 @@ async def _limited_execute_fn(self, fn):
 
 
 Database.execute_fn = _limited_execute_fn
+datasette.database.sqlite_timelimit = limits.datasette_timelimit
 
 
 def allow_sql(datasette) -> bool:
