@@ -61,7 +61,8 @@ def cmd_browse(args) -> int:
 
 def _browse_snapshot(args) -> int:
     server = SnapshotServer(args.settings.db_path, db_directory(args.settings.db_path), host=args.host,
-                            port=args.port, refresh_s=args.refresh * 60)
+                            port=args.port, refresh_s=args.refresh * 60,
+                            allow_sql=getattr(args, "allow_sql", False))
     try:
         server.refresh()
         log.info("browse: %s (read-only snapshot of PostgreSQL, remade every %g min); Ctrl-C to stop",

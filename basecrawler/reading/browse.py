@@ -409,11 +409,12 @@ class SnapshotServer:
     and would go on reading the replaced file."""
 
     def __init__(self, url: str, folder: str | Path, *, host: str = "127.0.0.1", port: int = 8001,
-                 refresh_s: float = 600.0):
+                 refresh_s: float = 600.0, allow_sql: bool = False):
         if not is_postgres_url(url):
             raise ConfigError(f"not a PostgreSQL URL: {redact(str(url))}")
         self.url_db, self.folder = url, Path(folder)
         self.host, self.port, self.refresh_s = host, port, refresh_s
+        self.allow_sql = allow_sql
         # Named after the PostgreSQL database, so the view's URLs read /<database>/<table>.
         name = re.sub(r"[^A-Za-z0-9_-]", "_", urllib.parse.urlsplit(url).path.strip("/")) or "basecrawler"
         self.snapshot = self.folder / "browse-snapshot" / f"{name}.db"
@@ -431,7 +432,7 @@ class SnapshotServer:
         log.info("browse: snapshot of %s taken in %.1f s", redact(self.url_db), time.monotonic() - started)
         if self.server is not None:
             self.server.stop()
-        self.server = BrowseServer(self.snapshot, host=self.host, port=self.port)
+        self.server = BrowseServer(self.snapshot, host=self.host, port=self.port, allow_sql=self.allow_sql)
         self.server.start(quiet=quiet)
         self.server.wait_ready()
 
