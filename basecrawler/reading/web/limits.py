@@ -20,6 +20,7 @@ plugins/basecrawler_guard.py. Pure rules, no Datasette import, so they are teste
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sqlite3
 import time
@@ -41,9 +42,16 @@ LIMITS = {
 PROGRESS_STEPS = 20_000
 BACKGROUND_LIMIT_S = 20.0   # work outside Datasette's own time limit (a summary pass, a count)
 
-HEAVY_SLOTS = 2        # heavy requests answered at once …
+def _slots_setting() -> int:
+    try:   # an operator's choice (BASECRAWLER_WEB_HEAVY_SLOTS); Datasette's threads follow it
+        return max(1, min(8, int(os.environ.get("BASECRAWLER_WEB_HEAVY_SLOTS", "2"))))
+    except ValueError:
+        return 2
+
+
+HEAVY_SLOTS = _slots_setting()   # heavy requests answered at once …
 HEAVY_WAIT_S = 0.5     # … a further one waits this long for a slot, then is told "busy"
-SQL_THREADS = 5        # Datasette's SQL threads: the heavy slots and three for light pages
+SQL_THREADS = HEAVY_SLOTS + 3   # Datasette's SQL threads: the heavy slots and three for light pages
 LIGHT_PAGE_SIZE = 100  # a page of at most this many rows is not heavy by its size
 
 # Reader-visible refusals, Korean first with English beside (one place, for the catalogue).
