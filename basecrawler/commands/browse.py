@@ -25,6 +25,9 @@ def register(sub) -> None:
     parser.add_argument("--refresh", type=float, default=10.0, metavar="MINUTES",
                         help="PostgreSQL only: remake the read-only SQLite snapshot the view serves every "
                              "MINUTES (default 10)")
+    parser.add_argument("--allow-sql", action="store_true",
+                        help="also answer arbitrary read-only SQL (?sql=, _where=, …); off by default: the view "
+                             "serves its declared tables and searches only (still under its time and memory limits)")
     parser.set_defaults(func=cmd_browse)
 
 
@@ -41,7 +44,8 @@ def cmd_browse(args) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if on_postgres:
         return _browse_snapshot(args)
-    server = BrowseServer(args.settings.db_path, host=args.host, port=args.port)
+    server = BrowseServer(args.settings.db_path, host=args.host, port=args.port,
+                          allow_sql=getattr(args, "allow_sql", False))
     server.start()
     try:
         server.wait_ready()
@@ -57,7 +61,8 @@ def cmd_browse(args) -> int:
 
 def _browse_snapshot(args) -> int:
     server = SnapshotServer(args.settings.db_path, db_directory(args.settings.db_path), host=args.host,
-                            port=args.port, refresh_s=args.refresh * 60)
+                            port=args.port, refresh_s=args.refresh * 60,
+                            allow_sql=getattr(args, "allow_sql", False))
     try:
         server.refresh()
         log.info("browse: %s (read-only snapshot of PostgreSQL, remade every %g min); Ctrl-C to stop",

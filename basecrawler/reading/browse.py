@@ -38,6 +38,7 @@ from pathlib import Path
 from basecrawler.store.engines import is_postgres_url, redact
 from basecrawler.errors import ConfigError
 from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.reading.web.limits import SQL_THREADS
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,9 @@ def datasette_command(db_path: str | Path, metadata_path: str | Path, *, host: s
             "--setting", "allow_csv_stream", "off",
             # Six values per facet (the "…" link shows more): thirty would push the table a
             # screen down on a real database with hundreds of makers and months.
-            "--setting", "default_facet_size", "6"]
+            "--setting", "default_facet_size", "6",
+            # Threads for the heavy requests' slots and for light pages besides (web/limits.py).
+            "--setting", "num_sql_threads", str(SQL_THREADS)]
 
 
 class BrowseServer:
@@ -281,7 +284,8 @@ class BrowseServer:
             server.url  # http://127.0.0.1:8123
     """
 
-    def __init__(self, db_path: str | Path, *, host: str = "127.0.0.1", port: int = 8001):
+    def __init__(self, db_path: str | Path, *, host: str = "127.0.0.1", port: int = 8001,
+                 allow_sql: bool = False):
         if not datasette_available():
             raise ConfigError(INSTALL_HINT)
         if not Path(db_path).exists():
@@ -291,6 +295,8 @@ class BrowseServer:
         self.process: subprocess.Popen | None = None
         self._metadata_dir: tempfile.TemporaryDirectory | None = None
         self._metadata: dict | None = None
+        # Arbitrary SQL (?sql=, _where= …) only when the operator asks (`browse --allow-sql`).
+        self.allow_sql = allow_sql
 
     @property
     def url(self) -> str:
@@ -306,6 +312,7 @@ class BrowseServer:
         self._metadata_dir = tempfile.TemporaryDirectory(prefix="basecrawler-browse-")
         metadata_path = Path(self._metadata_dir.name) / "metadata.json"
         self._metadata = build_metadata(self.db_path)
+        self._metadata["plugins"]["basecrawler_guard"] = {"allow_sql": self.allow_sql}
         metadata_path.write_text(json.dumps(self._metadata, ensure_ascii=False, indent=2), "utf-8")
         output = subprocess.DEVNULL if quiet else None
         self.process = subprocess.Popen(datasette_command(self.db_path, metadata_path, host=self.host, port=self.port),
@@ -402,11 +409,12 @@ class SnapshotServer:
     and would go on reading the replaced file."""
 
     def __init__(self, url: str, folder: str | Path, *, host: str = "127.0.0.1", port: int = 8001,
-                 refresh_s: float = 600.0):
+                 refresh_s: float = 600.0, allow_sql: bool = False):
         if not is_postgres_url(url):
             raise ConfigError(f"not a PostgreSQL URL: {redact(str(url))}")
         self.url_db, self.folder = url, Path(folder)
         self.host, self.port, self.refresh_s = host, port, refresh_s
+        self.allow_sql = allow_sql
         # Named after the PostgreSQL database, so the view's URLs read /<database>/<table>.
         name = re.sub(r"[^A-Za-z0-9_-]", "_", urllib.parse.urlsplit(url).path.strip("/")) or "basecrawler"
         self.snapshot = self.folder / "browse-snapshot" / f"{name}.db"
@@ -424,7 +432,7 @@ class SnapshotServer:
         log.info("browse: snapshot of %s taken in %.1f s", redact(self.url_db), time.monotonic() - started)
         if self.server is not None:
             self.server.stop()
-        self.server = BrowseServer(self.snapshot, host=self.host, port=self.port)
+        self.server = BrowseServer(self.snapshot, host=self.host, port=self.port, allow_sql=self.allow_sql)
         self.server.start(quiet=quiet)
         self.server.wait_ready()
 

@@ -10,20 +10,35 @@
   `'` (OWASP's CSV-injection rule), so a spreadsheet shows it as text. Numbers stay numbers.
   JSON is left exact: it is the API the chart and scripts read, and no spreadsheet evaluates a
   JSON string as a formula.
+- Declared views only, bounded work (issue #34.6, rules in basecrawler/reading/web/limits.py):
+  a request carrying SQL of its own is refused unless the operator turned SQL on; every
+  connection has SQLite's size limits and every query a time limit that stops it (Datasette's
+  own, or `limits.deadline` for the plugins' `execute_fn` work); heavy requests and the SQL they
+  start (their background counts too) share a few slots, a further one is told "busy"; a
+  query stopped by a limit is explained in Korean and English; the database's absolute path
+  never leaves the server (it is replaced by the file's name in every response).
 """
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextvars
 import csv
 import hashlib
 import inspect
 import io
+import json
 import re
 from pathlib import Path
 
 import datasette as datasette_package
+import datasette.database
 from datasette import hookimpl
+from datasette.database import Database
 from datasette.plugins import pm
+from datasette.utils.asgi import Response
+
+from basecrawler.reading.web import limits
 
 try:   # the project's one rule (basecrawler/reading/cellsafe.py, the CSV and XLSX exports use it)
     from basecrawler.reading.cellsafe import neutralise_cell as _shared_neutralise
@@ -37,7 +52,99 @@ INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 POLICY = ("default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
           "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 
+GUARD_NAME = "basecrawler_guard"   # its plugin config: {"allow_sql": true} turns SQL on
+
 _script_hashes: set[str] = set()
+_declared_sql: set[str] = set()        # the SQL of declared queries (the dashboard fetches it)
+_hidden_paths: list[tuple[bytes, bytes]] = []   # (absolute path, what is shown instead)
+_default_sort: dict[str, str] = {}
+
+
+class Busy(RuntimeError):
+    """Every heavy slot stayed taken for the whole wait."""
+
+
+# The request a piece of SQL work was started for is heavy: set by the ASGI wrapper, inherited
+# by the tasks it starts (a search's summary pass goes on after its page was answered).
+_heavy: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_heavy", default=False)
+_slots: dict[str, asyncio.Semaphore] = {}   # per event loop (tests start several servers)
+
+
+def _semaphore(kind: str) -> asyncio.Semaphore:
+    key = f"{kind}:{id(asyncio.get_running_loop())}"
+    if key not in _slots:
+        _slots[key] = asyncio.Semaphore(limits.HEAVY_SLOTS)
+    return _slots[key]
+
+
+async def _acquire(kind: str, wait_s: float) -> asyncio.Semaphore:
+    semaphore = _semaphore(kind)
+    try:
+        await asyncio.wait_for(semaphore.acquire(), wait_s)
+    except asyncio.TimeoutError:
+        raise Busy(limits.MESSAGES["busy"]) from None
+    return semaphore
+
+
+_datasette_execute_fn = Database.execute_fn
+
+
+async def _limited_execute_fn(self, fn):
+    """Datasette's execute_fn (every read of every view and plugin goes through it) with a
+    deadline for work Datasette does not time itself, and a heavy request's work in its slots."""
+    def timed(conn):
+        with limits.deadline(conn, limits.BACKGROUND_LIMIT_S):
+            return fn(conn)
+    if not _heavy.get():
+        return await _datasette_execute_fn(self, timed)
+    semaphore = await _acquire("sql", 2 * limits.HEAVY_WAIT_S)
+    try:
+        return await _datasette_execute_fn(self, timed)
+    finally:
+        semaphore.release()
+
+
+Database.execute_fn = _limited_execute_fn
+datasette.database.sqlite_timelimit = limits.datasette_timelimit
+
+
+def allow_sql(datasette) -> bool:
+    return bool((datasette.plugin_config(GUARD_NAME) or {}).get("allow_sql"))
+
+
+@hookimpl
+def prepare_connection(conn, database, datasette):
+    limits.harden(conn)
+
+
+def _collect_declared(datasette) -> None:
+    """What the guard needs from the configuration, read once: the declared queries' SQL, the
+    tables' default sort, the absolute paths to hide."""
+    metadata = datasette.metadata() or {}
+    for name, database in (metadata.get("databases") or {}).items():
+        for query in (database.get("queries") or {}).values():
+            sql = query.get("sql") if isinstance(query, dict) else query
+            if sql:
+                _declared_sql.add(sql.strip())
+        for table, config in (database.get("tables") or {}).items():
+            sort = config.get("sort_desc") or config.get("sort")
+            if sort:
+                _default_sort[table] = sort
+    dashboards = datasette.plugin_config("datasette-dashboards") or {}
+    for dashboard in dashboards.values():
+        for chart in (dashboard.get("charts") or {}).values():
+            if chart.get("query"):
+                _declared_sql.add(chart["query"].strip())
+    hidden: dict[str, str] = {}
+    for database in datasette.databases.values():
+        if database.path:
+            for form in {str(database.path), str(Path(database.path).resolve())}:
+                hidden[form] = Path(form).name
+                hidden[str(Path(form).parent)] = "…"
+    hidden.pop("/", None)
+    hidden.pop("…", None)
+    _hidden_paths[:] = sorted(((k.encode(), v.encode()) for k, v in hidden.items()),
+                              key=lambda item: -len(item[0]))
 
 
 def script_hash(text: str) -> str:
@@ -59,6 +166,7 @@ def _template_scripts() -> list[str]:
 @hookimpl
 def startup(datasette):
     async def collect():
+        _collect_declared(datasette)
         scripts = _template_scripts()
         # Plugins' body scripts (datasette-leaflet's settings): fixed per server.
         for result in pm.hook.extra_body_script(template="base.html", database=None, table=None,
@@ -97,6 +205,48 @@ def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
     return out.getvalue().encode(charset)
 
 
+def _error_response(request_path: str, status: int, message: str, title: str) -> tuple[dict, bytes]:
+    """A refusal as a small page of its own (JSON for .json), Korean first."""
+    if request_path.endswith(".json"):
+        body = json.dumps({"ok": False, "error": message, "status": status, "title": title},
+                          ensure_ascii=False).encode("utf-8")
+        kind = b"application/json; charset=utf-8"
+    else:
+        escaped = message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        body = (f'<!DOCTYPE html><html lang="ko"><head><meta charset="utf-8"><title>{title}</title>'
+                f'<link rel="stylesheet" href="/-/static/app.css"></head><body><div class="container">'
+                f'<h1>{title}</h1><p class="message-error">{escaped}</p>'
+                f'<p><a href="/">처음으로 / Home</a></p></div></body></html>').encode("utf-8")
+        kind = b"text/html; charset=utf-8"
+    headers = [(b"content-type", kind)]
+    if status == 503:
+        headers.append((b"retry-after", b"3"))
+    return {"type": "http.response.start", "status": status, "headers": headers}, body
+
+
+TITLES = {400: "요청을 처리할 수 없음 / Not answered", 403: "허용되지 않음 / Not allowed",
+          405: "허용되지 않음 / Not allowed", 503: "잠시 뒤에 / Busy"}
+
+
+@hookimpl(tryfirst=True)
+def handle_exception(datasette, request, exception):
+    """A query a limit stopped, or that found no heavy slot, said so in the interface's words."""
+    if isinstance(exception, Busy):
+        status, message = 503, limits.MESSAGES["busy"]
+    else:
+        explained = limits.explain(exception, datasette.setting("sql_time_limit_ms") / 1000)
+        if explained is None:
+            return None
+        status, message = explained
+
+    async def inner():
+        start, body = _error_response(request.path, status, message, TITLES.get(status, TITLES[400]))
+        headers = {k.decode(): v.decode() for k, v in start["headers"] if k != b"content-type"}
+        return Response(body, status=status, headers=headers,
+                        content_type=dict(start["headers"])[b"content-type"].decode())
+    return inner
+
+
 def _is_csv(scope) -> bool:
     if scope["path"].endswith(".csv"):
         return True
@@ -110,33 +260,69 @@ def asgi_wrapper(datasette):
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
-            csv_request = _is_csv(scope)
-            start: dict = {}
-            chunks: list[bytes] = []
-
-            async def guarded_send(message):
-                if message["type"] == "http.response.start":
-                    headers = [(k, v) for k, v in message.get("headers", [])
-                               if k.lower() not in (b"content-security-policy", b"x-content-type-options")]
-                    headers += [(b"content-security-policy", content_security_policy().encode("ascii")),
-                                (b"x-content-type-options", b"nosniff")]
-                    message = {**message, "headers": headers}
-                    if csv_request:
-                        start.update(message)   # sent with the rewritten body's length
-                        return
-                elif message["type"] == "http.response.body" and csv_request:
-                    chunks.append(message.get("body", b""))
-                    if message.get("more_body"):
-                        return
-                    body = b"".join(chunks)
-                    if start.get("status") == 200:
-                        body = neutralise_csv(body)
-                    headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-                    headers.append((b"content-length", str(len(body)).encode("ascii")))
-                    await send({**start, "headers": headers})
-                    message = {"type": "http.response.body", "body": body}
-                await send(message)
-
-            await app(scope, receive, guarded_send)
+            path = scope.get("path", "")
+            args = limits.arguments(scope.get("query_string") or b"")
+            refused = limits.refusal(scope.get("method", "GET"), path, args, allow_sql=allow_sql(datasette),
+                                     declared_sql=frozenset(_declared_sql))
+            if refused is None and limits.is_heavy(path, args, _default_sort):
+                try:
+                    slot = await _acquire("request", limits.HEAVY_WAIT_S)
+                except Busy:
+                    refused = (503, limits.MESSAGES["busy"])
+                else:
+                    token = _heavy.set(True)
+                    try:
+                        await _serve(app, scope, receive, send)
+                    finally:
+                        _heavy.reset(token)
+                        slot.release()
+                    return
+            if refused is not None:
+                status, message = refused
+                start, body = _error_response(path, status, message, TITLES.get(status, TITLES[400]))
+                await _serve_fixed(start, body, send)
+                return
+            await _serve(app, scope, receive, send)
         return guarded
     return wrap
+
+
+async def _serve_fixed(start: dict, body: bytes, send) -> None:
+    headers = [*start["headers"], (b"content-length", str(len(body)).encode("ascii")),
+               (b"content-security-policy", content_security_policy().encode("ascii")),
+               (b"x-content-type-options", b"nosniff")]
+    await send({**start, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _serve(app, scope, receive, send) -> None:
+    """The response with the security headers, a formula-safe CSV, and no absolute path."""
+    csv_request = _is_csv(scope)
+    buffered = csv_request or not limits.is_static(scope.get("path", ""))
+    start: dict = {}
+    chunks: list[bytes] = []
+
+    async def guarded_send(message):
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", [])
+                       if k.lower() not in (b"content-security-policy", b"x-content-type-options")]
+            headers += [(b"content-security-policy", content_security_policy().encode("ascii")),
+                        (b"x-content-type-options", b"nosniff")]
+            message = {**message, "headers": headers}
+            if buffered:
+                start.update(message)   # sent with the rewritten body's length
+                return
+        elif message["type"] == "http.response.body" and buffered:
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = limits.scrub(b"".join(chunks), _hidden_paths)
+            if csv_request and start.get("status") == 200:
+                body = neutralise_csv(body)
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode("ascii")))
+            await send({**start, "headers": headers})
+            message = {"type": "http.response.body", "body": body}
+        await send(message)
+
+    await app(scope, receive, guarded_send)

@@ -1,0 +1,179 @@
+"""What the web view lets a request make SQLite do (issue #34.6), used by
+plugins/basecrawler_guard.py. Pure rules, no Datasette import, so they are tested directly.
+
+- Declared views only: a query string that carries SQL of its own (`sql=`, `_where=`,
+  `_through=`, Datasette's raw full-text search `_search_<column>=` / `_searchmode=`) or names a
+  column by anything but a plain name (`_col`, `_sort`, `_facet` …) is refused before Datasette
+  reads it, unless the operator turned SQL on (`basecrawler browse --allow-sql`). The SQL of a
+  declared query (the chart's, fetched by the dashboard page) stays allowed.
+- Bounded work per query: every connection gets SQLite limits (`LIMITS`): a value (string or
+  blob, and a row) of at most `MAX_VALUE_BYTES`, so `randomblob(1e9)`, `zeroblob`, nested
+  `replace`/`printf` amplification fail at once instead of allocating gigabytes inside one
+  virtual-machine step, where no progress handler can stop them; short LIKE/GLOB patterns
+  (their matching cost grows with the pattern); and a process-wide SQLite heap ceiling.
+- Bounded time per query: `deadline(conn, seconds)` is the progress handler for work Datasette
+  runs without its own (`execute_fn`: the search plan, summaries, facet counts).
+- Bounded concurrency: a request that is heavy (`is_heavy`: a search, a sort, a facet, an
+  operator filter, a large page, CSV) takes one of a few slots; it waits `HEAVY_WAIT_S` for one,
+  else is answered "busy" at once, so light pages (a table, a card) keep their threads.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import time
+import urllib.parse
+
+MAX_VALUE_BYTES = 8 * 1024 * 1024    # the largest string/blob/row a query may build or read
+HEAP_LIMIT_BYTES = 160 * 1024 * 1024   # all of SQLite's memory in the web view's process
+LIMITS = {
+    sqlite3.SQLITE_LIMIT_LENGTH: MAX_VALUE_BYTES,
+    sqlite3.SQLITE_LIMIT_SQL_LENGTH: 1_000_000,     # the search's own SQL of many terms fits
+    sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH: 400,   # a LIKE/GLOB pattern's cost grows with it
+    sqlite3.SQLITE_LIMIT_EXPR_DEPTH: 200,
+    sqlite3.SQLITE_LIMIT_COMPOUND_SELECT: 50,
+}
+# Virtual-machine steps between two looks at the clock (about a millisecond): each look takes
+# Python's lock, and a query looking every few microseconds starves the thread that renders
+# the pages (Datasette's own limit looks every 1000 steps; plugins/basecrawler_guard.py puts
+# this one in its place).
+PROGRESS_STEPS = 20_000
+BACKGROUND_LIMIT_S = 20.0   # work outside Datasette's own time limit (a summary pass, a count)
+
+def _slots_setting() -> int:
+    try:   # an operator's choice (BASECRAWLER_WEB_HEAVY_SLOTS); Datasette's threads follow it
+        return max(1, min(8, int(os.environ.get("BASECRAWLER_WEB_HEAVY_SLOTS", "2"))))
+    except ValueError:
+        return 2
+
+
+HEAVY_SLOTS = _slots_setting()   # heavy requests answered at once …
+HEAVY_WAIT_S = 0.5     # … a further one waits this long for a slot, then is told "busy"
+SQL_THREADS = HEAVY_SLOTS + 3   # Datasette's SQL threads: the heavy slots and three for light pages
+LIGHT_PAGE_SIZE = 100  # a page of at most this many rows is not heavy by its size
+
+# Reader-visible refusals, Korean first with English beside (one place, for the catalogue).
+MESSAGES = {
+    "sql": ("이 웹 보기는 선언된 표와 검색만 보여 줍니다. 임의 SQL(sql=, _where= 등)은 꺼져 있습니다 "
+            "(운영자가 basecrawler browse --allow-sql 로 켤 수 있습니다). / This view serves its declared "
+            "tables and searches only: arbitrary SQL ({what}) is off (the operator can turn it on with "
+            "basecrawler browse --allow-sql)."),
+    "name": ("열 이름이 올바르지 않습니다: {what}. / Not a column name: {what}."),
+    "method": "읽기 전용입니다: GET 요청만 받습니다. / Read-only: only GET requests are answered.",
+    "busy": ("지금 무거운 요청이 많아 잠시 뒤에 다시 시도해 주세요 (몇 초). / Busy with other heavy requests "
+             "(searches, sorts, facets): please try again in a few seconds."),
+    "time": ("요청이 시간 제한({seconds}초) 안에 끝나지 않아 멈췄습니다. 검색어를 더 구체적으로 하거나 필터를 "
+             "줄여 주세요. / The query did not finish within the time limit ({seconds} s) and was stopped: "
+             "try a more specific search or fewer filters."),
+    "memory": ("요청이 허용된 메모리(값 하나 {megabytes} MB)를 넘어 멈췄습니다. / The query was stopped: it "
+               "needed more memory than a query may use ({megabytes} MB per value)."),
+}
+
+SQL_ARGS = ("sql", "_where", "_through", "_searchmode")
+SQL_ARG_PREFIXES = ("_search_",)   # Datasette's raw FTS search of one column
+NAME_ARGS = ("_col", "_nocol", "_sort", "_sort_desc", "_facet", "_facet_array", "_facet_date", "_label")
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+STATIC_PREFIXES = ("/-/static/", "/-/static-plugins/", "/bc-static/")
+HEAVY_ARGS = ("_search", "_sort", "_sort_desc", "_facet", "_facet_array", "_facet_date", "_through",
+              "_where", "sql")   # a declared facet's selection (_bcf_*) reads a kept index: light
+
+
+def arguments(query_string: bytes | str) -> list[tuple[str, str]]:
+    if isinstance(query_string, bytes):
+        query_string = query_string.decode("latin-1")
+    return urllib.parse.parse_qsl(query_string, keep_blank_values=True)
+
+
+def refusal(method: str, path: str, args: list[tuple[str, str]], *, allow_sql: bool,
+            declared_sql: frozenset[str] = frozenset()) -> tuple[int, str] | None:
+    """(status, message) when the request must not reach Datasette; None to serve it."""
+    if method not in ("GET", "HEAD", "OPTIONS"):
+        return 405, MESSAGES["method"]
+    for name, value in args:
+        if allow_sql:
+            continue
+        if name == "sql" and value.strip() in declared_sql:
+            continue
+        if name in SQL_ARGS or (name.startswith(SQL_ARG_PREFIXES) and name != "_search"):
+            return 403, MESSAGES["sql"].format(what=name)
+        if name in NAME_ARGS and not PLAIN_NAME.fullmatch(value):
+            return 400, MESSAGES["name"].format(what=f"{name}={value[:80]!r}")
+    return None
+
+
+def is_static(path: str) -> bool:
+    return path.startswith(STATIC_PREFIXES) or path in ("/favicon.ico", "/-/versions.json")
+
+
+def is_heavy(path: str, args: list[tuple[str, str]], default_sort: dict[str, str] | None = None) -> bool:
+    """Whether the request may hold SQL threads for seconds: a search, a sort other than the
+    table's default, a facet choice, an operator filter (`col__contains=`), a large page, a
+    CSV download, a query. A table's first page, a plain `col=value` filter, a card are light."""
+    if is_static(path) or path.startswith("/-/") and not path.startswith("/-/dashboards"):
+        return False
+    if path.endswith(".csv"):
+        return True
+    table = path.rstrip("/").rsplit("/", 1)[-1].split(".")[0]
+    for name, value in args:
+        if name in ("_sort", "_sort_desc") and (default_sort or {}).get(table) == value:
+            continue
+        if name.startswith(HEAVY_ARGS) or ("__" in name and not name.startswith("_")):
+            return True
+        if name == "_size" and (value == "max" or not value.isdigit() or int(value) > LIGHT_PAGE_SIZE):
+            return True
+        if name == "_format" and value == "csv":
+            return True
+    return False
+
+
+def harden(conn: sqlite3.Connection) -> None:
+    """Apply `LIMITS` to a connection, and the process-wide heap ceiling."""
+    for limit, value in LIMITS.items():
+        conn.setlimit(limit, value)
+    # The heap ceiling counts every connection of the process; setting it again is harmless.
+    conn.execute(f"PRAGMA hard_heap_limit = {HEAP_LIMIT_BYTES}")
+
+
+@contextlib.contextmanager
+def datasette_timelimit(conn: sqlite3.Connection, ms: int):
+    """Datasette's `sqlite_timelimit`, looking at the clock every `PROGRESS_STEPS` steps."""
+    with deadline(conn, ms / 1000):
+        yield
+
+
+@contextlib.contextmanager
+def deadline(conn: sqlite3.Connection, seconds: float):
+    """Stop what `conn` runs inside the block after `seconds` (sqlite3.OperationalError
+    "interrupted"). Datasette's own limit replaces the handler inside its queries and removes
+    it after; this one is put back for whatever the block runs next."""
+    ends = time.monotonic() + seconds
+
+    def handler():
+        return 1 if time.monotonic() >= ends else 0
+
+    conn.set_progress_handler(handler, PROGRESS_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, PROGRESS_STEPS)
+
+
+def explain(error: BaseException, time_limit_s: float) -> tuple[int, str] | None:
+    """A query's failure as the reader is told it (status, message); None for other errors."""
+    text = str(error).lower()
+    title = str(getattr(error, "title", "") or "").lower()
+    if "interrupted" in text or title == "sql interrupted" or "took too long" in text:
+        return 400, MESSAGES["time"].format(seconds=f"{time_limit_s:g}")
+    if "too big" in text or "out of memory" in text:
+        return 400, MESSAGES["memory"].format(megabytes=MAX_VALUE_BYTES // (1024 * 1024))
+    return None
+
+
+def scrub(body: bytes, paths: list[tuple[bytes, bytes]]) -> bytes:
+    """`body` with each absolute path replaced (longest first) by what a reader may see."""
+    for path, shown in paths:
+        if path and path in body:
+            body = body.replace(path, shown)
+    return body
