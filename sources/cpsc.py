@@ -43,7 +43,7 @@ from typing import Iterator
 import httpx
 import ijson
 
-from basecrawler import BaseCrawler, UnexpectedContent
+from basecrawler import BaseCrawler, Transient, UnexpectedContent
 from basecrawler.formats import text as text_rules
 from basecrawler.formats.dates import parse_date
 
@@ -200,7 +200,9 @@ class CpscCrawler(BaseCrawler):
             window = window_text(start, end)
             url = str(httpx.URL(ctx.url("api", RECALL_PATH), params=window_query(start, end)))
             cap = int(override) if override else window_cap(start, end, ctx.today())
-            with ctx.item({"window": window, "url": url}, url) as scope:
+            # A wrong answer is this window's dead letter; a host still unreachable after the retries
+            # is the source's failure (the next run asks again), not one letter per window.
+            with ctx.item({"window": window, "url": url}, url, passes=(Transient,)) as scope:
                 download = ctx.http.download_to_file(url)
             if scope.failed:
                 continue

@@ -42,7 +42,7 @@ import re
 from typing import Iterator
 from urllib.parse import quote, urlencode
 
-from basecrawler import BaseCrawler, NotFound, UnexpectedContent
+from basecrawler import BaseCrawler, Transient, NotFound, UnexpectedContent
 from basecrawler.formats import text as text_rules
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,10 @@ class FdaCrawler(BaseCrawler):
             while True:
                 url = ctx.url("api", path) + "?" + search_query(start, end, skip, self.page_size)
                 page = None
-                with ctx.item({"endpoint": kind, "window": window, "skip": skip, "url": url}, url):
+                # A wrong answer is this window's dead letter; a host still unreachable after the retries
+                # is the source's failure (the next run asks again), not one letter per window.
+                with ctx.item({"endpoint": kind, "window": window, "skip": skip, "url": url}, url,
+                              passes=(Transient,)):
                     page = self._page(ctx, url, kind, window)
                 if page is None:   # a dead letter (this window's rest is lost, the others go on)
                     break

@@ -271,7 +271,7 @@ class SourceAPI:
     # ---- per-item plumbing ------------------------------------------------------------
     @contextlib.contextmanager
     def item(self, raw: Any, url: str | None = None, *, failures: tuple = ITEM_FAILURES,
-             key: str | None = None) -> Iterator[ItemScope]:
+             key: str | None = None, passes: tuple = ()) -> Iterator[ItemScope]:
         """One item fetched or read on its own: a failure in `failures` inside the block becomes
         a fetch dead letter keeping `raw`, with provenance from the error or the last response,
         and fails the ledger's current list item (the next run fetches it again); the crawl
@@ -279,11 +279,13 @@ class SourceAPI:
         traceback in the letter (and the DEBUG log), one line on the terminal. What is not the
         item's (RUN_FAILURES: a block, a stop…; a database or a full disk) passes.
         `key`: the last field of the record key the item was to become (the publisher's number),
-        kept in the letter so `dead-letters list` names it. `scope.failed` says what happened."""
+        kept in the letter so `dead-letters list` names it. `passes`: failures that are the
+        source's rather than this item's (a host unreachable for a source that asks it once per
+        date window). `scope.failed` says what happened."""
         scope = ItemScope()
         try:
             yield scope
-        except RUN_FAILURES:
+        except RUN_FAILURES + tuple(passes):
             raise
         except failures as exc:
             scope.failed = True
