@@ -82,7 +82,7 @@ def _deliver_watch(store, watch, now, report, *, transport, smtp, resolve, ends,
             return
     rows = outbox.claim(store, watch.id, now=now)
     if watch.channel == "feed":
-        atom.write(store, watch.name, atom.render(watch.name, [*rows[::-1], *outbox.recent(store, watch.id)][:100], now=now))
+        atom.write(store, watch.name, atom.render(watch.name, outbox.recent(store, watch.id), now=now))
         outbox.sent(store, [r["id"] for r in rows], now=now)
         report.sent += len(rows)
         return

@@ -100,7 +100,7 @@ def counts(store) -> dict[str, dict]:
             entry[row["state"]] = row["n"]
         if row["last"] and (entry["last_delivery"] or "") < row["last"]:
             entry["last_delivery"] = row["last"]
-        if row["state"] == "failed" and row["error"]:
+        if row["state"] in ("failed", "pending") and row["error"] and (row["state"] == "failed" or not entry["last_error"]):
             entry["last_error"] = row["error"]
     return out
 
