@@ -172,35 +172,49 @@ def match(store, *, now: str | None = None, watches: list[Watch] | None = None) 
 
 
 def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) -> None:
+    """The outbox rows for `found`, written in bulk: what each (watch, record) already has is
+    read once, so a pass costs a few statements however many records matched."""
     conn = db.conn
     report.queued = report.held = 0
     report.per_watch = {}
+    known: dict[tuple, dict] = {}   # (watch, type, record) → {version: (row id, state)}, and "sent"
+    ids = sorted({w.id for w, _, _ in found})
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start:start + _CHUNK]
+        for row_id, watch_id, type_name, record_id, version, state in conn.execute(
+                "SELECT id, watch_id, record_type, record_id, version, state FROM watch_outbox "
+                f"WHERE state != 'superseded' AND watch_id IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+            entry = known.setdefault((watch_id, type_name, record_id), {})
+            entry[version] = (row_id, state)
+            entry["sent"] = entry.get("sent") or state == "sent"
+    inserts, releases, supersede = [], [], []
     for watch, record_type, record_id in found:
         row = rows_by_type.get(record_type.name, {}).get(record_id)
         if row is None:   # removed between the two reads
             continue
         version = version_of(record_type, row)
         waiting = bool(not watch.as_soon_as_seen and record_type.korean_columns and not row.get("translated_at"))
-        state = "held" if waiting else "pending"
-        same = conn.execute("SELECT id, state FROM watch_outbox WHERE watch_id = ? AND record_type = ? AND "
-                            "record_id = ? AND version = ?", [watch.id, record_type.name, record_id, version]).fetchone()
-        if same is not None:
-            if same[1] == "held" and state == "pending":   # translated without Korean: release it as it is
-                conn.execute("UPDATE watch_outbox SET state = 'pending' WHERE id = ?", [same[0]])
+        entry = known.setdefault((watch.id, record_type.name, record_id), {})
+        if version in entry:
+            row_id, state = entry[version]
+            if state == "held" and not waiting:   # translated without Korean: release it as it is
+                releases.append([row_id])
             continue
-        before = conn.execute("SELECT COUNT(*) FROM watch_outbox WHERE watch_id = ? AND record_type = ? AND "
-                              "record_id = ? AND state = 'sent'", [watch.id, record_type.name, record_id]).fetchone()[0]
-        conn.execute("UPDATE watch_outbox SET state = 'superseded' WHERE watch_id = ? AND record_type = ? AND "
-                     "record_id = ? AND state IN ('held', 'pending')", [watch.id, record_type.name, record_id])
-        conn.execute(
-            "INSERT INTO watch_outbox (delivery_id, watch_id, record_type, record_id, version, change, payload, "
-            "state, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING",
-            [delivery_id(watch, record_type.name, record_id, version), watch.id, record_type.name, record_id,
-             version, "changed" if before else "new", json.dumps(payload_of(record_type, row), ensure_ascii=False,
-                                                                   default=str), state, now])
+        supersede += [[row_id] for v, (row_id, state) in
+                      ((v, e) for v, e in entry.items() if v != "sent") if state in ("held", "pending")]
+        inserts.append([delivery_id(watch, record_type.name, record_id, version), watch.id, record_type.name,
+                        record_id, version, "changed" if entry.get("sent") else "new",
+                        json.dumps(payload_of(record_type, row), ensure_ascii=False, default=str),
+                        "held" if waiting else "pending", now])
+        entry[version] = (None, "held" if waiting else "pending")
         report.queued += 1
         report.held += waiting
         report.per_watch[watch.name] = report.per_watch.get(watch.name, 0) + 1
+    conn.executemany("UPDATE watch_outbox SET state = 'pending' WHERE id = ?", releases)
+    conn.executemany("UPDATE watch_outbox SET state = 'superseded' WHERE id = ?", [s for s in supersede if s[0]])
+    conn.executemany(
+        "INSERT INTO watch_outbox (delivery_id, watch_id, record_type, record_id, version, change, payload, "
+        "state, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING", inserts)
     set_checked(db, watch_ids, now)
 
 
