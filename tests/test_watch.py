@@ -262,3 +262,23 @@ def test_watch_validation():
         Watch(name="x", channel="mail", target="not-an-address").__class__  # noqa: B018
         from basecrawler.watch.model import check
         check(Watch(name="x", channel="mail", target="not-an-address"))
+
+
+def test_status_shows_each_watch_and_doctor_checks_the_webhook_without_sending(tmp_path, hook, capsys, monkeypatch):
+    from basecrawler.cli import main
+    from basecrawler.watch.operators import doctor_checks
+
+    monkeypatch.setenv("BASECRAWLER_WATCH_MAX_ATTEMPTS", "1")
+    receiver = hook(lambda n: (500, {}, 0.0))
+    db = str(tmp_path / "st.db")
+    store = Store(db)
+    repository.add(store, food_watch(target=receiver.url), now=EARLY)
+    store_alerts(store, food_listeria_set())
+    deliver(store)
+    store.close()
+    assert main(["--db", db, "status"]) == 0
+    out = capsys.readouterr().out
+    assert "watch food (webhook): last delivery never, 0 pending, 0 waiting for Korean, 3 failed" in out
+    posts = len(receiver.posts)
+    assert doctor_checks(db) == [("watch food webhook", True, f"{receiver.url} reachable")]
+    assert len(receiver.posts) == posts + 1 and receiver.posts[-1][0].get("x-basecrawler-delivery") is None
