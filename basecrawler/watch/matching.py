@@ -116,6 +116,8 @@ def _fill_candidates(store, record_type: RecordType, cutoff: str | None) -> int:
             db.conn.execute(f"INSERT INTO {_CANDIDATES} (id) SELECT id FROM {table} "
                             "WHERE updated_at > ? OR translated_at > ?", [cutoff, cutoff])
     store.write(op)
+    if store.engine == "postgresql":   # autovacuum never analyzes a temporary table: the planner would guess
+        store.write(lambda db: db.conn.execute(f"ANALYZE {_CANDIDATES}"))
     return store.scalar(f"SELECT COUNT(*) FROM {_CANDIDATES}")
 
 
