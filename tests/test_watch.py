@@ -282,3 +282,24 @@ def test_status_shows_each_watch_and_doctor_checks_the_webhook_without_sending(t
     posts = len(receiver.posts)
     assert doctor_checks(db) == [("watch food webhook", True, f"{receiver.url} reachable")]
     assert len(receiver.posts) == posts + 1 and receiver.posts[-1][0].get("x-basecrawler-delivery") is None
+
+
+def test_migrate_copies_watches_and_their_outbox_to_the_other_engine(tmp_path, pg_url, hook):  # noqa: F811
+    from basecrawler.cli import main
+
+    receiver = hook()
+    lite = str(tmp_path / "from.db")
+    store = Store(lite)
+    repository.add(store, food_watch(target=receiver.url), now=EARLY)
+    store_alerts(store, food_listeria_set())
+    deliver(store)
+    store.close()
+    assert main(["--db", lite, "migrate", "--to", pg_url]) == 0
+    target = Store(pg_url)
+    try:
+        assert repository.get(target, "food").facets == (("category", "Food"),)
+        assert outbox.counts(target)["food"]["sent"] == 3
+        store_alerts(target, food_listeria_set())
+        assert deliver(target).sent == 0 and len(receiver.posts) == 3   # the copied outbox knows what was sent
+    finally:
+        target.close()
