@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from basecrawler.formats.dates import utc_now_iso
-from basecrawler.reading.search import RecordFilter, UnknownFilter, build_query, check_facets
+from basecrawler.reading.search import RecordFilter, UnknownFilter, build_query, check_facets, short_index
 from basecrawler.recordtypes import RecordType, record_types
 from basecrawler.watch.model import Watch
 from basecrawler.watch.repository import all_watches, set_checked
@@ -122,8 +122,11 @@ def _fill_candidates(store, record_type: RecordType, cutoff: str | None) -> int:
 
 
 def _matching_ids(store, filters: RecordFilter) -> list[tuple[int, str]]:
+    # `grams`: the type's padded (SQLite) or windows (PostgreSQL) index answers the terms, as
+    # in `search`; without it PostgreSQL read each term with an ILIKE over the whole table.
+    grams = short_index(store.db.conn, filters.declaration())
     sql, params = build_query(filters, columns="r.id AS id, r.source AS source", ordered=False,
-                              dialect=getattr(store.db.conn, "dialect", "sqlite"))
+                              dialect=getattr(store.db.conn, "dialect", "sqlite"), grams=grams)
     rows = store.query(f"SELECT m.id, m.source FROM ({sql}) AS m WHERE m.id IN (SELECT id FROM {_CANDIDATES})", params)
     return [(r["id"], r["source"]) for r in rows]
 
