@@ -258,10 +258,13 @@ def test_a_run_delivers_after_its_sources_and_keeps_its_counts(tmp_path, hook):
 
 
 def test_watch_validation():
-    with pytest.raises(WatchError):
-        Watch(name="x", channel="mail", target="not-an-address").__class__  # noqa: B018
-        from basecrawler.watch.model import check
+    from basecrawler.watch.model import check
+
+    with pytest.raises(WatchError, match="address"):
         check(Watch(name="x", channel="mail", target="not-an-address"))
+    with pytest.raises(WatchError, match="name"):
+        check(Watch(name="../x", channel="feed"))
+    assert check(Watch(name="ok", channel="mail", target="me@example.org")).name == "ok"
 
 
 def test_status_shows_each_watch_and_doctor_checks_the_webhook_without_sending(tmp_path, hook, capsys, monkeypatch):
