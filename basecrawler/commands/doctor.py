@@ -108,6 +108,8 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
         checks += [backend.result(), *reached]
     checks.append(scheduler_check(settings.db_path, expected=expect_scheduler))
     checks += coverage_checks(settings.db_path, sources)
+    from basecrawler.watch.operators import doctor_checks   # each watch channel, nothing sent
+    checks += [Check(name, ok, detail) for name, ok, detail in doctor_checks(settings.db_path)]
     return checks
 
 

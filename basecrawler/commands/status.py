@@ -100,7 +100,14 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
         "translation_backlog": store.translation_backlog(),
         "dead_letters_open": store.count_open_dead_letters(),
         "sources": sources,
+        "watches": _watches(store),
     }
+
+
+def _watches(store) -> dict:
+    from basecrawler.watch.operators import status
+
+    return status(store)
 
 
 # ---- list ledger (basecrawler/pipeline/ledger.py) ---------------------------------------------------
@@ -131,6 +138,9 @@ def cmd_status(args) -> int:
           f"{report['translation_backlog']}, open dead letters {report['dead_letters_open']}"
           + (f"; next scheduled run {report['next_scheduled_run']}" if report["next_scheduled_run"] else ""))
     print(type_table(report))
+    from basecrawler.watch.operators import status_lines
+    for line in status_lines(report.get("watches") or {}):
+        print(line)
     for error in report["scheduler_errors"]:
         print(f"scheduler error: {json.dumps(error, ensure_ascii=False)[:200]}")
     for source_id, entry in report["sources"].items():

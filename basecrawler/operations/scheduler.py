@@ -248,6 +248,8 @@ def run_scheduled_job(settings: Settings, *, mode: str = "incremental",
                 report.translation = "skipped: stop requested"
             elif translate:
                 _run_hooks(store, settings, report, stop)
+                from basecrawler.watch.delivery import deliver_after_run   # what the translation filled in Korean
+                deliver_after_run(store, settings, stop)
             report.finished_at = utc_now_iso()
             _record_job(store, report)
         finally:

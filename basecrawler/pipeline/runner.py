@@ -117,6 +117,9 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
                           exc_info=not summary.disk_full)
         if not summary.disk_full and any(r.counts.new or r.counts.updated for r in summary.results):
             keep_facet_counts(store)
+        if not summary.disk_full:   # watches: never changes the summary, never raises (watch/delivery.py)
+            from basecrawler.watch.delivery import deliver_after_run
+            deliver_after_run(store, settings, stop)
     finally:
         if own_store:
             store.close()

@@ -380,7 +380,39 @@ def _m010_generic_key_columns(db: sqlite_utils.Database) -> None:
                                   if_not_exists=True)
 
 
-def _m013_record_groups(db: sqlite_utils.Database) -> None:
+def _m011_watches(db: sqlite_utils.Database) -> None:
+    """Watches (issue #33): saved searches and the outbox of their deliveries
+    (basecrawler/watch). A watch names what it looks for and where to deliver, never a
+    secret (those come from the environment or an owner-only file). An outbox row is one
+    record version for one watch, unique on (watch, type, record, version), so matching the
+    same version again adds nothing and a crash between commit and send leaves it pending."""
+    db["watches"].create(
+        {
+            "id": int, "name": str, "record_type": str, "facets": str, "text": str, "sources": str,
+            "countries": str, "channel": str, "target": str, "options": str,
+            "created_at": str, "updated_at": str, "checked_until": str,
+        },
+        pk="id", not_null={"name", "channel"}, if_not_exists=True,
+    )
+    db["watches"].create_index(["name"], unique=True, index_name="watches_name", if_not_exists=True)
+    db["watch_outbox"].create(
+        {
+            "id": int, "delivery_id": str, "watch_id": int, "record_type": str, "record_id": int,
+            "version": str, "change": str, "payload": str, "state": str, "attempts": int,
+            "next_attempt_at": str, "claimed_at": str, "claimed_by": str, "last_error": str,
+            "created_at": str, "sent_at": str,
+        },
+        pk="id", not_null={"delivery_id", "watch_id", "record_type", "record_id", "version", "state"},
+        if_not_exists=True,
+    )
+    db["watch_outbox"].create_index(["watch_id", "record_type", "record_id", "version"], unique=True,
+                                    index_name="watch_outbox_version", if_not_exists=True)
+    db["watch_outbox"].create_index(["delivery_id"], unique=True, index_name="watch_outbox_delivery",
+                                    if_not_exists=True)
+    db["watch_outbox"].create_index(["state", "watch_id"], index_name="watch_outbox_state", if_not_exists=True)
+
+
+def _m012_record_groups(db: sqlite_utils.Database) -> None:
     """Records that are another publisher's copy of a recall (store/groups.py): each keeps its
     own row; a group row says which one a reader sees first."""
     db["record_groups"].create(
@@ -393,7 +425,7 @@ def _m013_record_groups(db: sqlite_utils.Database) -> None:
 
 MIGRATIONS = [_m001_core, _m002_fts, _m003_run_counts, _m004_list_ledger, _m005_manufacturer_key,
               _m006_fts_fed_per_batch, _m007_translation_claims, _m008_source_in_identity,
-              _m009_refill_maker_keys, _m010_generic_key_columns, _m013_record_groups]
+              _m009_refill_maker_keys, _m010_generic_key_columns, _m011_watches, _m012_record_groups]
 
 
 

@@ -1,0 +1,109 @@
+"""The outbox: claiming pending deliveries, marking them sent or failed (retried with
+back-off, given up after a bound), and the counts `status` shows per watch."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+
+from basecrawler.formats.dates import utc_now_iso
+
+MAX_ATTEMPTS_ENV = "BASECRAWLER_WATCH_MAX_ATTEMPTS"
+DEFAULT_MAX_ATTEMPTS = 5
+BACKOFF_BASE_S = 30.0
+BACKOFF_CAP_S = 3600.0
+CLAIM_STALE = dt.timedelta(minutes=15)   # a claim older than this belongs to a process that died
+
+
+def max_attempts() -> int:
+    try:
+        return max(1, int(os.environ.get(MAX_ATTEMPTS_ENV) or DEFAULT_MAX_ATTEMPTS))
+    except ValueError:
+        return DEFAULT_MAX_ATTEMPTS
+
+
+def claim(store, watch_id: int, *, now: str, limit: int = 500) -> list[dict]:
+    """Pending rows of the watch that are due, claimed by this process (another delivering at
+    once skips them), oldest first, payload decoded."""
+    token = uuid.uuid4().hex
+    stale = (dt.datetime.fromisoformat(now) - CLAIM_STALE).isoformat(timespec="seconds")
+
+    def op(db):
+        ids = [r[0] for r in db.conn.execute(
+            "SELECT id FROM watch_outbox WHERE watch_id = ? AND state = 'pending' AND "
+            "(next_attempt_at IS NULL OR next_attempt_at <= ?) AND (claimed_at IS NULL OR claimed_at < ?) "
+            f"ORDER BY id LIMIT ?{store.skip_locked}", [watch_id, now, stale, limit]).fetchall()]
+        db.conn.executemany("UPDATE watch_outbox SET claimed_at = ?, claimed_by = ? WHERE id = ?",
+                            [[now, token, i] for i in ids])
+        return ids
+    ids = store.write(op)
+    if not ids:
+        return []
+    rows = store.query(f"SELECT * FROM watch_outbox WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id", ids)
+    for row in rows:
+        row["payload"] = json.loads(row["payload"] or "{}")
+    return rows
+
+
+def sent(store, ids, *, now: str) -> None:
+    store.write(lambda db: db.conn.executemany(
+        "UPDATE watch_outbox SET state = 'sent', sent_at = ?, claimed_at = NULL, last_error = NULL WHERE id = ?",
+        [[now, i] for i in ids]))
+
+
+def release(store, ids) -> None:
+    """Claimed but not tried (the pass ran out of time): pending again at once."""
+    store.write(lambda db: db.conn.executemany("UPDATE watch_outbox SET claimed_at = NULL WHERE id = ?",
+                                               [[i] for i in ids]))
+
+
+def failed(store, row: dict, error: str, *, now: str, final: bool = False) -> str:
+    """One failed attempt: retried later with back-off, or `failed` for good after the bound
+    (or at once when `final`: a refused address). Returns the new state."""
+    attempts = (row.get("attempts") or 0) + 1
+    give_up = final or attempts >= max_attempts()
+    wait = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempts - 1))
+    due = (dt.datetime.fromisoformat(now) + dt.timedelta(seconds=wait)).isoformat(timespec="seconds")
+    state = "failed" if give_up else "pending"
+    store.write(lambda db: db.conn.execute(
+        "UPDATE watch_outbox SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ?, claimed_at = NULL "
+        "WHERE id = ?", [state, attempts, due, error[:500], row["id"]]))
+    return state
+
+
+def recent(store, watch_id: int | None, *, limit: int = 100) -> list[dict]:
+    """The newest sent or pending rows (a feed), one per record version, payload decoded."""
+    where = "state IN ('sent', 'pending')" + (" AND watch_id = ?" if watch_id is not None else "")
+    rows = store.query(f"SELECT * FROM watch_outbox WHERE {where} ORDER BY id DESC LIMIT ?",
+                       [*([watch_id] if watch_id is not None else []), limit * (1 if watch_id is not None else 4)])
+    seen, out = set(), []
+    for row in rows:
+        key = (row["record_type"], row["record_id"], row["version"])
+        if key in seen:
+            continue
+        seen.add(key)
+        row["payload"] = json.loads(row["payload"] or "{}")
+        out.append(row)
+    return out[:limit]
+
+
+def counts(store) -> dict[str, dict]:
+    """Per watch name: rows per state, the last delivery and the last error."""
+    out = {}
+    for row in store.query("SELECT w.name AS name, o.state AS state, COUNT(o.id) AS n, MAX(o.sent_at) AS last, "
+                           "MAX(o.last_error) AS error FROM watches AS w LEFT JOIN watch_outbox AS o "
+                           "ON o.watch_id = w.id GROUP BY w.name, o.state ORDER BY w.name"):
+        entry = out.setdefault(row["name"], {"held": 0, "pending": 0, "sent": 0, "failed": 0, "last_delivery": None,
+                                             "last_error": None})
+        if row["state"]:
+            entry[row["state"]] = row["n"]
+        if row["last"] and (entry["last_delivery"] or "") < row["last"]:
+            entry["last_delivery"] = row["last"]
+        if row["state"] in ("failed", "pending") and row["error"] and (row["state"] == "failed" or not entry["last_error"]):
+            entry["last_error"] = row["error"]
+    return out
+
+
+def now_iso() -> str:
+    return utc_now_iso()
