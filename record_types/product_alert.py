@@ -86,5 +86,6 @@ PRODUCT_ALERT = RecordType(
              "risk_class"),
     card=("alert_id", "alert_date", "country", "source", "authority", "category", "risk_class", "title",
           "product", "brand", "hazard", "what_to_do", "description", "recall_number", "archived", "source_url"),
+    heading=("product",),
     same_as_field="recall_number",
 )
