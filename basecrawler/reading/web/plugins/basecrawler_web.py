@@ -135,7 +135,8 @@ def filters_from_request(request, database, table, datasette):
             if translated < total:
                 note += " " + _("(Korean words only find translated records: %(done)s of %(total)s translated)",
                                 done=i18n.number(translated), total=i18n.number(total))
-        arguments = FilterArguments([where], named, [note], {**context, "bc_search_note": note})
+        still = where == "0 = 1" and bool(request.args.get("_nocount"))   # the page's script reloads it
+        arguments = FilterArguments([where], named, [note], {**context, "bc_search_note": note, "bc_still_searching": still})
         return await _with_groups(datasette, database, table, text, arguments)
     return conditions()
 
