@@ -61,4 +61,5 @@ PACKAGE_RELEASE = RecordType(
     display=("summary",),
     listing=("published_date", "registry", "name", "version", "summary_original", "license"),
     card=("name", "version", "registry", "published_date", "summary", "license", "requires_python", "source_url"),
+    heading=("name", "version"),
 )

@@ -109,5 +109,6 @@ PRODUCT_ALERT = RecordType(
     card=("alert_id", "alert_date", "country", "source", "authority", "category", "risk_class", "title",
           "product", "brand", "hazard", "what_to_do", "description", "recall_number", "event_id", "hazard_type",
           "made_in", "company", "distribution", "status", "archived", "source_url"),
+    heading=("product",),
     same_as_field="recall_number",
 )

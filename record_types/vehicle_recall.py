@@ -237,6 +237,7 @@ VEHICLE_RECALL = RecordType(
              "model_year"),
     card=("recall_number", "recall_date", "country", "source", "manufacturer", "model", "model_year",
           "affected_units", "component", "summary", "defect_cause", "consequence", "remedy", "source_url"),
+    heading=("manufacturer", "model", "model_year"),
     derived=lambda row: {"manufacturer_key": manufacturer_key(row.get("manufacturer_original"))},
     derived_columns={"manufacturer_key": str},
     same_as_field="recall_number",

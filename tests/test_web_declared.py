@@ -209,7 +209,9 @@ def test_metadata_card_and_best_text_follow_any_declaration(plugins, monkeypatch
     row = {"country": "CA", "alert_id": "N-1", "alert_date": "2024-01-02", "title_original": None,
            "hazard_original": "Choking", "hazard_ko": "질식", "page_url": "data:text/html,x", "source_lang": "en"}
     card = web.card("gadget_alerts", row)
-    assert card["title"] == "CA N-1"
+    # No heading declared: the card is headed by the best text (Korean first), its number beneath.
+    assert card["title"] == "질식" and card["title_original"] == "Choking"
+    assert "N-1" in card["number"]
     assert [t["label"] for t in card["texts"]] == ["Hazard"]
     assert card["links"] == [{"label": "Page", "url": None, "text": "data:text/html,x"}]
     best = str(web.best_text_html(GADGET, row))
@@ -220,9 +222,9 @@ def test_multi_valued_and_undated_cells_read_as_words(plugins, monkeypatch):
     web = plugins[0]
     monkeypatch.setitem(web.TYPES, "gadget_alerts", GADGET)
     assert web.render_cell({}, '["Food", "Toys"]', "category", "gadget_alerts", "x", None) == "Food, Toys"
-    assert "date unknown" in str(web.render_cell({}, None, "alert_date", "gadget_alerts", "x", None))
-    assert "date unknown" in str(web.render_cell({}, "1970-01-01", "recall_date", "recalls", "x", None))
-    assert web.render_cell({}, "2024-01-02", "recall_date", "recalls", "x", None) is None
+    assert "날짜 미상" in str(web.render_cell({}, None, "alert_date", "gadget_alerts", "x", None))
+    assert "날짜 미상" in str(web.render_cell({}, "1970-01-01", "recall_date", "recalls", "x", None))
+    assert web.render_cell({}, "2024-01-02", "recall_date", "recalls", "x", None) == "2024년 1월 2일"   # as Korean writes dates
     monkeypatch.setitem(web.TYPES, "gadget_alerts", dataclasses.replace(GADGET, card=(*GADGET.card, "category")))
     card = web.card("gadget_alerts", {"country": "CA", "alert_id": "N-2", "category": '["Food", "Toys"]'})
     assert {"label": "category", "value": "Food, Toys"} in card["facts"]
@@ -298,7 +300,7 @@ def test_a_card_links_the_same_recall_from_another_source(tmp_path):
     with BrowseServer(db_path, port=free_port()) as server:
         ids = {row["source"]: row["id"] for row in
                get_json(f"{server.url}/recalls/recalls.json?_shape=objects&_col=source")["rows"]}
-        page = get(f"{server.url}/recalls/recalls/{ids['ca']}")[1].decode()
+        page = get(f"{server.url}/recalls/recalls/{ids['ca']}?_lang=en")[1].decode()
     assert "The same recall, published again" in page
     assert f'href="/recalls/recalls/{ids["cawide"]}"' in page and f'href="/recalls/recalls/{ids["ca"]}"' not in page
 

@@ -127,7 +127,7 @@ def test_the_new_type_opens_on_its_declared_columns_with_best_text(server):
     assert 'data-column="hazard_original"' not in page
     assert "Kitchen, Electrical" in page                     # a list reads as words
     assert "감전 위험" in page and "Electric shock" in page    # no title: the hazard, in Korean
-    assert "Vehicle recalls" in page                          # the other type is a click away
+    assert "차량 리콜" in page                                # the other type is a click away
 
 
 def test_the_new_type_has_a_card_and_a_chart(server):
@@ -135,7 +135,8 @@ def test_the_new_type_has_a_card_and_a_chart(server):
     ids = {r["alert_id"]: r["id"] for r in rows}
     card = get(f"{server.url}/store/gadget_alerts/{ids['G-2']}")
     card = card[card.index('<article class="bc-card">'):card.index("</article>")]
-    assert "<h2>CA G-2</h2>" in card and "Date: date unknown" in card and "Category: Toys" in card
+    # Headed by what was recalled (the best text without a declared heading), the number beneath.
+    assert "G-2" in card and "<dt>날짜</dt><dd>날짜 미상</dd>" in card.replace("Date", "날짜") and "Toys" in card
     assert "javascript:alert(1)" in card and 'href="javascript' not in card
     months = json.loads(get(f"{server.url}/store/gadget_alert_per_month.json?_shape=objects"))["rows"]
     assert [(r["month"], r["country"], r["records"]) for r in months if r["records"]] == \

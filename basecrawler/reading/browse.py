@@ -99,9 +99,13 @@ def best_text_column(record_type: RecordType) -> str | None:
 
 
 def default_columns(record_type: RecordType) -> tuple[str, ...]:
-    """What a type's table shows first: its `listing`, the best text, its links."""
-    extra = [c for c in (best_text_column(record_type), *record_type.url_fields) if c]
-    return tuple(dict.fromkeys((*record_type.listing, *extra)))
+    """What a type's table shows first: its `listing`, the best text, its links. A listed
+    original of the best text's first field is left out: the best-text cell shows it already
+    (a product alert's title twice, once as Title and once as Text)."""
+    best = best_text_column(record_type)
+    shown_by_best = {f"{record_type.display[0]}_original"} if best else set()
+    extra = [c for c in (best, *record_type.url_fields) if c]
+    return tuple(dict.fromkeys((*(c for c in record_type.listing if c not in shown_by_best), *extra)))
 
 
 def column_descriptions(record_type: RecordType) -> dict[str, str]:

@@ -92,6 +92,10 @@ class RecordType:
                                          # translated bases (Korean when there, else original)
     listing: tuple[str, ...] = ()        # the columns a table of this type shows first
     card: tuple[str, ...] = ()           # the fields a record card shows, in order
+    # What a card is headed by: what was recalled (a maker and model, a product), joined by a
+    # space; translated bases read in Korean when translated. Empty, or all empty on a record:
+    # the record's best text (`display`).
+    heading: tuple[str, ...] = ()
     # Columns computed from a prepared row (e.g. a normalised manufacturer key), stored beside
     # the data and recomputed on every upsert; `derived_columns` gives their SQL types.
     derived: Callable[[dict], dict] | None = None
@@ -122,6 +126,8 @@ class RecordType:
                          if name not in fields]
         known = fields | set(self.derived_columns) | {"source"}
         problems += [f"searchable {name!r} is not in the model" for name in self.searchable if name not in fields]
+        problems += [f"heading {name!r} is neither a field nor a translated base" for name in self.heading
+                     if name not in known and name not in self.translated]
         problems += [f"facet {f.field!r} is not a field" for f in self.facets if f.field not in known]
         problems += [f"facet {f.field!r}: also_text {f.also_text!r} is not a translated field"
                      for f in self.facets if f.also_text is not None and f.also_text not in self.translated]

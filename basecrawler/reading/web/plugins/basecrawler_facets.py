@@ -37,6 +37,7 @@ from datasette.facets import Facet
 from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
+from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import types_by_table
 from basecrawler.reading.facetcounts import (known_months, months_sql, stored_counts, unknown_sql, values_sql,
                                              whole_table)
@@ -227,7 +228,7 @@ class MonthFacet(_DeclaredFacet):
                                "toggle_url": url, "selected": selected})
             result = self._result(source_and_config, column, values, len(rows) > size)
             if declared is not None:
-                result["label"] = f"{declared.label(column)} by month"
+                result["label"] = _("%(label)s by month", label=_(declared.label(column)))
             results.append(result)
         return results, timed_out
 
@@ -266,7 +267,9 @@ class ValuesFacet(_DeclaredFacet):
                 for value in set(_facet_values(facet, row["value"])):
                     counts[value] = counts.get(value, 0) + row["count"]
             size = self.get_facet_size()
-            ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            # A ranged facet's values are ordered (model years): newest first, not by count.
+            ranked = sorted(counts.items(), key=(lambda item: item[0]) if facet.ranged else
+                            (lambda item: (-item[1], item[0])), reverse=facet.ranged)
             values = []
             for value, count in ranked[:size]:
                 plain = not (facet.expand or facet.multi)
@@ -374,6 +377,6 @@ def filters_from_request(request, database, table, datasette):
                               f"ELSE json_array([{facet.field}]) END) AS e WHERE e.value IN (SELECT value FROM json_each(:{name})))")
             else:
                 wheres.append(f"[{facet.field}] IN (SELECT value FROM json_each(:{name}))")
-            descriptions.append(f"{facet.label} is {value}")
-        return FilterArguments(wheres, params, descriptions)
+            descriptions.append(_("%(label)s is %(value)s", label=_(facet.label), value=value))
+        return FilterArguments(wheres, params, descriptions, {"bc_facet_notes": descriptions})
     return conditions()

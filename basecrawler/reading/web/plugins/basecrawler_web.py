@@ -26,6 +26,8 @@ import markupsafe
 from datasette import hookimpl
 from datasette.filters import FilterArguments
 
+from basecrawler import i18n
+from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
 from basecrawler.errors import ConfigError
 from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
@@ -85,15 +87,17 @@ def filters_from_request(request, database, table, datasette):
     context = {"supports_search": True, "search": text}
     if not text:
         return FilterArguments([], extra_context=context)
-    description = f'search matches "{text}"'
+    description = _('search: "%(text)s"', text=text)
     if not _cli_search_covers(table):
         where, params = _like_search(table, text)
-        return FilterArguments([where], params, [description], context)
+        return _with_groups(datasette, database, table, text,
+                            FilterArguments([where], params, [description], {**context, "bc_search_note": description}))
     filters = RecallFilter(text=text, record_type=TYPES[table].name)
     try:
         sql, params = build_query(filters, columns="r.id", ordered=False)
     except ConfigError as exc:   # a search too large for the engine: say so, find nothing
-        return FilterArguments(["0 = 1"], {}, [f"search not run: {exc}"], context)
+        return FilterArguments(["0 = 1"], {}, [_("search not run: %(reason)s", reason=exc)],
+                               {**context, "bc_search_note": _("search not run: %(reason)s", reason=exc)})
     where, named = _named(sql, params)
     where = f"id IN ({where})"
 
@@ -113,9 +117,9 @@ def filters_from_request(request, database, table, datasette):
                 wait = RARE_SHORT_WAIT_S if rare_short else summary_cache.SUMMARY_WAIT_S
                 summary = await cached_summary(datasette, database, table, filters, wait, request=request)
                 if summary is not None:
-                    note += f" ({summary.count:,} records)"
+                    note += " (" + i18n.ngettext("%(num)s record", "%(num)s records", summary.count) + ")"
                 else:   # read meanwhile: the page's script shows them when they are ready
-                    note += " (counting… the counts and facets follow in a few seconds)"
+                    note += " " + _("(counting… the counts and facets follow in a few seconds)")
                 if rare_short and summary is not None and summary.ids is not None:
                     # The summary's pass found them: the page reads them by id.
                     where, named = "id IN (SELECT value FROM json_each(:bc_ids))", {"bc_ids": json.dumps(summary.ids)}
@@ -123,15 +127,55 @@ def filters_from_request(request, database, table, datasette):
                     # Only a pass over every record finds a 1–2 character term few of them hold,
                     # longer than a page may take: the pass goes on, the page says so.
                     where, named = "0 = 1", {}
-                    note += (" — still searching: a term of 1–2 characters that few records hold is looked for "
-                             "in every record; reload in a few seconds")
+                    note += " — " + _("still searching: a term of 1–2 characters that few records hold is looked "
+                                      "for in every record; reload in a few seconds")
         if has_korean(text):
             # As the CLI says it: Korean words only find rows the translator has reached.
             translated, total = await db.execute_fn(lambda conn: translation_progress(conn, filters))
             if translated < total:
-                note += f" (Korean words only find translated recalls: {translated} of {total} recalls translated)"
-        return FilterArguments([where], named, [note], context)
+                note += " " + _("(Korean words only find translated records: %(done)s of %(total)s translated)",
+                                done=i18n.number(translated), total=i18n.number(total))
+        still = where == "0 = 1" and bool(request.args.get("_nocount"))   # the page's script reloads it
+        arguments = FilterArguments([where], named, [note], {**context, "bc_search_note": note, "bc_still_searching": still})
+        return await _with_groups(datasette, database, table, text, arguments)
     return conditions()
+
+
+GROUP_CAP = 10_000   # a type's matches are counted up to this many ("10,000+")
+
+
+def _type_matches_sql(record_type, text: str) -> tuple[str, dict]:
+    """The id query of `text` over a type's table (the CLI's search where it covers the table)."""
+    if _cli_search_covers(record_type.table):
+        return _named(*build_query(RecallFilter(text=text, record_type=record_type.name), columns="r.id", ordered=False))
+    where, named = _like_search(record_type.table, text)
+    return f"SELECT id FROM [{record_type.table}] WHERE {where}", named
+
+
+async def search_groups(datasette, database: str, table: str, text: str) -> list[dict]:
+    """One search over every type: per type table with matches, its title, count (capped) and
+    the same search on its page ("차량 리콜 3 · 제품 경보 2"); the page's own type first."""
+    db = datasette.get_database(database)
+    present = set(await db.table_names())
+    groups = []
+    for other_table, record_type in TYPES.items():
+        if other_table not in present:
+            continue
+        try:
+            sql, params = _type_matches_sql(record_type, text)
+            found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params)).first()["n"]
+        except Exception:   # too large for the engine, timed out: that type is left out of the line
+            continue
+        if found or other_table == table:
+            groups.append({"table": other_table, "title": _(record_type.title), "count": found,
+                           "capped": found > GROUP_CAP, "current": other_table == table,
+                           "url": datasette.urls.table(database, other_table) + "?" + urllib.parse.urlencode({"_search": text})})
+    return sorted(groups, key=lambda g: (not g["current"], -g["count"]))
+
+
+async def _with_groups(datasette, database, table, text, arguments: FilterArguments) -> FilterArguments:
+    arguments.extra_context["bc_search_groups"] = await search_groups(datasette, database, table, text)
+    return arguments
 
 
 @hookimpl
@@ -236,14 +280,26 @@ def best_text_html(record_type, row: dict):
     parts = []
     if base is not None and base != record_type.display[0]:
         # The first choice is empty: say which field is shown (e.g. a JP recall's cause).
-        parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(record_type.label(f"{base}_original")))
+        parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(_(record_type.label(f"{base}_original"))))
     if korean:
         parts.append(markupsafe.Markup('<div class="bc-ko" lang="ko">{}</div>').format(korean))
-    elif original:
-        parts.append(markupsafe.Markup('<div class="bc-pending">번역 대기 · not yet translated</div>'))
     if original:
-        parts.append(markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
+        parts.append(korean_first(None, original, lang, block=True) if not korean else
+                     markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
     return markupsafe.Markup("").join(parts)
+
+
+def korean_first(korean, original, lang: str, *, block: bool = False):
+    """A translated field as a cell: the Korean, the original one line below; untranslated,
+    the original with a small "awaiting translation" mark (never an empty Korean column)."""
+    tag = "div" if block else "span"
+    if korean:
+        return markupsafe.Markup('<{0} class="bc-ko" lang="ko">{1}</{0}><{0} class="bc-original" lang="{2}">{3}</{0}>').format(
+            tag, korean, lang, original or "")
+    if not original:
+        return None
+    return markupsafe.Markup('<{0} class="bc-original bc-untranslated" lang="{1}"><span class="bc-pending">{2}</span> {3}</{0}>'
+                             ).format(tag, lang, _("awaiting translation"), original)
 
 
 def listed(value) -> str | None:
@@ -269,7 +325,19 @@ def render_cell(row, value, column, table, database, datasette):
     if column in record_type.url_fields:
         return link_or_text(value) if value else None
     if column == record_type.date_field and unknown_date(record_type, value):
-        return markupsafe.Markup('<span class="bc-date-unknown">date unknown</span>')
+        return markupsafe.Markup('<span class="bc-date-unknown">{}</span>').format(_("date unknown"))
+    if column == record_type.date_field or column in record_type.date_columns:
+        return i18n.date(value) if value else None
+    if column.endswith("_original") and column[: -len("_original")] in record_type.translated and value:
+        async def pair():
+            # Korean first, the original under it: the row holds only the columns on screen.
+            db = datasette.get_database(database)
+            found = (await db.execute(f"SELECT [{column[: -len('_original')]}_ko] AS ko, source_lang FROM [{table}] "
+                                      "WHERE id = ?", [row["id"]])).first()
+            return korean_first(found["ko"] if found else None, value, (found["source_lang"] if found else "") or "")
+        return pair
+    if isinstance(value, int) and not isinstance(value, bool) and column != "id" and column not in record_type.key:
+        return i18n.number(value)
     facet = record_type.facet(column)
     if facet is not None and facet.multi and value:
         words = listed(value)
@@ -287,7 +355,9 @@ def render_cell(row, value, column, table, database, datasette):
 
 # ---- the card ------------------------------------------------------------------------------
 def card(table: str, row) -> dict | None:
-    """What templates/row.html shows for a record of a type: heading, facts, texts, links."""
+    """What templates/row.html shows for a record of a type: heading (what was recalled, the
+    declaration's `heading`, Korean first), its number, facts, texts, links; labels in the
+    reader's language."""
     record_type = TYPES.get(table)
     if record_type is None or row is None:
         return None
@@ -296,27 +366,61 @@ def card(table: str, row) -> dict | None:
     for name in record_type.card:
         if name in record_type.translated:
             original, korean = row.get(f"{name}_original"), row.get(f"{name}_ko")
-            if original or korean:
-                texts.append({"field": name, "label": record_type.label(f"{name}_original"),
+            if (original or korean) and name not in record_type.heading:
+                texts.append({"field": name, "label": _(record_type.label(f"{name}_original")),
                               "original": original, "korean": korean})
         elif name in record_type.url_fields:
             if row.get(name):
-                links.append({"label": record_type.label(name), "url": http_url(row[name]), "text": row[name]})
+                links.append({"label": _(record_type.label(name)), "url": http_url(row[name]), "text": row[name]})
         elif name == record_type.date_field and (row.get("date_unknown") or unknown_date(record_type, row.get(name))):
-            facts.append({"label": record_type.label(name), "value": "date unknown"})
+            facts.append({"label": _(record_type.label(name)), "value": _("date unknown")})
+        elif name in record_type.heading or name in record_type.key:
+            continue   # in the heading or the number line
         elif record_type.facet(name) is not None and record_type.facet(name).multi:
             if row.get(name) not in (None, "", "[]"):
-                facts.append({"label": record_type.label(name), "value": listed(row[name]) or row[name]})
+                facts.append({"label": _(record_type.label(name)), "value": listed(row[name]) or row[name]})
         elif row.get(name) not in (None, ""):
-            value = row[name]
-            facts.append({"label": record_type.label(name),
-                          "value": f"{value:,}" if isinstance(value, int) else value})
+            facts.append({"label": _(record_type.label(name)), "value": _fact(record_type, name, row[name])})
     for facet in record_type.facets:   # facet values the card does not show otherwise (e.g. a normalised key)
         if facet.field not in record_type.card and row.get(facet.field) not in (None, ""):
-            facts.append({"label": record_type.label(facet.field), "value": row[facet.field]})
-    return {"title": " ".join(str(row.get(k) or "") for k in record_type.key).strip(),
-            "type": record_type.title, "lang": row.get("source_lang") or "",
+            facts.append({"label": _(record_type.label(facet.field)), "value": row[facet.field]})
+    title, title_original = heading(record_type, row)
+    number = " · ".join(f"{_(record_type.label(k))} {row.get(k)}" for k in record_type.key
+                        if row.get(k) not in (None, "") and k not in record_type.heading)
+    return {"title": title, "title_original": title_original, "number": number,
+            "type": _(record_type.title), "lang": row.get("source_lang") or "",
             "facts": facts, "texts": texts, "links": links}
+
+
+def _fact(record_type, name: str, value):
+    if isinstance(value, bool) or name == "archived":
+        return _("yes") if value else _("no")
+    if isinstance(value, int):
+        return i18n.number(value)
+    if name in record_type.date_columns:
+        return i18n.date(value)
+    return value
+
+
+def heading(record_type, row: dict) -> tuple[str, str | None]:
+    """(the heading, the original beneath it when the heading is Korean): the declared
+    `heading` fields joined, each translated one in Korean where translated; else the best text."""
+    shown, originals, translated = [], [], False
+    for name in record_type.heading:
+        if name in record_type.translated:
+            korean, original = row.get(f"{name}_ko"), row.get(f"{name}_original")
+            translated = translated or bool(korean)
+            shown.append(korean or original)
+            originals.append(original)
+        else:
+            shown.append(row.get(name))
+            originals.append(row.get(name))
+    words = " ".join(str(v) for v in shown if v not in (None, ""))
+    if not words:
+        korean, original = record_type.best_text(row)
+        words, translated, originals = korean or original or "", bool(korean), [original]
+    beneath = " ".join(str(v) for v in originals if v not in (None, "")) if translated else None
+    return (words or " ".join(str(row.get(k) or "") for k in record_type.key).strip()), beneath or None
 
 
 def facet_label(table: str, name: str) -> str | None:
@@ -345,7 +449,7 @@ async def same_recall(datasette, database: str, table: str, row_id) -> list[dict
                                 f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20",
                                 [this["country"], this["number"], table, row_id])
         found += [{"url": datasette.urls.row(database, other_table, str(r["id"])),
-                   "label": f"{other.title} · source {r['source']} · {this['number']}"} for r in rows.rows]
+                   "label": f"{_(other.title)} · {_('Source')} {r['source']} · {this['number']}"} for r in rows.rows]
     return found
 
 

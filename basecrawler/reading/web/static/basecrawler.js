@@ -35,9 +35,7 @@ document.addEventListener("DOMContentLoaded", function () {
   var MAX_POLLS = 240;
 
   function countLine(doc) {
-    return Array.prototype.find.call(doc.querySelectorAll("h3"), function (h3) {
-      return h3.textContent.indexOf("search matches") !== -1;
-    });
+    return doc.querySelector("h3.bc-count");   // templates/table.html: the count line in any language
   }
 
   function refill() {
@@ -46,7 +44,7 @@ document.addEventListener("DOMContentLoaded", function () {
     }).then(function (html) {
       var fresh = new DOMParser().parseFromString(html, "text/html");
       var line = countLine(document);
-      if (line && line.textContent.indexOf("still searching") !== -1) {
+      if (line && line.hasAttribute("data-still-searching")) {
         location.reload();
         return;
       }

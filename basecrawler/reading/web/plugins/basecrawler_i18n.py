@@ -1,0 +1,172 @@
+"""Datasette plugin: the web view in the reader's language (basecrawler/i18n's catalogues).
+
+- Language per request: `?_lang=en|ko` (taken out of the query before Datasette reads it, kept
+  in a `bc_lang` cookie), else the cookie, else $BASECRAWLER_LANG, else Korean. It is set for
+  the request's context, so templates and the other plugins' cells and notes follow it.
+- Templates get gettext (`{{ _("Apply") }}`, Jinja's i18n extension, new style with
+  `%(name)s` placeholders) and helpers: numbers and dates as the language writes them, a
+  column's declared label, the count line, the description of what the page shows.
+No record type is named here: labels and titles come from the declarations, looked up in the
+catalogue by their English text.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import http.cookies
+import urllib.parse
+
+import markupsafe
+from datasette import hookimpl
+
+from basecrawler import i18n
+from basecrawler.i18n import gettext as _
+from basecrawler.reading.browse import COMMON_COLUMN_DESCRIPTIONS, DASHBOARD_PATH, best_text_column, types_by_table
+
+TYPES = types_by_table()
+ARG = "_lang"
+COOKIE = "bc_lang"
+COOKIE_MAX_AGE = 365 * 24 * 3600
+
+
+# ---- the language of a request ---------------------------------------------------------------
+def request_language(query_string: bytes, cookie_header: str | None) -> tuple[str | None, bytes, bool]:
+    """(language, the query without `_lang`, whether the language was chosen by this request)."""
+    pairs = urllib.parse.parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    chosen = next((i18n.normal(v) for k, v in pairs if k == ARG), None)
+    rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k != ARG]).encode("latin-1") \
+        if any(k == ARG for k, _v in pairs) else query_string
+    if chosen:
+        return chosen, rest, True
+    cookie = http.cookies.SimpleCookie()
+    try:
+        cookie.load(cookie_header or "")
+    except http.cookies.CookieError:
+        pass
+    kept = i18n.normal(cookie[COOKIE].value) if COOKIE in cookie else None
+    return kept, rest, False
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    def wrap(app):
+        async def in_language(scope, receive, send):
+            if scope["type"] != "http":
+                await app(scope, receive, send)
+                return
+            headers = dict((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers") or [])
+            lang, query, chosen = request_language(scope.get("query_string") or b"", headers.get("cookie"))
+            token = i18n.use(lang)
+
+            async def send_with_cookie(message):
+                if chosen and message["type"] == "http.response.start":
+                    value = f"{COOKIE}={lang}; Path=/; Max-Age={COOKIE_MAX_AGE}; SameSite=Lax"
+                    message = {**message, "headers": [*message.get("headers", []), (b"set-cookie", value.encode())]}
+                await send(message)
+            try:
+                await app({**scope, "query_string": query}, receive, send_with_cookie)
+            finally:
+                i18n.reset(token)
+        return in_language
+    return wrap
+
+
+def lang_url(request, lang: str) -> str:
+    """This page in `lang`: the same path and query with `_lang` set."""
+    pairs = [(k, v) for k, v in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True) if k != ARG]
+    return request.path + "?" + urllib.parse.urlencode([*pairs, (ARG, lang)])
+
+
+# ---- helpers for templates -------------------------------------------------------------------
+def column_label(table: str, column: str) -> str:
+    """A column's header: the label its type declares, the best-text column as "Text", the
+    store's own columns as browse.py describes them, else the column's name."""
+    record_type = TYPES.get(table)
+    if record_type is not None:
+        if column == best_text_column(record_type):
+            return _("Text")
+        if column in record_type.labels:
+            return _(record_type.label(column))
+    described = COMMON_COLUMN_DESCRIPTIONS.get(column)
+    if described:
+        return _(described.split(" — ")[0])
+    return column
+
+
+def count_line(count) -> str:
+    if count is None or count == "":
+        return ""
+    return i18n.ngettext("%(num)s record", "%(num)s records", int(count))
+
+
+def crumb(label: str, index: int) -> str:
+    """The crumbs' words: home, the database, a table's title where it is a type."""
+    if index == 0:
+        return _("home")
+    for record_type in TYPES.values():
+        if label == record_type.table:
+            return _(record_type.title)
+    return label
+
+
+def facet_value(label) -> str:
+    """A facet value as shown: the undated records' marker in words, an empty value as "-"."""
+    if label in (None, ""):
+        return "-"
+    if str(label) == "date_unknown":
+        return _("date unknown")
+    return str(label)
+
+
+def description(table: str, filters, search_note, sort, sort_desc, facet_notes=None) -> list[str]:
+    """What the page's rows are, part by part, in the reader's language (Datasette's own
+    description is English only)."""
+    parts = []
+    lookups = {key: display for key, display, _no in filters.lookups()} if filters is not None else {}
+    for column, lookup, value in (filters.selections() if filters is not None else []):
+        parts.append(f"{column_label(table, column)} {_(lookups.get(lookup, lookup))} {value}".strip())
+    parts += [str(note) for note in (facet_notes or []) if note]
+    if search_note:
+        parts.append(str(search_note))
+    if sort:
+        parts.append(_("sorted by %(column)s, ascending", column=column_label(table, sort)))
+    elif sort_desc:
+        parts.append(_("sorted by %(column)s, descending", column=column_label(table, sort_desc)))
+    return parts
+
+
+def intro(database, table) -> markupsafe.Markup | None:
+    """A type's table page: what it holds, and links to its chart, every column, the other types."""
+    record_type = TYPES.get(table) if isinstance(table, str) else None
+    if record_type is None:
+        return None
+    links = []
+    if record_type.date_field:
+        links.append(markupsafe.Markup('<a href="{}">{}</a>').format(DASHBOARD_PATH, _("Chart: per month")))
+    links.append(markupsafe.Markup('<a href="/{}/{}?_bc_all=1">{}</a>').format(database, table, _("Show every column")))
+    others = [markupsafe.Markup('<a href="/{}/{}">{}</a>').format(database, t, _(rt.title))
+              for t, rt in TYPES.items() if t != table]
+    if others:
+        links.append(markupsafe.Markup("{}: {}").format(_("Other record types"), markupsafe.Markup(" · ").join(others)))
+    text = _("One row per record; open one for its card. Search finds Korean, Japanese and English words of any length.")
+    return markupsafe.Markup("{} {}").format(text, markupsafe.Markup(" · ").join(links))
+
+
+def when(value) -> str:
+    """A stored moment as "2024년 7월 1일 (3일 전)"."""
+    day = i18n.date(value)
+    ago = i18n.ago(value, dt.datetime.now(dt.timezone.utc))
+    return f"{day} ({ago})" if day and ago else day
+
+
+@hookimpl
+def prepare_jinja2_environment(env, datasette):
+    env.add_extension("jinja2.ext.i18n")
+    env.install_gettext_callables(
+        gettext=lambda message: i18n.gettext(message),
+        ngettext=lambda singular, plural, n: i18n.translations(i18n.language()).ngettext(singular, plural, n),
+        newstyle=True)
+    env.globals.update({
+        "bc_lang": i18n.language, "bc_t": i18n.gettext, "bc_lang_url": lang_url, "bc_num": i18n.number, "bc_date": i18n.date,
+        "bc_when": when, "bc_column_label": column_label, "bc_count_line": count_line, "bc_crumb": crumb,
+        "bc_facet_value": facet_value, "bc_description": description, "bc_intro": intro,
+    })
