@@ -120,3 +120,31 @@ def fast_settings(db_path: str, **overrides) -> Settings:
     )
     values.update(overrides)
     return Settings(**values)
+
+
+def record_replay(source_id: str, host: str, handler, replay_dir, *, root) -> int:
+    """Record a source's replay set: a full run through the real command line with `--record`,
+    its endpoint pointed at a loopback server answering with `handler`. The old set of `host`
+    is replaced; returns how many exchanges were recorded (fixtures/<id>/make_replay.py)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from basecrawler.pipeline.registry import get_source
+
+    replay_dir, root = Path(replay_dir), Path(root)
+    endpoint = next(iter(get_source(source_id).endpoints))
+    shutil.rmtree(replay_dir / host, ignore_errors=True)
+    with LoopbackServer(handler) as server, tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, f"BASECRAWLER_{source_id.upper()}_{endpoint.upper()}_URL": server.url,
+               "BASECRAWLER_RATE": "1000", "PYTHONPATH": str(root)}
+        proc = subprocess.run([sys.executable, "-m", "basecrawler", "--db", str(Path(tmp) / "rec.db"), "run",
+                               "--source", source_id, "--mode", "full", "--record", str(replay_dir)],
+                              cwd=root, env=env, capture_output=True, text=True)
+        print(proc.stdout[-2000:], proc.stderr[-2000:])
+        if proc.returncode != 0:
+            raise SystemExit(proc.returncode)
+    return len(list((replay_dir / host).glob("*.json")))

@@ -48,7 +48,6 @@ from basecrawler.formats import text as text_rules
 from basecrawler.formats.dates import parse_date
 
 log = logging.getLogger(__name__)
-_SPACE_BEFORE_STOP_RE = re.compile(r"\s+([.,;:!?])")
 
 RECALL_PATH = "/RestWebServices/Recall"
 FIRST_YEAR = 1973
@@ -131,14 +130,7 @@ def window_text(start, end) -> str:
 
 
 # ---- text -----------------------------------------------------------------------------
-def clean(value) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        value = str(value)
-    text = text_rules.clean_text(value, markup=True, squash_space=True)
-    # A tag dropped before a stop leaves a space there ("<b>peanuts</b>." → "peanuts .").
-    return _SPACE_BEFORE_STOP_RE.sub(r"\1", text) if text and "<" in value else text
+clean = text_rules.plain_text   # HTML in a field that should be plain text
 
 
 def names(items, key: str = "Name") -> list[str]:

@@ -46,7 +46,6 @@ from basecrawler import BaseCrawler, Transient, NotFound, UnexpectedContent
 from basecrawler.formats import text as text_rules
 
 log = logging.getLogger(__name__)
-_SPACE_BEFORE_STOP_RE = re.compile(r"\s+([.,;:!?])")
 
 PATHS = {"food": "/food/enforcement.json", "drug": "/drug/enforcement.json", "device": "/device/enforcement.json"}
 PAGE_SIZE = 1000     # the API's largest `limit`
@@ -111,14 +110,7 @@ def split(start: dt.date, end: dt.date) -> list[tuple[dt.date, dt.date]]:
     return [(start, middle), (middle + dt.timedelta(days=1), end)]
 
 
-def clean(value) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        value = str(value)
-    text = text_rules.clean_text(value, markup=True, squash_space=True)
-    # A tag dropped before a stop leaves a space there ("<b>peanuts</b>." → "peanuts .").
-    return _SPACE_BEFORE_STOP_RE.sub(r"\1", text) if text and "<" in value else text
+clean = text_rules.plain_text   # HTML in a field that should be plain text
 
 
 def fda_date(value) -> str | None:

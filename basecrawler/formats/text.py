@@ -11,6 +11,21 @@ from basecrawler.formats.textcodec import repair_text
 _TAG_RE = re.compile(r"</?\s*[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>")
 
 
+_SPACE_BEFORE_STOP = re.compile(r"\s+([.,;:!?])")
+
+
+def plain_text(value) -> str | None:
+    """A publisher's field that may carry HTML, as plain text: tags and entities gone, white
+    space squashed, a number as its text, and no space left before a full stop where a tag
+    was dropped ("<b>peanuts</b>." → "peanuts.")."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        value = str(value)
+    text = clean_text(value, markup=True, squash_space=True)
+    return _SPACE_BEFORE_STOP.sub(r"\1", text) if text and "<" in value else text
+
+
 def clean_text(value: str | None, *, absent: Iterable[str] = (), markup: bool = False,
                squash_space: bool = False) -> str | None:
     """Source text → the text to store, or None for nothing: stripped; HTML tags and entities

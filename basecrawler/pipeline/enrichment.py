@@ -1,4 +1,4 @@
-"""Enrichment ladder for two-phase sources (feed ahead of meta). See docs/ARCHITECTURE.md,
+"""Enrichment ladder for two-phase sources (feed ahead of meta). See docs/DETAILS.md,
 "The enrichment ladder". Called by BaseCrawler.run():
 
     enqueue(crawler, records)   after each stored batch: queue the records needing detail

@@ -1,5 +1,5 @@
 """The COALESCE upsert of a type, generated from its declaration (pure: SQL text and row
-arithmetic; the store runs it). See docs/ARCHITECTURE.md, "The store":
+arithmetic; the store runs it). See docs/DETAILS.md, "The store":
 
 - a NULL or blank never erases a stored value (COALESCE in SQL; inside `extra` too);
 - a row whose merged values equal the stored ones is not written (`column_values`), so a

@@ -8,7 +8,7 @@ both.
 
 Each record type's table, key, indexes and upsert are derived from its declaration
 (basecrawler/recordtypes: tables.py, upsert.py); nothing here names a type or a field of one.
-Upsert rules (see docs/ARCHITECTURE.md, "The store"):
+Upsert rules (see docs/DETAILS.md, "The store"):
 - a NULL or blank never erases a stored value (COALESCE, in SQL);
 - a row whose merged values equal the stored ones is not written, so `updated_at` does not
   move and a re-run over the same data writes nothing;
