@@ -7,10 +7,12 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import replace
 
 from basecrawler.formats.countries import country_codes
 from basecrawler.errors import ConfigError
-from basecrawler.recordtypes import RecordType, get_record_type
+from basecrawler.i18n import gettext
+from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import UnknownRecordType
 from basecrawler.pipeline.registry import discover
 from basecrawler.reading.search import (BEST_TEXT, COUNT_CAP, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter,
@@ -36,8 +38,9 @@ def facet_pair(text: str) -> tuple[str, str]:
 
 def add_filter_arguments(parser: argparse.ArgumentParser) -> None:
     """The filters search and export share; all combine with AND."""
-    parser.add_argument("--type", default=DEFAULT_TYPE, metavar="NAME",
-                        help=f"record type (default {DEFAULT_TYPE}; `basecrawler types` lists them)")
+    parser.add_argument("--type", default=None, metavar="NAME",
+                        help=f"record type (default {DEFAULT_TYPE}; `search` then also counts the matches of "
+                             "every other type; `basecrawler types` lists them)")
     parser.add_argument("--filter", action="append", type=facet_pair, default=[], metavar="FIELD=VALUE",
                         help="a facet of the type equals VALUE (any value of a multi-valued one; repeatable)")
     parser.add_argument("--country", action="append", metavar="CC",
@@ -57,7 +60,7 @@ def filter_from_args(args, text: str | None = None) -> RecallFilter:
     error (exit 2) before any database is opened."""
     check_query_size(text)
     try:
-        record_type = get_record_type(args.type)
+        record_type = get_record_type(args.type or DEFAULT_TYPE)
     except UnknownRecordType as exc:   # its KeyError side would print the message in quotes
         raise ConfigError(f"unknown record type {exc.name!r}; known: {', '.join(exc.known) or 'none'}") from None
     facets = tuple(args.filter or ())
@@ -84,6 +87,12 @@ def cmd_search(args) -> int:
     check_source(args.source, discover())
     store = Store(args.settings.db_path)
     try:
+        matched = {}
+        if args.type is None and not args.json:   # one search over everything: every type counted
+            matched = matches_by_type(store.db.conn, filters)
+            if not matched.get(filters.record_type) and any(matched.values()):
+                # Nothing of the default type: the type with the most matches is shown instead.
+                filters = replace(filters, record_type=max(matched, key=matched.get))
         rows = search(store.db.conn, filters, limit=args.limit)
         total = count_upto(store.db.conn, filters) if not args.json else None
         hint = untranslated_hint(store.db.conn, filters) if not rows else None
@@ -101,7 +110,32 @@ def cmd_search(args) -> int:
     print(f"{len(rows)} of {matching} matching {noun}" + (" (newest first; --limit for more)" if total > len(rows) else ""))
     if hint:
         print(hint)
+    if len([n for n in matched.values() if n]) > 1 or (matched and filters.record_type != (args.type or DEFAULT_TYPE)):
+        print(matched_line(matched))
     return 0
+
+
+def matches_by_type(conn, filters: RecallFilter) -> dict[str, int]:
+    """{type name: matching records (up to the cap)} for every type the filters apply to."""
+    counts = {}
+    for name in record_types():
+        try:
+            counts[name] = count_upto(conn, replace(filters, record_type=name))
+        except ConfigError:   # a facet or option that type does not have: it cannot match
+            continue
+    return counts
+
+
+def matched_line(matched: dict[str, int]) -> str:
+    """"찾은 곳: 제품 경보 2 · 차량 리콜 0 (matched: Product alerts 2 · Vehicle recalls 0; --type narrows)"."""
+    order = sorted(matched, key=lambda name: -matched[name])
+    def part(name, lang):
+        title = gettext(get_record_type(name).title, lang)
+        count = f"{COUNT_CAP:,}+" if matched[name] > COUNT_CAP else f"{matched[name]:,}"
+        return f"{title} {count}"
+    korean = " · ".join(part(name, "ko") for name in order)
+    english = " · ".join(part(name, "en") for name in order)
+    return f"찾은 곳: {korean} (matched: {english}; --type NAME narrows)"
 
 
 # ---- the table -------------------------------------------------------------------------------
