@@ -123,7 +123,7 @@ def parse_only(path: str, out_path: str | None = None) -> None:
     records = 0
     with benchkit.measured() as timing:
         for group in group_rows(Path(path), count_rows(Path(path))):
-            record = crawler.parse(group)
+            record = crawler.parse(None, group)   # parse() reads nothing of the run
             records += 1
             if out:
                 out.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")

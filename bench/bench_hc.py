@@ -94,7 +94,7 @@ def read_child(how: str, path: str, out_path: str | None = None) -> None:
     with open(path, "rb") as handle:
         items = json.load(handle) if how == "json.load" else ijson.items(handle, "item", use_float=True)
         for item in items:
-            record = parse(item)
+            record = parse(None, item)   # parse() reads nothing of the run
             count += 1
             if out:
                 out.write(json.dumps(record, sort_keys=True, ensure_ascii=False, default=str) + "\n")

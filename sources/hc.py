@@ -215,9 +215,9 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
     # the module docstring); 200 years reaches before the oldest alert (1991).
     min_overlap_days = 200 * 366
 
-    def fetch(self) -> Iterator[dict]:
-        url = self.url("data", FILE_PATH)
-        with self.http.download_to_file(url) as download:
+    def fetch(self, ctx) -> Iterator[dict]:
+        url = ctx.url("data", FILE_PATH)
+        with ctx.http.download_to_file(url) as download:
             with open(download.path, "rb") as handle:
                 head = jsonlimits.head_of(handle)   # a BOM (UTF-8, UTF-16) honoured
                 if not head.startswith(b"["):
@@ -248,7 +248,7 @@ class HealthCanadaAlertsCrawler(BaseCrawler):
         if wrong:
             refuse_wrong_types("product_alert", wrong)
 
-    def parse(self, raw: dict) -> dict:
+    def parse(self, ctx, raw: dict) -> dict:
         if not isinstance(raw, dict):
             raise ValueError(f"an alert is not a JSON object: {str(raw)[:100]}")
         if any(value.__class__ in _STRUCTURES for value in raw.values()):

@@ -37,9 +37,9 @@ def parsed_alerts(store, settings, body: bytes | None = None) -> dict[str, Produ
     """fetch → parse → the type's model, as the pipeline does (parse level)."""
     source = crawler(store, settings, body)
     alerts = {}
-    for raw in source.fetch():
+    for raw in source.fetch_items():
         alert = ProductAlert.model_validate({"country": source.country, "source_lang": source.source_lang,
-                                             **source.parse(raw)})
+                                             **source.parse_raw(raw)})
         alerts[alert.alert_id] = alert
     return alerts
 
@@ -141,7 +141,7 @@ def test_a_body_that_is_not_a_json_array_is_unexpected_content(store, settings):
     from basecrawler.errors import UnexpectedContent
 
     with pytest.raises(UnexpectedContent, match="not a JSON array"):
-        list(crawler(store, settings, b"<!DOCTYPE html><html>maintenance</html>").fetch())
+        list(crawler(store, settings, b"<!DOCTYPE html><html>maintenance</html>").fetch_items())
 
 
 def test_a_file_cut_short_keeps_the_alerts_read_before_the_break(store, settings):
@@ -151,7 +151,7 @@ def test_a_file_cut_short_keeps_the_alerts_read_before_the_break(store, settings
     cut = body[:body.index(b'{"NID": "90004"')] + b'{"NID": "9'
     read = []
     with pytest.raises(UnexpectedContent, match="breaks after 3 records"):
-        for item in crawler(store, settings, cut).fetch():
+        for item in crawler(store, settings, cut).fetch_items():
             read.append(item["NID"])
     assert read == ["90001", "90002", "90003"]
 

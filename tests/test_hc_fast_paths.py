@@ -59,14 +59,14 @@ def test_repeated_fields_are_cleaned_as_each_value_alone_and_each_record_owns_it
     crawler = hc.HealthCanadaAlertsCrawler.__new__(hc.HealthCanadaAlertsCrawler)
     alert = {"NID": "1", "Title": "T", "Organization": " CFIA ", "Issue": "Listeria&nbsp;", "Category": "SUV - Car",
              "Recall class": "--", "Archived": "1"}
-    first, second = crawler.parse(dict(alert)), crawler.parse(dict(alert))
+    first, second = crawler.parse(None, dict(alert)), crawler.parse(None, dict(alert))
     assert (first["authority"], first["hazard_original"], first["category"], first["risk_class"], first["archived"]) \
         == ("CFIA", "Listeria", ["SUV", "Car"], None, True)
     assert first["extra"] == {"recall_class_published": "--"}
     first["category"].append("changed")
     assert second["category"] == ["SUV", "Car"]
     # 1, 1.0 and True are one dict key but not one published text
-    assert [crawler.parse({**alert, "Recall class": value})["risk_class"] for value in ("1", 1, 1.0, True)] \
+    assert [crawler.parse(None, {**alert, "Recall class": value})["risk_class"] for value in ("1", 1, 1.0, True)] \
         == ["1", "1", "1.0", "True"]
 
 
@@ -80,5 +80,5 @@ def test_the_memo_of_repeated_fields_is_bounded(monkeypatch):
 
 def test_fields_beyond_the_published_ones_still_go_to_extra_in_file_order():
     crawler = hc.HealthCanadaAlertsCrawler.__new__(hc.HealthCanadaAlertsCrawler)
-    record = crawler.parse({"NID": "1", "Zeta": "z", "Title": "T", "Alpha": "a", "Empty": "", "Recall class": "--"})
+    record = crawler.parse(None, {"NID": "1", "Zeta": "z", "Title": "T", "Alpha": "a", "Empty": "", "Recall class": "--"})
     assert list(record["extra"].items()) == [("Zeta", "z"), ("Alpha", "a"), ("recall_class_published", "--")]
