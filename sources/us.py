@@ -52,28 +52,30 @@ class UsCrawler(BaseCrawler):
     endpoints = {"bulk": "https://data.transportation.gov", "detail": "https://api.nhtsa.gov"}
     page_size = PAGE_SIZE
 
-    def _headers(self) -> dict:
+    @staticmethod
+    def _headers(ctx) -> dict:
         # Some networks get 403 from Socrata without an app token; the token is optional.
-        token = self.settings.source_setting(self.source, "app_token")
+        token = ctx.setting("app_token")
         return {"X-App-Token": token} if token else {}
 
-    def _json(self, url: str, **kwargs):
+    @staticmethod
+    def _json(ctx, url: str, **kwargs):
         """A JSON answer; one nested past what the JSON reader can go (it recurses) is a clear
         refusal of that document, never a RecursionError that fails the source."""
         try:
-            return self.http.get_json(url, **kwargs)
+            return ctx.http.get_json(url, **kwargs)
         except RecursionError:
             raise UnexpectedContent("the JSON answer is nested deeper than it can be read", url=url,
-                                    response_sha256=self.http.last_sha256) from None
+                                    response_sha256=ctx.http.last_sha256) from None
 
-    def fetch(self):
+    def fetch(self, ctx):
         offset = 0
         while True:
-            url = self.url("bulk", list_query(offset, page_size=self.page_size, since=self.since, until=self.until))
-            page = self._json(url, headers=self._headers())
+            url = ctx.url("bulk", list_query(offset, page_size=self.page_size, since=ctx.since, until=ctx.until))
+            page = self._json(ctx, url, headers=self._headers(ctx))
             if not isinstance(page, list):
                 raise UnexpectedContent(f"list page is not a JSON array: {str(page)[:200]}", url=url,
-                                        response_sha256=self.http.last_sha256)
+                                        response_sha256=ctx.http.last_sha256)
             log.info("us: list page at offset %d: %d rows", offset, len(page))
             # Each row under the structural limits: one nested too deep is its own dead letter.
             yield from jsonlimits.checked_items(page)  # the pipeline notes the page each row came from
@@ -81,7 +83,7 @@ class UsCrawler(BaseCrawler):
                 return
             offset += len(page)
 
-    def parse(self, raw):
+    def parse(self, ctx, raw):
         link = raw.get("recall_link")
         return {
             "recall_number": raw["nhtsa_id"],
@@ -97,13 +99,13 @@ class UsCrawler(BaseCrawler):
             "extra": {k: raw[k] for k in EXTRA_COLUMNS if raw.get(k) not in (None, "")},
         }
 
-    def fetch_detail(self, recall: dict) -> dict | None:
-        url = self.url("detail", detail_query(recall["recall_number"]))
-        envelope = self._json(url)
+    def fetch_detail(self, ctx, recall: dict) -> dict | None:
+        url = ctx.url("detail", detail_query(recall["recall_number"]))
+        envelope = self._json(ctx, url)
         results = envelope.get("results") if isinstance(envelope, dict) else None
         if not isinstance(results, list):
             raise UnexpectedContent(f"detail envelope without a results list: {str(envelope)[:200]}", url=url,
-                                    response_sha256=self.http.last_sha256)
+                                    response_sha256=ctx.http.last_sha256)
         if not results or not envelope.get("Count", len(results)):
             # The list announced it, the detail API does not serve it yet.
             raise NotFound(f"no detail results yet for {recall['recall_number']}", url=url)
