@@ -66,22 +66,22 @@ class AustraliaCrawler(BaseCrawler):
     rate_per_s = 1.0
     concurrency = 1
 
-    def fetch(self) -> Iterator[dict]:
+    def fetch(self, ctx) -> Iterator[dict]:
         seen: set[str] = set()
-        yield from self._walk_listing(seen)
+        yield from self._walk_listing(ctx, seen)
         # Recalls not yet collected (a detail page that failed) come again whatever their
         # date, though an incremental walk stops before the listing page that holds them.
-        for entry in self.ledger.retries(seen):
-            yield from self._detail_item(entry.key)
+        for entry in ctx.ledger.retries(seen):
+            yield from self._detail_item(ctx, entry.key)
 
-    def _walk_listing(self, seen: set[str]) -> Iterator[dict]:
+    def _walk_listing(self, ctx, seen: set[str]) -> Iterator[dict]:
         for page in count(0):
             if page >= MAX_LISTING_PAGES:
                 log.warning("au: stopped after %d listing pages", page)
                 return
-            url = self.url("site", LISTING_PATH.format(page=page))
+            url = ctx.url("site", LISTING_PATH.format(page=page))
             try:
-                html = self.http.get_text(url, expect="html")
+                html = ctx.http.get_text(url, expect="html")
             except NotFound:
                 if page == 0:
                     raise
@@ -90,51 +90,51 @@ class AustraliaCrawler(BaseCrawler):
             for row_html in lost_rows:
                 # A row the listing shows but whose recall link cannot be read (a broken or
                 # missing href): kept for a look, never silently dropped.
-                self.dead_letter({"listing": url, "item": row_html}, "a listing row without a readable recall link",
+                ctx.dead_letter({"listing": url, "item": row_html}, "a listing row without a readable recall link",
                                  stage="fetch", kind="unreadable_item", url=url,
-                                 response_sha256=self.http.last_sha256)
+                                 response_sha256=ctx.http.last_sha256)
             entries = [entry for entry in listed_entries if entry[0] not in seen]
             if not entries:
                 if page == 0:   # a listing that cannot be read: kept whole for a look (and a retry)
-                    self.dead_letter(Raw(html, url=url, response_sha256=self.http.last_sha256),
+                    ctx.dead_letter(Raw(html, url=url, response_sha256=ctx.http.last_sha256),
                                      "the first listing page has no recall links; the layout may have changed",
                                      kind="unexpected")
                 return
             seen.update(number for number, _ in entries)
-            wanted = self._wanted(entries)
-            if self.mode == "incremental" and not wanted:
+            wanted = self._wanted(ctx, entries)
+            if ctx.mode == "incremental" and not wanted:
                 log.info("au: listing page %d holds only stored, older recalls; stopping", page)
                 return
             listed = dict(entries)
             for number in wanted:
-                self.ledger.list(number, url=self.endpoints["site"] + detail_path(number), listed_date=listed.get(number))
+                ctx.ledger.list(number, url=self.endpoints["site"] + detail_path(number), listed_date=listed.get(number))
             for number in wanted:
-                yield from self._detail_item(number)
+                yield from self._detail_item(ctx, number)
 
-    def _detail_item(self, number: str) -> Iterator[dict]:
-        with self.ledger.attempt(number):
-            item = self._fetch_detail_page(number)
+    def _detail_item(self, ctx, number: str) -> Iterator[dict]:
+        with ctx.ledger.attempt(number):
+            item = self._fetch_detail_page(ctx, number)
             if item is not None:
                 yield item
 
-    def _wanted(self, entries: list[tuple[str, dt.date | None]]) -> list[str]:
+    def _wanted(self, ctx, entries: list[tuple[str, dt.date | None]]) -> list[str]:
         """Recall numbers whose detail page this run fetches (all of them in a full run)."""
-        if self.mode == "full":
+        if ctx.mode == "full":
             return [number for number, _ in entries]
-        known = self.known_keys(number for number, _ in entries)
+        known = ctx.known_keys(number for number, _ in entries)
         return [number for number, listed in entries
-                if number not in known or (listed is not None and self.since is not None and listed >= self.since)]
+                if number not in known or (listed is not None and ctx.since is not None and listed >= ctx.since)]
 
-    def _fetch_detail_page(self, number: str) -> dict | None:
+    def _fetch_detail_page(self, ctx, number: str) -> dict | None:
         # One missing or broken page must not stop the others; a block (403) still fails the run.
         # A number that is no path segment is that item's refusal (unsafe_path), never a request.
-        with self.item({"recall_number": number}, key=number):
-            url = self.url("site", detail_path(number))
-            html = self.http.get_text(url, expect="html")
+        with ctx.item({"recall_number": number}, key=number):
+            url = ctx.url("site", detail_path(number))
+            html = ctx.http.get_text(url, expect="html")
             return {"recall_number": number, "html": html}  # the pipeline notes the page it came from
         return None
 
-    def parse(self, raw: dict) -> dict:
+    def parse(self, ctx, raw: dict) -> dict:
         number = raw["recall_number"]
         record = parse_detail(raw["html"])
         record["recall_number"] = number
