@@ -19,13 +19,16 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from basecrawler.errors import CrawlerError
+
 ALLOW_PRIVATE_ENV = "BASECRAWLER_WATCH_ALLOW_PRIVATE"
 TIMEOUT_ENV = "BASECRAWLER_WATCH_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 10.0
 
 
-class Refused(Exception):
+class Refused(CrawlerError):
     """An address the SSRF rules do not let a webhook reach."""
+    kind = "webhook_refused"
 
 
 @dataclass
