@@ -91,7 +91,8 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
     if sources is None:
         from basecrawler.pipeline.registry import discover
         sources = discover()
-    checks = [*check_ocr(), check_font(), *check_database(settings.db_path), check_archive(settings.db_path)]
+    database = check_database(settings.db_path)
+    checks = [*check_ocr(), check_font(), *database, check_archive(settings.db_path)]
     from basecrawler.pipeline.registry import configure_hint, unconfigured
 
     missing = {sid: unconfigured(cls) for sid, cls in sources.items()}
@@ -107,6 +108,10 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
             lambda probe: check_reachable(*probe, timeout_s=timeout_s, user_agent=settings.user_agent), probes))
         checks += [backend.result(), *reached]
     checks.append(scheduler_check(settings.db_path, expected=expect_scheduler))
+    if not all(c.ok for c in database):   # its own line says why; reading the store again only waits
+        checks.append(Check("source coverage, watch channels", True, "skipped: the database cannot be read",
+                            fix="fix the database first", note=True))
+        return checks
     checks += coverage_checks(settings.db_path, sources)
     from basecrawler.watch.operators import doctor_checks   # each watch channel, nothing sent
     checks += [Check(name, ok, detail) for name, ok, detail in doctor_checks(settings.db_path)]
