@@ -112,7 +112,7 @@ def facet_value(label) -> str:
     """A facet value as shown: the undated records' marker in words, an empty value as "-"."""
     if label in (None, ""):
         return "-"
-    if str(label) == "date_unknown":
+    if str(label) in ("date_unknown", "date unknown"):   # the flag column, the month facet's own value
         return _("date unknown")
     return str(label)
 
