@@ -221,7 +221,7 @@ def test_a_rare_short_term_on_a_large_table_reads_the_ids_its_summary_found(fill
 
     html, data = asyncio.run(page())
     assert [row["recall_number"] for row in data["rows"]] == expected
-    assert "(2 records)" in html and "still searching" not in html
+    assert "(2건)" in html and "아직 검색 중" not in html        # the Korean default
     assert html.index("Q-2") < html.index("Q-1")
 
 

@@ -100,19 +100,24 @@ def table_row(dom: str, number: str) -> str:
     return next(row for row in rows if f">{number}<" in row)
 
 
+def summary_cell(row: str) -> str:
+    """The row's text cell (the declared best text: summary, else defect / cause, else component)."""
+    return re.search(r'<td class="col-summary_ko.*?</td>', row, re.S).group(0)
+
+
 def test_home_opens_on_the_table_with_the_declared_columns(server, profile):
     dom = page(server, profile, "/", "01-recalls-table.png")
     assert header_columns(dom) == ["id", *VEHICLE_RECALL.listing, "summary_ko", "source_url"]
-    assert "17 rows" in dom
+    assert '<h3 class="bc-count">17건' in dom                 # Korean first: the count line
     # Column descriptions folded away (our script ran) and the table comes first.
     assert '<details class="bc-column-help">' in dom
     assert dom.index("bc-column-help") < dom.index('class="rows-and-columns"')
     # The Korean summary with the original beside it, and the untranslated one as fallback.
     assert "연료 펌프의 임펠러가 변형되어" in dom and "燃料ポンプのインペラが変形し" in dom
-    assert "not yet translated" in dom and "Die Kraftstoffleitung kann undicht werden." in dom
+    assert "번역 대기" in dom and "Die Kraftstoffleitung kann undicht werden." in dom
     assert 'href="https://www.nhtsa.gov/recalls?nhtsaId=24V202"' in dom
     undated = table_row(dom, "2024-077")            # the stored sentinel never shows as a date
-    assert "date unknown" in undated and "1970" not in undated
+    assert "날짜 미상" in undated and "1970" not in undated
 
 
 def test_a_translated_recall_without_summary_shows_its_korean_cause(server, profile):
@@ -120,27 +125,27 @@ def test_a_translated_recall_without_summary_shows_its_korean_cause(server, prof
     dom = page(server, profile, "/recalls/recalls?country=JP", "01b-japanese-best-text.png")
     row = table_row(dom, "JP-4777")
     assert "전조등 스위치의 접점이 마모되어" in row and "前照灯のスイッチの接点が摩耗し" in row
-    assert "not yet translated" not in row
-    assert "not yet translated" in table_row(dom, "JP-4901")    # untranslated: says so
+    assert "번역 대기" not in summary_cell(row)
+    assert "번역 대기" in summary_cell(table_row(dom, "JP-4901"))    # untranslated: says so    # untranslated: says so
 
 
 def test_facets_for_country_source_manufacturer_model_year_and_month(server, profile):
     dom = page(server, profile, "/recalls/recalls", "01-recalls-table.png")
     for facet in ("country", "source", "manufacturer_key", "model_year", "recall_date"):
         assert f'id="facet-{facet}"' in dom, facet
-    assert "Recall date by month" in dom and "Model year" in dom
+    assert "월별 리콜 날짜" in dom and "<strong>연식" in dom
     facet = dom[dom.index('id="facet-manufacturer_key"'):]
     facet = facet[:facet.index("</ul>")]
     assert ">FORD</a> 5" in facet            # Ford, FORD, Ford Motor Company (+ of Australia) as one
     months = dom[dom.index('id="facet-recall_date"'):]
     months = months[:months.index("</ul>")]
-    assert ">date unknown</a> 1" in months and "1970" not in months
+    assert ">날짜 미상</a> 1" in months and "1970" not in months
 
 
 def test_model_year_facet_selects_every_record_whose_range_covers_the_year(server, profile):
     dom = page(server, profile, "/recalls/recalls?_bcf_model_year=2020&_col=model_year&_col=recall_number",
                "02b-model-year-2020.png")
-    assert "4 rows where Model year is 2020" in dom
+    assert '<h3 class="bc-count">4건 · 연식: 2020 · ' in dom
     for number, years in (("JP-5001", "2020"), ("24V-150", "2020"), ("JP-4980", "2019-2021"), ("JP-4777", "2018-2020")):
         assert years in table_row(dom, number), number
 
@@ -149,8 +154,8 @@ def test_manufacturer_facet_selects_every_spelling(server, profile):
     query = urllib.parse.urlencode([("_col", "manufacturer_original"), ("_col", "manufacturer_key"),
                                     ("manufacturer_key", "FORD")])
     dom = page(server, profile, f"/recalls/recalls?{query}", "02-manufacturer-FORD.png")
-    assert "5 rows where manufacturer_key = " in dom
-    for spelling in (">Ford<", ">FORD<", ">Ford Motor Company<", ">Ford Motor Company of Australia Pty Ltd<"):
+    assert '<h3 class="bc-count">5건 · 제조사 키 = FORD · ' in dom
+    for spelling in ("> Ford<", "> FORD<", "> Ford Motor Company<", "> Ford Motor Company of Australia Pty Ltd<"):
         assert spelling in dom, spelling
 
 
@@ -161,9 +166,9 @@ def test_manufacturer_facet_selects_every_spelling(server, profile):
 def test_search_finds_one_and_two_character_terms_like_the_cli(server, profile, term, numbers, shot):
     query = urllib.parse.urlencode({"_search": term})
     dom = page(server, profile, f"/recalls/recalls?{query}", shot)
-    assert f'{len(numbers)} row{"s" if len(numbers) > 1 else ""} where search matches "{term}"' in dom
+    assert re.search(f'<h3 class="bc-count">{len(numbers)}건 · 검색: (&#34;|"){term}(&#34;|")', dom)
     # A Korean term only reaches translated recalls: 7 of the 17 are.
-    assert ("7 of 17 recalls translated" in dom) == (term == "연료")
+    assert ("17건 중 7건 번역됨" in dom) == (term == "연료")
     assert f'value="{term}"' in dom                       # the search box keeps the term
     found = [n for n in ("JP-5001", "JP-4980", "JP-4901", "24V-202") if f">{n}<" in dom]
     assert found == numbers
@@ -172,18 +177,29 @@ def test_search_finds_one_and_two_character_terms_like_the_cli(server, profile, 
 def test_a_recalls_page_is_a_card_with_original_and_korean_side_by_side(server, profile):
     dom = page(server, profile, f"/recalls/recalls/{row_id(server, 'JP-5001')}", "05-recall-card.png")
     card = dom[dom.index('<article class="bc-card">'):dom.index("</article>")]
-    assert "<h2>JP JP-5001</h2>" in card and "2024-05-02" in card and "Manufacturer key: HONDA" in card
-    summary = card[card.index('class="bc-row-summary"'):]
-    summary = summary[:summary.index("</tr>")]
+    assert "국가 JP · 리콜 번호 JP-5001" in card and "2024년 5월 2일" in card
+    assert "<dt>제조사 키</dt><dd>HONDA</dd>" in card
+    summary = card[card.index('bc-row-summary'):]
+    summary = summary[:summary.index("</section>")]
     original, korean = summary.index("燃料ポンプのインペラ"), summary.index("연료 펌프의 임펠러")
-    assert original < korean                               # one row: original, then Korean beside it
+    assert korean < original                               # Korean first, the original beside it
     assert 'href="https://www.mlit.go.jp/jidosha/carinf/rcl/data/jp-5001.html"' in card
 
 
 def test_a_card_says_date_unknown_never_1970(server, profile):
     dom = page(server, profile, f"/recalls/recalls/{row_id(server, '2024-077')}", "05b-card-date-unknown.png")
     card = dom[dom.index('<article class="bc-card">'):dom.index("</article>")]
-    assert "Recall date: date unknown" in card and "1970" not in card
+    assert "<dt>리콜 날짜</dt><dd>날짜 미상</dd>" in card and "1970" not in card
+
+
+def test_the_same_card_in_english_on_request(server):
+    # `?_lang=en` (no cookie: a plain request) gives the English beside the Korean default.
+    with urllib.request.urlopen(f"{server.url}/recalls/recalls/{row_id(server, '2024-077')}?_lang=en",
+                                timeout=10) as response:
+        html = response.read().decode()
+    card = html[html.index('<article class="bc-card">'):html.index("</article>")]
+    assert "<dt>Recall date</dt><dd>date unknown</dd>" in card and "리콜 날짜" not in card
+    assert "Vehicle recall" in card
 
 
 def test_chart_of_recalls_per_month_per_country_draws_offline(server, profile):
@@ -221,7 +237,7 @@ def test_hostile_record_card_runs_nothing_and_links_nothing(server, profile, num
     dom = page(server, profile, path, f"08-hostile-card-{number}.png")
     assert_nothing_ran(dom)
     card = dom[dom.index('<article class="bc-card">'):dom.index("</article>")]
-    assert "not a web link, shown as text" in card and HOSTILE_URLS[number].split(":")[0] + ":" in card
+    assert "웹 링크가 아니어서 글자로 표시" in card and HOSTILE_URLS[number].split(":")[0] + ":" in card
     with urllib.request.urlopen(server.url + path, timeout=10) as response:
         policy = response.headers["content-security-policy"]
     assert "default-src 'self'" in policy and "'unsafe-inline'" not in policy.split("style-src")[0]
