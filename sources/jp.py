@@ -72,124 +72,127 @@ class JpCrawler(BaseCrawler):
     # (its recall_date); a 14-day incremental overlap would drop those rows as out of range.
     min_overlap_days = 45
 
-    def fetch(self):
-        feed_url = self.url("site", FEED_PATH)
-        items = self.read_list_document(feed_url, read_feed, name="press-release feed", label=f"feed {FEED_PATH}",
-                                        key="feed_url")
-        sha = self.http.last_sha256  # the feed's: letters about its items point at it
+    def fetch(self, ctx):
+        feed_url = ctx.url("site", FEED_PATH)
+        items = ctx.read_list_document(feed_url, read_feed, name="press-release feed", label=f"feed {FEED_PATH}",
+                                       key="feed_url")
+        sha = ctx.http.last_sha256  # the feed's: letters about its items point at it
         recalls = [item for item in items if RECALL_TITLE_RE.match(item.title)]
         if not recalls:
             # Garbled titles or a new title wording would otherwise skip every recall silently.
-            self.warn(f"feed {FEED_PATH}: none of its {len(items)} items is titled as a recall press release")
+            ctx.warn(f"feed {FEED_PATH}: none of its {len(items)} items is titled as a recall press release")
         chosen: dict[str, tuple[FeedItem, str]] = {}
         for item in recalls:
             if not item.link:
-                self.dead_letter(Raw({"feed_url": feed_url, "title": item.title}, url=feed_url, response_sha256=sha),
-                                 "recall item of the feed without a link", stage="fetch", kind="unreadable_item")
+                ctx.dead_letter(Raw({"feed_url": feed_url, "title": item.title}, url=feed_url, response_sha256=sha),
+                                "recall item of the feed without a link", stage="fetch", kind="unreadable_item")
                 continue
-            if not self.in_window(item.date):
+            if not ctx.in_window(item.date):
                 continue
             try:
-                press_url = self._site_url(item.link)
+                press_url = self._site_url(ctx, item.link)
             except UnsafePath as exc:   # the feed must not choose a path by dot segments: refused, kept
-                self.dead_letter(Raw({"feed_url": feed_url, "title": item.title, "link": item.link}, url=feed_url,
-                                     response_sha256=sha), exc, stage="fetch")
+                ctx.dead_letter(Raw({"feed_url": feed_url, "title": item.title, "link": item.link}, url=feed_url,
+                                    response_sha256=sha), exc, stage="fetch")
                 continue
             if press_url is None:
                 log.warning("jp: feed item outside %s skipped: %s", SITE_HOST, item.link)
                 continue
             key = _ledger_key(item.link)
             chosen[key] = (item, press_url)
-            self.ledger.list(key, url=item.link, listed_date=item.date,
-                             data={"title": item.title, "link": item.link,
-                                   "date": item.date.isoformat() if item.date else None})
+            ctx.ledger.list(key, url=item.link, listed_date=item.date,
+                            data={"title": item.title, "link": item.link,
+                                  "date": item.date.isoformat() if item.date else None})
         # Press releases not yet collected (a page that answered 404, a PDF that failed) come
         # again whatever their date, even once they scrolled out of the 50-item feed.
-        for entry in self.ledger.retries(chosen):
+        for entry in ctx.ledger.retries(chosen):
             data = entry.data or {}
             item = FeedItem(data.get("title") or "", data.get("link") or entry.url or "",
                             dt.date.fromisoformat(data["date"]) if data.get("date") else None)
             with suppress(UnsafePath):   # (refused when it was listed: never requested)
-                press_url = self._site_url(item.link)
+                press_url = self._site_url(ctx, item.link)
                 if press_url is not None:
                     chosen[entry.key] = (item, press_url)
         for key, (item, press_url) in chosen.items():
-            with self.ledger.attempt(key) as attempt:
-                produced = self._press_release(item, press_url, attempt)
+            with ctx.ledger.attempt(key) as attempt:
+                produced = self._press_release(ctx, item, press_url, attempt)
                 if produced is not None:
                     yield produced
 
-    def _press_release(self, item: FeedItem, press_url: str, attempt=None) -> Raw | None:
+    def _press_release(self, ctx, item: FeedItem, press_url: str, attempt=None) -> Raw | None:
         """The press release's list PDF, read; None when it is lost (dead letter). A loss
         that a later fetch can mend fails the ledger attempt, so the next run comes back."""
-        context = {"press_url": press_url, "press_title": item.title,
-                   "feed_date": item.date.isoformat() if item.date else None}
-        with self.item(Raw(context, url=press_url), failures=(FetchError,)) as fetched:
-            press = self._press_page(press_url)
+        facts = {"press_url": press_url, "press_title": item.title,
+                 "feed_date": item.date.isoformat() if item.date else None}
+        with ctx.item(Raw(facts, url=press_url), failures=(FetchError,)) as fetched:
+            press = self._press_page(ctx, press_url)
         if fetched.failed:
             return None
         if press.list_pdf is None:
             message = f"no {LIST_LINK_TEXT} PDF linked from the press page"
-            self.dead_letter(Raw(context, url=press_url), message, kind="unexpected")
+            ctx.dead_letter(Raw(facts, url=press_url), message, kind="unexpected")
             if attempt is not None:
                 attempt.fail(message)
             return None
-        context.update(press_date=press.date.isoformat() if press.date else None, pdf_url=press.list_pdf)
+        facts.update(press_date=press.date.isoformat() if press.date else None, pdf_url=press.list_pdf)
 
         def rediscover() -> str:
-            return self._press_page(press_url).list_pdf or press.list_pdf
+            return self._press_page(ctx, press_url).list_pdf or press.list_pdf
 
-        with self.item(Raw(context, url=press.list_pdf), failures=(ArtifactError, FetchError)) as downloaded:
-            artifact = self.documents.get(press.list_pdf, target=f"jp:{urlsplit(press_url).path}#{LIST_LINK_TEXT}",
-                                          rediscover=rediscover)
+        with ctx.item(Raw(facts, url=press.list_pdf), failures=(ArtifactError, FetchError)) as downloaded:
+            artifact = ctx.documents.get(press.list_pdf, target=f"jp:{urlsplit(press_url).path}#{LIST_LINK_TEXT}",
+                                         rediscover=rediscover)
         if downloaded.failed:
             return None
-        context.update(pdf_url=artifact.url, pdf_sha256=artifact.sha256)
+        facts.update(pdf_url=artifact.url, pdf_sha256=artifact.sha256)
         if artifact.drifted:
-            context["pdf_changed"] = True
+            facts["pdf_changed"] = True
         from basecrawler.formats.pdf import OcrUnavailable, PdfError   # a crawl of another source never needs it
 
         try:
-            pages = self._read_pdf(artifact.path)
+            pages = self._read_pdf(ctx, artifact.path)
         except (PdfError, OcrUnavailable) as exc:
             # A parse-stage letter without pages: `dead-letters retry` reads the archived PDF
             # again (e.g. once tesseract is installed, or with a higher page cap) instead of
             # needing a new crawl. Kind: parse_error, encrypted or too_big.
-            self.dead_letter(Raw(context, url=artifact.url, response_sha256=artifact.sha256), exc,
-                             stage="parse", kind=exc.kind)
+            ctx.dead_letter(Raw(facts, url=artifact.url, response_sha256=artifact.sha256), exc,
+                            stage="parse", kind=exc.kind)
             return None
-        context["pages"] = [page.to_dict() for page in pages]
-        return Raw(context, url=artifact.url, response_sha256=artifact.sha256)
+        facts["pages"] = [page.to_dict() for page in pages]
+        return Raw(facts, url=artifact.url, response_sha256=artifact.sha256)
 
-    def _read_pdf(self, source):
+    def _read_pdf(self, ctx, source):
         from basecrawler.formats.pdf import read_pdf
 
-        return read_pdf(source, dpi=self.ocr_dpi, max_pages=self.settings.pdf_max_pages,
-                        max_ocr_seconds=self.settings.ocr_max_seconds)
+        # The page and OCR limits are the run's settings (BASECRAWLER_PDF_MAX_PAGES, …), which
+        # travel with the run's HTTP client: the context has no other door to them.
+        settings = ctx.http.settings
+        return read_pdf(source, dpi=self.ocr_dpi, max_pages=settings.pdf_max_pages,
+                        max_ocr_seconds=settings.ocr_max_seconds)
 
-    def _press_page(self, url: str) -> PressPage:
-        text = self.http.get_text(url, encoding="utf-8", expect="html")
-        return parse_press_page(text, url, site_url=self._site_url)
+    def _press_page(self, ctx, url: str) -> PressPage:
+        text = ctx.http.get_text(url, encoding="utf-8", expect="html")
+        return parse_press_page(text, url, site_url=lambda link: self._site_url(ctx, link))
 
-    def _site_url(self, link: str) -> str | None:
+    def _site_url(self, ctx, link: str) -> str | None:
         """The feed and pages link http://www.mlit.go.jp/...; requests go to the (overridable)
         site endpoint with the same path."""
         parts = urlsplit(link)
         if parts.netloc and parts.hostname != SITE_HOST:
             return None
-        return self.url("site", plain_path(parts.path) + (f"?{parts.query}" if parts.query else ""))
+        return ctx.url("site", plain_path(parts.path) + (f"?{parts.query}" if parts.query else ""))
 
-    def parse(self, raw):
+    def parse(self, ctx, raw):
         if "pages" not in raw and raw.get("pdf_sha256"):
-            raw = {**raw, "pages": [page.to_dict() for page in self._read_pdf(self.documents.stored(raw["pdf_sha256"]))]}
+            raw = {**raw, "pages": [page.to_dict() for page in self._read_pdf(ctx, ctx.documents.stored(raw["pdf_sha256"]))]}
         records, rejected = records_from_list(raw)
         if not records and not rejected:
             methods = sorted({page.get("method") for page in raw.get("pages") or []})
             raise ValueError(f"no recall table recognised in the list PDF (pages read as {', '.join(methods) or 'nothing'})")
         for part, reason in rejected:
-            self.dead_letter(Raw({**{k: v for k, v in raw.items() if k != "pages"}, "rows": part},
-                                 url=raw.get("pdf_url"), response_sha256=raw.get("pdf_sha256")),
-                             reason, stage="parse", kind="parse_error")
+            ctx.dead_letter(Raw({**{k: v for k, v in raw.items() if k != "pages"}, "rows": part},
+                                url=raw.get("pdf_url"), response_sha256=raw.get("pdf_sha256")),
+                            reason, stage="parse", kind="parse_error")
         return records
 
 

@@ -178,9 +178,10 @@ def test_eu_the_canonical_report_path_encodes_the_id_as_one_segment():
 def test_jp_a_feed_link_with_dot_segments_is_refused(store, settings, link):
     from sources.jp import JpCrawler
 
+    crawler = JpCrawler(store, settings=settings)
     with pytest.raises(UnsafePath):
-        JpCrawler(store, settings=settings)._site_url(link)
-    assert JpCrawler(store, settings=settings)._site_url("http://www.mlit.go.jp/report/press/a.html").endswith(
+        crawler._site_url(crawler.context, link)
+    assert crawler._site_url(crawler.context, "http://www.mlit.go.jp/report/press/a.html").endswith(
         "/report/press/a.html")
 
 
