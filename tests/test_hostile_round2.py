@@ -189,12 +189,12 @@ def test_jp_a_feed_link_with_dot_segments_is_refused(store, settings, link):
 def test_eu_a_case_number_with_a_line_break_tag_is_the_case_number():
     from lxml import etree
 
-    from sources.eu import _element_value
+    from sources.eu_text import element_value
 
-    assert _element_value(etree.fromstring(b"<caseNumber>1150/09<br/></caseNumber>")) == "1150/09"
-    assert _element_value(etree.fromstring(b"<caseNumber>A12/0001/<b>24</b></caseNumber>")) == "A12/0001/24"
+    assert element_value(etree.fromstring(b"<caseNumber>1150/09<br/></caseNumber>")) == "1150/09"
+    assert element_value(etree.fromstring(b"<caseNumber>A12/0001/<b>24</b></caseNumber>")) == "A12/0001/24"
     # A real list stays a list.
-    assert _element_value(etree.fromstring(b"<pictures><picture>a.jpg</picture><picture>b.jpg</picture></pictures>")) \
+    assert element_value(etree.fromstring(b"<pictures><picture>a.jpg</picture><picture>b.jpg</picture></pictures>")) \
         == ["a.jpg", "b.jpg"]
 
 
