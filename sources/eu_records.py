@@ -47,6 +47,28 @@ def is_vehicle_category(category: str | None) -> bool:
     return bool(_VEHICLE_WORDS.search(category)) and not _NOT_VEHICLE_WORDS.search(category)
 
 
+# A modern alert's description of a vehicle is its kind alone ("Bus.", "Passenger car."),
+# sometimes followed by the VIN range of the vehicles concerned.
+_LEAD_SENTENCE_RE = re.compile(r"^\s*([^.]{1,80})\.\s*")
+_IDENTIFICATION_RE = re.compile(r"^(VIN|chassis)\b", re.IGNORECASE)
+
+
+def vehicle_summary(description: str | None, product: str | None) -> tuple[str | None, str | None]:
+    """(summary, identification) of a vehicle notification. A lead sentence that only repeats
+    the product's kind is dropped — the kind is in `extra.product`, and a row reading "Bus."
+    says nothing — and a VIN range after it is identification, not a summary. With nothing
+    left the summary is empty, so a row shows the defect (the type shows summary, else cause)."""
+    if not description or not product:
+        return description, None
+    lead = _LEAD_SENTENCE_RE.match(description)
+    if lead is None or lead.group(1).strip().casefold() != product.strip().casefold():
+        return description, None
+    rest = description[lead.end():].strip() or None
+    if rest and _IDENTIFICATION_RE.match(rest):
+        return None, rest
+    return rest, None
+
+
 def vehicle_recall_fields(raw: dict) -> dict:
     """A notification in a vehicle category → the fields of a `vehicle_recall`."""
     danger = split_danger(raw.get("danger"))
@@ -60,6 +82,7 @@ def vehicle_recall_fields(raw: dict) -> dict:
     if model_type and model_type != name:
         model = f"{name} ({model_type})" if name else model_type
     dates = [m["entry_into_force"] for m in measures if m.get("entry_into_force")]
+    summary, identification = vehicle_summary(raw.get("description"), raw.get("product"))
     extra = {
         "category": raw.get("category"), "product": raw.get("product"), "name": raw.get("name"),
         "type_numberOfModel": model_type, "barcode": raw.get("barcode"), "batchNumber": raw.get("batchNumber"),
@@ -73,6 +96,7 @@ def vehicle_recall_fields(raw: dict) -> dict:
         "report_date": raw.get("report_date"), "report_week": raw.get("report_week"),
         "report_addendum": raw.get("report_addendum"),
         "names_from_description": names_guessed or None,
+        "vehicle_identification": identification,
     }
     return {
         "recall_number": raw["caseNumber"],
@@ -82,7 +106,7 @@ def vehicle_recall_fields(raw: dict) -> dict:
         "recall_date": None if raw.get("date_stored") else raw.get("first_report_date") or raw.get("report_date"),
         "manufacturer_original": brand,
         "model_original": model,
-        "summary_original": raw.get("description"),
+        "summary_original": summary,
         "defect_cause_original": danger["defect_cause"],
         "consequence_original": danger["consequence"],
         "remedy_original": measures_as_sentences(measures) or raw.get("measures"),

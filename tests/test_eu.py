@@ -168,7 +168,7 @@ def test_mapping_of_a_modern_alert(store, settings):
     row = store.get_recall("EU", "SR/01901/26")
     assert row["recall_date"] == "2026-07-24" and row["country"] == "EU" and row["source_lang"] == "en"
     assert row["source_url"] == "https://ec.europa.eu/safety-gate-alerts/screen/webReport/alertDetail/10200101"
-    assert row["summary_original"] == "Passenger car."
+    assert row["summary_original"] is None   # "Passenger car." only named the product (extra.product)
     assert row["defect_cause_original"] == "The rear seat belt buckle may not latch correctly."
     assert row["consequence_original"].startswith("In the event of an accident")
     data = extra(row)
