@@ -236,7 +236,7 @@ def parse_child(folder: str, out_path: str | None) -> None:
                 notifications += 1
                 item["first_report_date"] = first_seen.setdefault(item["caseNumber"], item["report_date"])
                 item["date_stored"] = False
-                for record in crawler.parse(None, item)   # the source's parse needs nothing of a run:
+                for record in crawler.parse(None, item):   # the source's parse needs nothing of a run
                     records += 1
                     if out:
                         typed = (record.type, record.fields) if isinstance(record, Record) else ("vehicle_recall", record)

@@ -75,6 +75,8 @@ class ReportReader:
         return Utf8XmlReader(download.path, encoding, errors=errors)
 
     def read(self, source, report: WeeklyReport, url: str, again=None) -> Iterator[dict]:
+        """The notifications of one report (`source`: a path or what `source_of` gives), each
+        its fields plus the report's; `again()` gives the source anew for a second reading."""
         header: dict = {}
         read = 0
         try:
