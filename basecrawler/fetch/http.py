@@ -35,7 +35,8 @@ import httpx
 
 from basecrawler.fetch import partials
 from basecrawler.fetch.archive import Archive
-from basecrawler.fetch.bounded import ACCEPT_ENCODING, DeadlineBackend, Limits, iter_decoded
+from basecrawler.fetch.bounded import ACCEPT_ENCODING, Limits, iter_decoded
+from basecrawler.fetch.transport import DeadlineBackend, DeadlineTransport
 from basecrawler.config import Settings
 from basecrawler.fetch.partials import partial_prefix, sweep_partial_downloads  # re-exported: their home before partials.py
 from basecrawler.pipeline.stopping import add_stop_hook
@@ -228,18 +229,13 @@ class HttpClient:
             transport = ReplayTransport(self.settings.replay_dir)
             # Replay reads files: there is no host to be polite to, so no request spacing.
             self.rate_per_s = 0.0
-        # Our own transport reads through a DeadlineBackend: per-thread deadlines on every
-        # socket operation, and sockets a stop request can shut down (injected transports —
-        # tests, replay — have no sockets; their bodies are still bounded by iter_decoded).
+        # Our own transport reads through a DeadlineBackend (transport.py): per-thread deadlines
+        # on every socket operation, and sockets a stop request can shut down. Injected
+        # transports (tests, replay) have no sockets; their bodies are still bounded.
         self._backend: DeadlineBackend | None = None
         if transport is None:
-            transport = httpx.HTTPTransport()
-            pool = getattr(transport, "_pool", None)   # httpx has no public way to pass a network backend
-            if pool is not None and hasattr(pool, "_network_backend"):
-                self._backend = DeadlineBackend(pool._network_backend)
-                pool._network_backend = self._backend
-            else:  # a future httpx: bodies stay bounded between reads, a stop waits for the read timeout
-                log.warning("httpx internals changed: per-read deadlines and stop-on-signal are degraded")
+            transport = DeadlineTransport()
+            self._backend = transport.backend
         if self.settings.record_dir:
             from basecrawler.fetch.replay import RecordingTransport
             transport = RecordingTransport(transport, self.settings.record_dir)
