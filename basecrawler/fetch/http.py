@@ -18,11 +18,9 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -31,10 +29,12 @@ import httpx
 from basecrawler.fetch import partials
 from basecrawler.fetch.archive import Archive
 from basecrawler.fetch.bounded import ACCEPT_ENCODING, Limits, iter_decoded
+from basecrawler.fetch.bodies import Download, FileStream, decoded_headers
 from basecrawler.fetch.classify import classify, has_credentials, parse_retry_after
 from basecrawler.fetch.decide import Budget
 from basecrawler.fetch.hosts import HostThrottle, HostThrottles, host_allowed, host_key
 from basecrawler.fetch.policy import Policy, Stats
+from basecrawler.fetch.revalidate import archive_body, conditional_headers, copy_stored, record, stored_response
 from basecrawler.fetch.transport import DeadlineBackend, DeadlineTransport
 from basecrawler.config import Settings
 from basecrawler.fetch.partials import partial_prefix, sweep_partial_downloads  # re-exported: their home before partials.py
@@ -43,23 +43,6 @@ from basecrawler.formats.textcodec import Undecodable, decode_text
 from basecrawler.errors import FetchError, ForeignHost, Interrupted, TooLarge, TooSlow, UnexpectedContent
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Download:
-    """A streamed body written to a temp file (see `HttpClient.download_to_file`). Used as a
-    context manager it owns that file: `with self.http.download_to_file(url) as download:`
-    removes it when the block ends, however it ends."""
-    path: Path
-    sha256: str
-    size: int
-    response: httpx.Response
-
-    def __enter__(self) -> "Download":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.path.unlink(missing_ok=True)
 
 
 class HttpClient:
@@ -106,7 +89,7 @@ class HttpClient:
         self.credentials_configured = False
         self._policy = Policy(budget=Budget.from_settings(self.settings), throttles=self._throttles, stats=self._stats,
                               clock=self.clock, sleep=self.sleep, stopped=self._stopped, credentials=self._credentials,
-                              keep_refused=self._archive_body)
+                              keep_refused=lambda url, response, body: archive_body(self.archive, url, response, body))
         add_stop_hook(stop, self.abort)
 
     @property
@@ -175,7 +158,7 @@ class HttpClient:
         try:
             with open(download.path, "rb") as handle:
                 # The file holds the decoded body: no Content-Encoding may make httpx inflate it again.
-                response = httpx.Response(200, headers=_decoded_headers(download.response), stream=_FileStream(handle),
+                response = httpx.Response(200, headers=decoded_headers(download.response), stream=FileStream(handle),
                                           request=download.response.request)
                 yield response
         finally:
@@ -188,7 +171,7 @@ class HttpClient:
         A copy a killed or stopped process left of the same URL is resumed with Range when the
         server allows it (see partials.py)."""
         attempt_headers = dict(headers or {})
-        cached = self._conditional_headers(url, attempt_headers) if conditional else None
+        cached = conditional_headers(self.archive, url, attempt_headers) if conditional else None
         tmp_dir = directory or (self.archive.root.parent / "tmp" if self.archive else Path(tempfile.gettempdir()))
         tmp_dir.mkdir(parents=True, exist_ok=True)
         limit = self.limits["download"]
@@ -246,23 +229,23 @@ class HttpClient:
         if response.status_code == 304:
             path.unlink()
             self._count("not_modified")
-            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(url), suffix=".part")
-            with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
-                shutil.copyfileobj(src, out, 1 << 20)
+            copy = copy_stored(self.archive, cached, tmp_dir, partial_prefix(url))
             self._received(url, cached["sha256"])
-            return Download(Path(name), cached["sha256"], os.path.getsize(name), response)
+            return Download(copy, cached["sha256"], copy.stat().st_size, response)
         if self.archive:
             self.archive.put_file(path, sha)
-            self._record(url, response, sha, size)
+            record(self.archive, url, response, sha, size)
         self._received(url, sha)
         return Download(path, sha, size, response)
 
-    def with_policy(self, url: str, send, *, method: str = "GET", expect: str | None = None):
+    def with_policy(self, url: str, send, *, method: str = "GET", expect: str | None = None,
+                    deadline: float | None = None):
         """Run a caller-built exchange under the full policy (throttle, classification,
         retries, pauses). `send()` returns an httpx.Response, or a tuple whose first item is
         one; it is called again for each retry. For downloads that manage their own bytes,
-        e.g. Range resumption in `artifacts.py`."""
-        return self._with_policy(method, url, send, expect=expect)
+        e.g. Range resumption in `artifacts.py`. `deadline` (the client's clock): give up
+        rather than wait past it for a retry."""
+        return self._with_policy(method, url, send, expect=expect, deadline=deadline)
 
     def open_stream(self, url: str, *, headers: dict | None = None, method: str = "GET"):
         """A streaming exchange (context manager) with the client's headers, timeouts and the
@@ -338,7 +321,7 @@ class HttpClient:
         body = bytearray()
         for piece in self.iter_body(response, "document"):
             body += piece
-        return httpx.Response(response.status_code, headers=_decoded_headers(response), content=bytes(body),
+        return httpx.Response(response.status_code, headers=decoded_headers(response), content=bytes(body),
                               request=response.request)
 
     def _keep_refused(self, exc: FetchError, response: httpx.Response) -> None:
@@ -346,7 +329,7 @@ class HttpClient:
         if self.archive is None or not exc.body:
             return
         exc.response_sha256 = self.archive.put_bytes(exc.body)
-        self._record(str(response.request.url), response, exc.response_sha256, len(exc.body))
+        record(self.archive, str(response.request.url), response, exc.response_sha256, len(exc.body))
 
     # ---- internals --------------------------------------------------------------------
     def _check_host(self, request: httpx.Request) -> None:
@@ -361,37 +344,9 @@ class HttpClient:
     def _count(self, key: str) -> None:
         self._stats.count(key)
 
-    def _conditional_headers(self, url: str, headers: dict) -> dict | None:
-        if not self.archive:
-            return None
-        cached = self.archive.validators_for(url)
-        if cached:
-            if cached.get("etag"):
-                headers.setdefault("If-None-Match", cached["etag"])
-            if cached.get("last_modified"):
-                headers.setdefault("If-Modified-Since", cached["last_modified"])
-        return cached
-
-    def _archive_body(self, url: str, response: httpx.Response, body: bytes) -> str | None:
-        """Keep a body in the archive and note the exchange; its sha256 (None: no archive)."""
-        if self.archive is None:
-            return None
-        sha = self.archive.put_bytes(body)
-        self._record(url, response, sha, len(body))
-        return sha
-
-    def _record(self, url: str, response: httpx.Response, sha: str | None, size: int | None) -> None:
-        if self.archive is None:
-            return
-        self.archive.record(
-            url=url, method=response.request.method if response.request else "GET", status=response.status_code,
-            content_type=response.headers.get("content-type"), etag=response.headers.get("etag"),
-            last_modified=response.headers.get("last-modified"), sha256=sha, size=size,
-        )
-
     def _request(self, method: str, url: str, *, expect: str | None, conditional: bool, **kwargs) -> httpx.Response:
         headers = dict(kwargs.pop("headers", None) or {})
-        cached = self._conditional_headers(url, headers) if conditional and method == "GET" else None
+        cached = conditional_headers(self.archive, url, headers) if conditional and method == "GET" else None
 
         def send():
             with self._open(method, url, headers=headers, **kwargs) as response:
@@ -402,17 +357,11 @@ class HttpClient:
             raise UnexpectedContent(f"304 Not Modified but no stored copy to reuse: {method} {url}", url=url, status=304)
         if response.status_code == 304:
             self._count("not_modified")
-            body = self.archive.get_bytes(cached["sha256"])
             self._received(url, cached["sha256"])
-            stored_headers = {"content-type": cached.get("content_type") or "application/octet-stream"}
-            if cached.get("etag"):
-                stored_headers["etag"] = cached["etag"]
-            replayed = httpx.Response(200, headers=stored_headers, content=body, request=response.request)
-            replayed.extensions["from_archive"] = True
-            return replayed
+            return stored_response(self.archive, cached, response.request)
         sha = None
         if self.archive and response.content is not None:
-            sha = self._archive_body(url, response, response.content)
+            sha = archive_body(self.archive, url, response, response.content)
         self._received(url, sha)
         return response
 
@@ -420,21 +369,6 @@ class HttpClient:
                      deadline: float | None = None):
         self._ensure_allowed(url)  # before any throttle wait, retry or archive entry
         return self._policy.run(method, url, send, expect=expect, credentials=credentials, deadline=deadline)
-
-
-def _decoded_headers(response: httpx.Response) -> list[tuple[str, str]]:
-    """Headers for the decoded body: without the encoding and length of what came on the wire."""
-    return [(k, v) for k, v in response.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-
-
-class _FileStream(httpx.SyncByteStream):
-    def __init__(self, handle):
-        self.handle = handle
-
-    def __iter__(self):
-        while chunk := self.handle.read(1 << 16):
-            yield chunk
 
 
 __all__ = ["HttpClient", "HostThrottle", "HostThrottles", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
