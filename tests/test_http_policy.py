@@ -139,7 +139,8 @@ def test_a_wait_past_the_deadline_gives_up_now():
     action = outcome(503, deadline=NOW + 0.1)       # a back-off of 0.5 s would end past it
     assert action.give_up is Transient and action.counts == ("gave_up/deadline",)
     assert "deadline" in action.message
-    assert outcome(429, {"Retry-After": "60"}, deadline=NOW + 10).give_up is RateLimited
+    limited = outcome(429, {"Retry-After": "60"}, deadline=NOW + 10)
+    assert limited.give_up is RateLimited and limited.pause_host_s == 60.0   # the host stays paused for the others
     assert outcome(503, deadline=NOW + 5).give_up is None          # a wait within it is taken
     assert outcome(404, deadline=NOW - 1).give_up is NotFound       # and a final failure keeps its class
 

@@ -75,7 +75,8 @@ def decide(failure: Failure, tries: int, budget: Budget, *, now: float, jitter: 
         return _final(failure, where, method, url, expect)
     wait = action.sleep_s + action.pause_host_s
     if action.retry and deadline is not None and now + wait > deadline:
-        return Action(give_up=error_class(failure.kind), counts=("gave_up/deadline",),
+        # The host's pause still holds for the other requests: only this one stops waiting.
+        return Action(pause_host_s=action.pause_host_s, give_up=error_class(failure.kind), counts=("gave_up/deadline",),
                       message=f"{failure.kind}: a retry in {wait:.1f}s would pass the request's deadline: {where}")
     return action
 
