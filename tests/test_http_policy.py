@@ -267,3 +267,23 @@ def test_a_stop_ends_the_loop_before_the_next_attempt():
     with pytest.raises(Interrupted):
         runner.run("GET", URL, send_then_stop, expect=None)
     assert send.calls == 1
+
+
+def test_the_clients_with_policy_gives_up_at_the_callers_deadline():
+    # Through HttpClient: a caller-built exchange answered 503 every time stops at its deadline
+    # (the client's clock), not after the whole retry budget.
+    from basecrawler.config import Settings
+    from basecrawler.fetch.http import HttpClient
+
+    now, sleeps = [NOW], []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        now[0] += seconds
+    client = HttpClient(settings=Settings(max_retries=10, backoff_base_s=1.0), clock=lambda: now[0], sleep=sleep,
+                        transport=httpx.MockTransport(lambda request: httpx.Response(503)))
+    send = FakeSend(*[503] * 11)
+    with pytest.raises(Transient, match="deadline"):
+        client.with_policy(URL, send, deadline=NOW + 3.0)
+    assert 1 < send.calls < 5 and sum(sleeps) <= 3.0
+    assert client.stats()["gave_up/deadline"] == 1

@@ -30,6 +30,8 @@ from basecrawler.fetch import partials
 from basecrawler.fetch.archive import Archive
 from basecrawler.fetch.bounded import ACCEPT_ENCODING, Limits, iter_decoded
 from basecrawler.fetch.bodies import Download, FileStream, decoded_headers
+# classify, parse_retry_after, HostThrottle, host_allowed and host_key are also re-exported:
+# this module was their home before the policy's layers.
 from basecrawler.fetch.classify import classify, has_credentials, parse_retry_after
 from basecrawler.fetch.decide import Budget
 from basecrawler.fetch.hosts import HostThrottle, HostThrottles, host_allowed, host_key
