@@ -62,3 +62,49 @@ def test_list_shows_a_summary_that_wraps_onto_a_second_line_whole(capsys, monkey
     assert row.endswith("A publisher whose summary is long: every notice a product alert, the vehicle ones also "
                         "vehicle recalls.")
     assert "Details" not in row
+
+
+class _TwoEndpoints:
+    """A source declaring two endpoints (the test points both at ports nobody listens on)."""
+    endpoints = {"api": "http://127.0.0.1:9", "site": "http://127.0.0.1:9"}
+
+
+def _offline_checks(db_path, monkeypatch):
+    import socket
+
+    from basecrawler.commands import doctor
+    from basecrawler.config import Settings
+
+    urls = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            urls.append(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    monkeypatch.setenv("BASECRAWLER_OFFDEMO_API_URL", urls[0])
+    monkeypatch.setenv("BASECRAWLER_OFFDEMO_SITE_URL", urls[1])
+    monkeypatch.delenv("BASECRAWLER_TRANSLATE_BACKEND", raising=False)
+    return doctor.run_checks(Settings.from_env(db_path=db_path), timeout_s=2, sources={"offdemo": _TwoEndpoints})
+
+
+def test_doctor_offline_with_a_full_store_says_it_once_and_passes(tmp_path, monkeypatch):
+    path = str(tmp_path / "full.db")
+    store = Store(path)
+    store.write(lambda db: db.conn.execute(
+        "INSERT INTO recalls (source, country, recall_number, recall_date) VALUES ('us', 'US', 'R1', '2024-01-01')"))
+    store.close()
+    checks = _offline_checks(path, monkeypatch)
+    assert not [c for c in checks if c.name.startswith("source offdemo")]   # no ✗ per endpoint
+    network = [c for c in checks if c.name == "network"]
+    assert len(network) == 1 and network[0].ok and network[0].note
+    assert "reaches no publisher" in network[0].detail and "1 records" in network[0].detail
+    assert "scripts/run --replay" in network[0].line()
+
+
+def test_doctor_offline_with_nothing_stored_is_one_failure_naming_the_replay(tmp_path, monkeypatch):
+    path = str(tmp_path / "empty.db")
+    Store(path).close()
+    checks = _offline_checks(path, monkeypatch)
+    failed = [c for c in checks if not c.ok]
+    assert [c.name for c in failed if c.name.startswith(("source offdemo", "network"))] == ["network"]
+    network = next(c for c in failed if c.name == "network")
+    assert "reaches no publisher" in network.detail and "scripts/run --replay" in network.line()
