@@ -108,3 +108,17 @@ def test_doctor_offline_with_nothing_stored_is_one_failure_naming_the_replay(tmp
     assert [c.name for c in failed if c.name.startswith(("source offdemo", "network"))] == ["network"]
     network = next(c for c in failed if c.name == "network")
     assert "reaches no publisher" in network.detail and "scripts/run --replay" in network.line()
+
+
+def test_the_replays_pypi_run_line_says_why_a_stored_release_waits(store, settings, caplog):
+    """The replay's release whose metadata is not served yet is saved (from the feed) and kept in
+    the list ledger, not dead-lettered: the run line says so beside its "dead-lettered 0"."""
+    from test_pypi import crawler
+
+    caplog.set_level(logging.INFO)
+    source = crawler(store, settings)
+    result = source.run()
+    assert result.status == "succeeded" and result.counts.dead_lettered == 0 and result.counts.saved == 6
+    run_line = next(r.getMessage() for r in caplog.records if "dead-lettered 0" in r.getMessage())
+    assert "warnings 1" in run_line and "without their metadata yet (quillmark 0.9.0b1)" in run_line
+    assert "kept in the list ledger" in run_line
