@@ -120,7 +120,7 @@ def test_export_of_a_type_with_source_and_facet(alerts_db, tmp_path):
 
 def test_xlsx_of_a_type_uses_its_labels_and_dates(alerts_db, tmp_path):
     out = tmp_path / "alerts.xlsx"
-    assert main(["--db", alerts_db, "export", "--type", "test_alert", "-o", str(out)]) == 0
+    assert main(["--db", alerts_db, "export", "--type", "test_alert", "-o", str(out), "--lang", "en"]) == 0
     sheet = load_workbook(out).active
     rows = list(sheet.iter_rows(values_only=True))
     header = list(rows[0])
