@@ -122,7 +122,7 @@ def cmd_search(args) -> int:
 
 # ---- the lines a person reads, in the reader's language (basecrawler/i18n) ----------------------
 def count_line(record_type: RecordType, shown: int, total: int) -> str:
-    """"3 of 12 matching vehicle recalls (newest first; --limit for more)" / "차량 리콜 12건 중 3건 …"."""
+    """"3 of 12 matching vehicle recalls (newest first; --limit for more)" / "일치하는 차량 리콜 12 중 3건 …"."""
     matching = _("more than %(num)s", num=number(COUNT_CAP)) if total > COUNT_CAP else number(total)
     line = _("%(shown)s of %(total)s matching %(type)s", shown=number(shown), total=matching,
              type=_(record_type.title).lower())
