@@ -15,6 +15,7 @@ pytest.importorskip("babel", reason="Babel (the message catalogues) is not insta
 
 from basecrawler.cli import main
 from basecrawler.recordtypes import record_types
+from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 from test_groups import Original, Republisher, crawl
 
 REPLAY = str(Path(__file__).resolve().parent.parent / "fixtures" / "replay")
@@ -172,3 +173,16 @@ def test_csv_keeps_the_column_names_unless_labels_are_asked(filled, tmp_path, ca
         "--lang", "en")
     with out.open(encoding="utf-8-sig", newline="") as handle:
         assert next(csv.reader(handle))[1:4] == ["Source", "Country", "Alert id"]
+
+
+# ---- PostgreSQL: the same counts and lines -------------------------------------------------------
+def test_status_on_postgresql_counts_groups_in_both_languages(pg_url, capsys):  # noqa: F811
+    crawl(Original, pg_url, [{"nid": "82438", "title": "Peanut butter recalled"}])
+    crawl(Republisher, pg_url, [{"country": "CA", "nid": "82438", "title": "Peanut butter (OECD)"}])
+    report = json.loads(run(capsys, "--db", pg_url, "status", "--json"))
+    assert (report["records"], report["groups"]) == (2, 1)
+    assert report["sources"]["repubdemo"]["copies"] == 1
+    assert "기록 2건, 서로 다른 리콜 1건" in run(capsys, "--db", pg_url, "status")
+    assert "2 records, 1 distinct recalls" in run(capsys, "--db", pg_url, "status", "--lang", "en")
+    from basecrawler.operations.offline import store_records
+    assert store_records(pg_url) == 2
