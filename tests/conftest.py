@@ -11,8 +11,12 @@ from basecrawler import Store
 from basecrawler.cli import build_parser
 from basecrawler.testing import fast_settings
 
-# Tests never reach the internet: make any accidental real request fail fast.
-os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+# Loopback servers are reached directly even on a machine whose environment names a proxy (a CI
+# runner's HTTP(S)_PROXY for the package index): both spellings, since the lower-case one wins
+# in urllib's (and so httpx's) reading of the environment, and every child inherits them.
+for _name in ("NO_PROXY", "no_proxy"):
+    _hosts = [h for h in os.environ.get(_name, "").split(",") if h.strip()]
+    os.environ[_name] = ",".join(dict.fromkeys([*_hosts, "127.0.0.1", "localhost"]))
 # Hypothesis keeps its example database and constants under ./.hypothesis unless told otherwise:
 # outside the checkout, like every other file a test writes.
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
