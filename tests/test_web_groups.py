@@ -249,3 +249,45 @@ def test_in_the_browser_groups_switch_card_and_watch_block(grouped, tmp_path):
     command = _watch_command(table)
     assert shlex.split(command)[3:] == ["product_alert", "--type", "product_alert", "--feed"]
     assert 'class="bc-copy"' in table
+
+
+def test_facets_of_the_grouped_table_are_its_whole_counts_less_the_copies(grouped, monkeypatch):
+    from datasette.app import Datasette
+    from datasette.plugins import pm
+
+    db_path, _ids = grouped
+    ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"))
+    facets = next(p for p in pm.get_plugins() if hasattr(p, "ValuesFacet"))
+    counted, count = [], facets._count
+
+    async def recording(datasette, key, sql, params, limit_ms):
+        counted.append(sql)
+        return await count(datasette, key, sql, params, limit_ms)
+    monkeypatch.setattr(facets, "_count", recording)
+
+    async def fetch():
+        return [await ds.client.get(path) for path in ("/alerts/product_alerts.json?_col=source&_extra=facet_results",
+                                                        "/alerts/product_alerts.json?_col=source&_extra=facet_results"
+                                                        "&_bc_copies=1")]
+    once, every = asyncio.run(fetch())
+    # The whole table's counts (counted once per run, or kept by it) less the copies': never a
+    # count of every row of the grouped page.
+    assert counted and not any("NOT EXISTS" in sql for sql in counted)
+
+    def counts(response, facet):
+        results = response.json()["facet_results"]
+        results = results.get("results", results)
+        return {row["value"]: row["count"] for row in results[facet]["results"]}
+    assert counts(once, "source") == {"origdemo": 2, "repubdemo": 1}
+    assert counts(every, "source") == {"origdemo": 2, "repubdemo": 2, "mirrordemo": 1}
+    assert counts(once, "country") == {"CA": 2, "DE": 1} and counts(every, "country") == {"CA": 4, "DE": 1}
+    assert counts(once, "alert_date") == {"2026-08": 2, "2026-07": 1}
+
+
+def test_whole_table_counts_less_copies_drop_what_is_left_empty():
+    from basecrawler.reading.web.groups import less
+
+    assert less([{"value": "A", "count": 3}, {"value": "B", "count": 1}], [{"value": "B", "count": 1},
+                                                                          {"value": "A", "count": 1}]) == [
+        {"value": "A", "count": 2}]
+    assert less([{"n": 5}], [{"n": 2}]) == [{"n": 3}]

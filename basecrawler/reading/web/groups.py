@@ -47,6 +47,25 @@ def copies_condition(record_type: RecordType, table: str) -> str:
     return groups.hidden_copies_condition(record_type, alias=f"[{table}]")
 
 
+def copies_source(record_type: RecordType, table: str) -> str:
+    """The records of `table` that are another publisher's copy (few: the facets of a page
+    that shows each group once are the whole table's counts less theirs)."""
+    return (f'SELECT * FROM [{table}] WHERE id IN (SELECT member_id FROM "{groups.TABLE}" '
+            f"WHERE record_type = '{record_type.name}')")
+
+
+def less(whole: list[dict], part: list[dict]) -> list[dict]:
+    """Facet rows (`value`/`count`, or one `n`) of the whole table less those of `part`, in the
+    whole's order; a value no record is left under is dropped."""
+    if whole and "n" in whole[0]:
+        return [{"n": whole[0]["n"] - sum(r["n"] for r in part)}]
+    taken: dict = {}
+    for row in part:
+        taken[row["value"]] = taken.get(row["value"], 0) + row["count"]
+    rows = [{**row, "count": row["count"] - taken.get(row["value"], 0)} for row in whole]
+    return [row for row in rows if row["count"] > 0]
+
+
 def _number(record_type: RecordType, row: dict) -> str:
     """A record's own number as its card's number line writes it (the key without the country)."""
     parts = [str(row.get(k)) for k in record_type.key if k != "country" and row.get(k) not in (None, "")]
@@ -80,4 +99,4 @@ def other_publishers(conn, record_type: RecordType, row_id: int) -> int:
     return len({o["source"] for o in found["others"]})
 
 
-__all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "group_of", "other_publishers"]
+__all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "copies_source", "less", "group_of", "other_publishers"]

@@ -244,9 +244,12 @@ async def _summary_counts(datasette, scope) -> bool:
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         top = (await db.execute(f"SELECT max(rowid) AS n FROM [{parts[2]}]")).first()["n"] or 0
+        # A summary counts every publisher's copy: a page showing each group once counts its own.
+        hidden = top > SUMMARY_COUNT_ROWS and await db.execute_fn(
+            lambda conn: hides_copies(conn, TYPES[parts[2]], dict(pairs)))
     except Exception:   # not a database of ours: Datasette answers as it would
         return False
-    return top > SUMMARY_COUNT_ROWS
+    return top > SUMMARY_COUNT_ROWS and not hidden
 
 
 @hookimpl
