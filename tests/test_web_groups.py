@@ -132,6 +132,11 @@ def test_the_table_shows_each_recall_once_and_every_copy_on_request(grouped):
     kettle = next(r for r in rows if ">90001<" in r)
     assert '<span class="bc-other-sources">다른 출처 2</span>' in peanut
     assert "bc-other-sources" not in kettle
+    # Every copy shown: each copy says the other two publishers; the German alert is in no group.
+    rows = re.findall(r"<tr>.*?</tr>", every_page.text, re.S)
+    for number in ("EN/CA/82438", "M-82438"):
+        assert '<span class="bc-other-sources">다른 출처 2</span>' in next(r for r in rows if f">{number}<" in r)
+    assert "bc-other-sources" not in next(r for r in rows if ">EN/DE/77<" in r)
 
 
 def test_a_store_without_groups_shows_no_switch(tmp_path):
