@@ -16,6 +16,7 @@ import re
 import shlex
 import shutil
 import socket
+import sqlite3
 import subprocess
 import urllib.parse
 
@@ -94,6 +95,13 @@ def grouped(tmp_path_factory):
     finally:
         store.close()
     return db_path, ids
+
+
+def _copy_db(source: str, target) -> str:
+    """A copy of the store with what its write-ahead log holds (a file copy may miss it)."""
+    with sqlite3.connect(source) as conn, sqlite3.connect(str(target)) as copy:
+        conn.backup(copy)
+    return str(target)
 
 
 def _client_pages(db_path: str, paths: list[str]) -> list:
@@ -197,9 +205,9 @@ def test_watch_this_search_gives_the_exact_command_and_it_makes_that_watch(group
     assert "alert_date__gte=2026-01-01" in left and "_sort" not in left
     words = shlex.split(command)
     assert words[:3] == ["basecrawler", "watch", "add"]
+    assert f"/-/watch/{words[3]}.atom" in page.text            # where its feed will be
     # Running the command as shown makes the watch of this search.
-    target = tmp_path / "watches.db"
-    shutil.copy(db_path, target)
+    target = _copy_db(db_path, tmp_path / "watches.db")
     assert main(["--db", str(target), *words[1:]]) == 0
     store = Store(str(target))
     try:
@@ -261,8 +269,7 @@ def test_facets_of_the_grouped_table_are_its_whole_counts_less_the_copies(groupe
     from datasette.plugins import pm
 
     # A database of its own name: the facets' cache (per database name) holds nothing of it.
-    db_path = str(tmp_path / "facetsonly.db")
-    shutil.copy(grouped[0], db_path)
+    db_path = _copy_db(grouped[0], tmp_path / "facetsonly.db")
     ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"))
     facets = next(p for p in pm.get_plugins() if hasattr(p, "ValuesFacet"))
     counted, count = [], facets._count

@@ -7,6 +7,7 @@ basecrawler/reading/web/watchcommand.py writes the command)."""
 from __future__ import annotations
 
 import json
+import shlex
 import urllib.parse
 
 from datasette import hookimpl
@@ -59,7 +60,8 @@ def watch_context(table: str, request) -> dict | None:
         return None
     pairs = [(k, v) for k, v in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True) if k != "table"]
     command, left_out = watch_command(record_type, pairs)
-    return {"command": command, "left_out": left_out, "feed": FEED_PATH}
+    name = shlex.split(command)[3]   # basecrawler watch add NAME …
+    return {"command": command, "left_out": left_out, "feed": f"{FEED_PATH}/{name}.atom"}
 
 
 async def watch_this(request, datasette):
