@@ -186,7 +186,9 @@ def test_a_card_lists_the_other_publishers_and_a_copy_links_back(grouped):
 
 
 def _watch_command(page_text: str) -> str:
-    return html.unescape(re.search(r'<code id="bc-watch-command">(.*?)</code>', page_text, re.S).group(1))
+    """The command as the copy button copies it: the block's text."""
+    block = re.search(r'<code id="bc-watch-command">(.*?)</code>', page_text, re.S).group(1)
+    return html.unescape(re.sub(r"<[^>]+>", "", block))
 
 
 def test_watch_this_search_gives_the_exact_command_and_it_makes_that_watch(grouped, tmp_path):

@@ -60,8 +60,10 @@ def watch_context(table: str, request) -> dict | None:
         return None
     pairs = [(k, v) for k, v in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True) if k != "table"]
     command, left_out = watch_command(record_type, pairs)
-    name = shlex.split(command)[3]   # basecrawler watch add NAME …
-    return {"command": command, "left_out": left_out, "feed": f"{FEED_PATH}/{name}.atom"}
+    words = shlex.split(command)
+    # Each word kept whole on a narrow screen (an option never split at its "--").
+    return {"command": command, "words": [shlex.quote(w) for w in words], "left_out": left_out,
+            "feed": f"{FEED_PATH}/{words[3]}.atom"}   # basecrawler watch add NAME …
 
 
 async def watch_this(request, datasette):
