@@ -200,6 +200,8 @@ def test_watch_this_search_gives_the_exact_command_and_it_makes_that_watch(group
                                          f"/-/watch-this?table=product_alerts&{query}"])
     command = _watch_command(page.text)
     assert command == _watch_command(this.text)
+    copied = re.search(r'<button type="button" class="bc-copy"[^>]*data-command="([^"]*)"', page.text).group(1)
+    assert html.unescape(copied) == command                         # what the copy button copies
     assert '<button type="button" class="bc-copy" data-copy="bc-watch-command"' in page.text
     assert "이 검색 감시하기" in page.text and "복사" in page.text
     # A condition a watch cannot hold is named, never silently dropped.

@@ -100,7 +100,7 @@ document.addEventListener("DOMContentLoaded", function () {
     button.addEventListener("click", function () {
       var source = document.getElementById(button.getAttribute("data-copy"));
       if (!source) return;
-      var text = source.textContent;
+      var text = button.getAttribute("data-command") || source.textContent;   // the command as one line
       function select() {
         var range = document.createRange();
         range.selectNodeContents(source);
