@@ -309,3 +309,12 @@ def test_whole_table_counts_less_copies_drop_what_is_left_empty():
                                                                           {"value": "A", "count": 1}]) == [
         {"value": "A", "count": 2}]
     assert less([{"n": 5}], [{"n": 2}]) == [{"n": 3}]
+
+
+def test_the_group_words_in_english_on_request(grouped):
+    db_path, ids = grouped
+    table, card = _client_pages(db_path, ["/alerts/product_alerts?_col=alert_id&_col=title_ko&_lang=en",
+                                          f"/alerts/product_alerts/{ids[('repubdemo', 'EN/CA/82438')]}?_lang=en"])
+    assert "Show all copies" in table.text and "other sources 2" in table.text and "Watch this search" in table.text
+    assert "Also published by" in card.text and "Go to the main record (origdemo 82438)" in card.text
+    assert "모든 출처 보기" not in table.text and "다른 출처에서도 발표됨" not in card.text
