@@ -129,6 +129,7 @@ def test_the_table_shows_each_recall_once_and_every_copy_on_request(grouped):
     assert _sources(every) == ["mirrordemo", "origdemo", "origdemo", "repubdemo", "repubdemo"]
     text = page.text
     assert '<h3 class="bc-count">3건' in text and '<h3 class="bc-count">5건' in every_page.text
+    assert "<title>제품 경보: 3건</title>" in text
     switch = re.search(r'<p class="bc-copies">(.*?)</p>', text, re.S).group(1)
     assert "다른 출처의 사본 2건" in switch and "모든 출처 보기" in switch
     assert "_bc_copies=1" in html.unescape(re.search(r'href="([^"]+)"', switch).group(1))
@@ -318,3 +319,25 @@ def test_the_group_words_in_english_on_request(grouped):
     assert "Show all copies" in table.text and "other sources 2" in table.text and "Watch this search" in table.text
     assert "Also published by" in card.text and "Go to the main record (origdemo 82438)" in card.text
     assert "모든 출처 보기" not in table.text and "다른 출처에서도 발표됨" not in card.text
+
+
+def test_the_grouped_tables_count_is_its_rows_less_its_copies_not_a_count_of_each_row(grouped, tmp_path):
+    from datasette.app import Datasette
+
+    db_path = _copy_db(grouped[0], tmp_path / "countonly.db")
+    # As `browse` serves it: no suggested facets (which count every row of their own).
+    ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"),
+                   template_dir=str(WEB_DIR / "templates"), settings={"suggest_facets": False})
+    database = ds.get_database("countonly")
+    ran, execute = [], database.execute
+
+    async def recording(sql, *args, **kwargs):
+        ran.append(sql)
+        return await execute(sql, *args, **kwargs)
+    database.execute = recording
+
+    async def fetch():
+        return await ds.client.get("/countonly/product_alerts?_col=alert_id&_col=title_ko")
+    page = asyncio.run(fetch())
+    assert '<h3 class="bc-count">3건' in page.text
+    assert not [sql for sql in ran if sql.lower().startswith("select count(*)") and "NOT EXISTS" in sql]
