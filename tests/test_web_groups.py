@@ -341,3 +341,15 @@ def test_the_grouped_tables_count_is_its_rows_less_its_copies_not_a_count_of_eac
     page = asyncio.run(fetch())
     assert '<h3 class="bc-count">3건' in page.text
     assert not [sql for sql in ran if sql.lower().startswith("select count(*)") and "NOT EXISTS" in sql]
+
+
+def test_a_page_reached_from_the_grouped_table_is_counted(grouped):
+    # The whole table's page is served without Datasette's count; its links carry that on, and
+    # a filtered or every-copy page reached by them still counts its rows.
+    db_path, _ids = grouped
+    whole, = _client_pages(db_path, ["/alerts/product_alerts?_col=alert_id&_col=title_ko"])
+    switch = html.unescape(re.search(r'<a class="bc-copies-toggle" href="([^"]+)"', whole.text).group(1))
+    every, filtered = _client_pages(db_path, [switch, "/alerts/product_alerts?_col=alert_id&_col=title_ko"
+                                                      "&_nocount=1&country=DE"])
+    assert '<h3 class="bc-count">5건' in every.text
+    assert '<h3 class="bc-count">1건' in filtered.text

@@ -64,20 +64,29 @@ def _whole_once(keys) -> bool:
                    for k in keys)
 
 
-async def _spare_count(datasette, scope) -> bool:
-    """Whether this request is the HTML page of a grouped type's whole table shown once per
-    group: its count then comes from `bc_copies.count`."""
+def _counted_query(pairs: list, grouped: bool) -> bytes | None:
+    """The query a grouped type's HTML table page is served with (None: as it came). A page of
+    the whole table once per group gets `_nocount` (its count is `bc_copies.count`); any other
+    page without a search loses one its links carried over from such a page, so it is counted
+    (a search page's own `_nocount` is basecrawler_web's: left alone)."""
+    keys = [k for k, _v in pairs]
+    if not grouped or "_search" in keys:
+        return None
+    if not any(k in ("_col", "_nocol", "_bc_all") for k in keys):
+        return None   # sent on to its default columns first (basecrawler_web), decided there
+    rest = [(k, v) for k, v in pairs if k != "_nocount"]
+    if _whole_once(keys) and not shows_copies(dict(pairs)):
+        rest.append(("_nocount", "1"))
+    return None if rest == pairs else urllib.parse.urlencode(rest).encode("latin-1")
+
+
+async def _grouped_page(datasette, scope) -> bool:
+    """Whether this request is the HTML page of a type's table that has copies."""
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
     parts = scope["path"].split("/")
     if len(parts) != 3 or parts[2] not in TYPES:
         return False
-    pairs = urllib.parse.parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
-    keys = [k for k, _v in pairs]
-    if "_nocount" in keys or shows_copies(dict(pairs)) or not _whole_once(keys):
-        return False
-    if not any(k in ("_col", "_nocol", "_bc_all") for k in keys):
-        return False   # sent on to its default columns first (basecrawler_web), counted there
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         return bool(await db.execute_fn(lambda conn: _copies(conn, TYPES[parts[2]])))
@@ -89,9 +98,13 @@ async def _spare_count(datasette, scope) -> bool:
 def asgi_wrapper(datasette):
     def wrap(app):
         async def spare_count(scope, receive, send):
-            if await _spare_count(datasette, scope):
-                query = scope.get("query_string") or b""
-                scope = {**scope, "query_string": query + (b"&" if query else b"") + b"_nocount=1"}
+            if scope["type"] == "http":
+                pairs = urllib.parse.parse_qsl((scope.get("query_string") or b"").decode("latin-1"),
+                                               keep_blank_values=True)
+                if any(k in ("_col", "_nocol", "_bc_all") for k, _v in pairs):
+                    query = _counted_query(pairs, await _grouped_page(datasette, scope))
+                    if query is not None:
+                        scope = {**scope, "query_string": query}
             await app(scope, receive, send)
         return spare_count
     return wrap
