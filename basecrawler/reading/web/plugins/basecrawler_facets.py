@@ -161,15 +161,12 @@ class _DeclaredFacet(Facet):
         return (_whole_table(self.sql) and not self.params) or self._less_copies()
 
     def _less_copies(self) -> bool:
-        """Whether the page is the whole table less other publishers' copies (each group of
-        publishers once, plugins/basecrawler_groups.py): its counts are then the whole table's
-        (kept per run) less the few copies' (web/groups.py), not a count of every row again."""
-        declared = TYPES.get(self.table)
-        if declared is None or self.params:
-            return False
-        ending = f"where {copies_condition(declared, self.table)}"
-        sql = self.sql.rstrip()
-        return sql.endswith(ending) and _whole_table(sql[: -len(ending)])
+        """Whether the page is the whole table less other publishers' copies (each group once,
+        plugins/basecrawler_groups.py): its counts are the whole table's (kept per run) less the
+        few copies' (web/groups.py), not a count of every row again."""
+        declared, sql = TYPES.get(self.table), self.sql.rstrip()
+        ending = f"where {copies_condition(declared, self.table)}" if declared and not self.params else None
+        return bool(ending) and sql.endswith(ending) and _whole_table(sql[: -len(ending)])
 
     async def _rows(self, sql: str) -> list[dict]:
         """The facet query's rows, from the per-run cache when this run already counted them,
@@ -178,13 +175,9 @@ class _DeclaredFacet(Facet):
         limit, and when it runs out the count goes on in the background so the next visitor of
         that page sees it."""
         if self._less_copies():
-            whole = await self._whole_rows(sql)
             copies = sql.replace(f"({whole_table(self.table)})", f"({copies_source(TYPES[self.table], self.table)})")
-            return less(whole, await self._whole_rows(copies))
-        return await self._whole_rows(sql) if self._whole() else await self._page_rows(sql)
-
-    async def _whole_rows(self, sql: str) -> list[dict]:
-        return await self._page_rows(sql, whole=True)
+            return less(await self._page_rows(sql, whole=True), await self._page_rows(copies, whole=True))
+        return await self._page_rows(sql, whole=self._whole())
 
     async def _page_rows(self, sql: str, whole: bool = False) -> list[dict]:
         marker = await run_marker(self.ds, self.database, self.table, self.request)
