@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import html
+import os
 import re
 import shlex
 import shutil
 import socket
 import sqlite3
 import subprocess
+import tempfile
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -240,7 +243,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _dom(profile, url: str, width: int = 1400) -> str:
+# Outside the checkout, beside tests/test_web_view.py's (BASECRAWLER_SCREENSHOTS moves them).
+SCREENSHOTS = Path(os.environ.get("BASECRAWLER_SCREENSHOTS") or Path(tempfile.gettempdir()) / "basecrawler-screenshots")
+
+
+def _dom(profile, url: str, width: int = 1400, screenshot: str | None = None) -> str:
+    """The page's DOM after its scripts ran (and a screenshot a person can look at, when named)."""
+    if screenshot:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        f"--user-data-dir={profile}", f"--window-size={width},1000", "--hide-scrollbars",
+                        "--virtual-time-budget=8000", f"--screenshot={SCREENSHOTS / screenshot}", url],
+                       capture_output=True, timeout=120, check=True)
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-default-apps",
                f"--user-data-dir={profile}", f"--window-size={width},1000", "--enable-logging=stderr", "--v=0",
@@ -257,9 +271,10 @@ def test_in_the_browser_groups_switch_card_and_watch_block(grouped, tmp_path):
     db_path, ids = grouped
     profile = tmp_path / "profile"
     with BrowseServer(db_path, port=_free_port()) as server:
-        table = _dom(profile, server.url + "/alerts/product_alerts")
+        table = _dom(profile, server.url + "/alerts/product_alerts", screenshot="20-grouped-table.png")
         every = _dom(profile, server.url + "/alerts/product_alerts?_bc_copies=1")
-        card = _dom(profile, f"{server.url}/alerts/product_alerts/{ids[('repubdemo', 'EN/CA/82438')]}", width=390)
+        card = _dom(profile, f"{server.url}/alerts/product_alerts/{ids[('repubdemo', 'EN/CA/82438')]}", width=390,
+                    screenshot="21-copy-card-phone.png")
     assert '<h3 class="bc-count">3건' in table and "모든 출처 보기" in table and "다른 출처 2" in table
     assert "Peanut butter (OECD)" not in table and "Peanut butter (OECD)" in every
     assert "다른 출처에서도 발표됨" in card and "대표 기록으로 가기" in card
