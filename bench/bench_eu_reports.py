@@ -20,7 +20,7 @@ Then, in fresh child processes that report their own time and peak RSS (VmHWM):
    server, so the run measures the crawler, not the server), with the
    source's 1 request/s lifted (BASECRAWLER_EU_RATE=1000): download, archive, the streamed
    parse of every report, both record types, the store;
-2. the source alone: every report file read and parsed as the crawler does (`_read_report`,
+2. the source alone: every report file read and parsed as the crawler does (`ReportReader.read`,
    `parse`), no HTTP, no store. `--records-to` writes every record it makes as JSON lines,
    so two versions of sources/eu.py can be compared record for record.
 
@@ -221,9 +221,10 @@ def parse_child(folder: str, out_path: str | None) -> None:
     them), with the first report of a repeated case as its date (a fresh store)."""
     from basecrawler.recordtypes import Record
     from sources.eu import EuSafetyGateCrawler, WeeklyReport
+    from sources.eu_report import ReportReader
 
     crawler = EuSafetyGateCrawler.__new__(EuSafetyGateCrawler)   # reading and parse() use no store
-    crawler._notifications_read = {}
+    reader = ReportReader(warn=lambda message: None)
     entries = sorted((p for p in Path(folder).glob("*.xml") if p.stem.isdigit()), key=lambda p: int(p.stem))
     out = open(out_path, "w", encoding="utf-8") if out_path else None
     first_seen: dict[str, str] = {}
@@ -231,11 +232,11 @@ def parse_child(folder: str, out_path: str | None) -> None:
     with benchkit.measured() as timing:
         for path in entries:
             report = WeeklyReport(reference=path.stem, published=None, year=None, week=None, url=None, report_id=path.stem)
-            for item in crawler._read_report(str(path), report, "http://127.0.0.1/"):
+            for item in reader.read(str(path), report, "http://127.0.0.1/"):
                 notifications += 1
                 item["first_report_date"] = first_seen.setdefault(item["caseNumber"], item["report_date"])
                 item["date_stored"] = False
-                for record in crawler.parse(item):
+                for record in crawler.parse(None, item):   # the source's parse needs nothing of a run
                     records += 1
                     if out:
                         typed = (record.type, record.fields) if isinstance(record, Record) else ("vehicle_recall", record)

@@ -114,11 +114,18 @@ class PypiCrawler(BaseCrawler):
             ctx.ledger.list(key, url=release["link"], listed_date=rfc822_date(release["pubDate"]), data=release)
         # Releases whose metadata an earlier run did not get come again, from what the ledger kept.
         retried = {item.key: item.data for item in ctx.ledger.retries(releases)}
+        waiting: list[str] = []
         for key, release in {**releases, **retried}.items():
             with ctx.ledger.attempt(key) as attempt:
-                yield {**release, "metadata": self._metadata(ctx, release, attempt)}
+                yield {**release, "metadata": self._metadata(ctx, release, attempt, waiting)}
+        if waiting:
+            # Stored and counted as saved, yet not complete: the run line says so beside its
+            # "dead-lettered 0" (they wait in the list ledger, not among the dead letters).
+            ctx.warn(f"{len(waiting)} release(s) stored from the feed without their metadata yet "
+                     f"({', '.join(waiting[:5])}{' …' if len(waiting) > 5 else ''}): no dead letter, kept in the "
+                     "list ledger, the next run asks again")
 
-    def _metadata(self, ctx, release: dict, attempt) -> dict | None:
+    def _metadata(self, ctx, release: dict, attempt, waiting: list[str]) -> dict | None:
         name, version = name_and_version(release["title"])
         try:
             prefix = self._prefix(ctx).replace("{", "{{").replace("}", "}}")   # literal in the template
@@ -132,6 +139,7 @@ class PypiCrawler(BaseCrawler):
             except NotFound:
                 # Not yet: stored from the feed, no dead letter, asked again by the next run.
                 attempt.fail(f"metadata of {name} {version} not served yet (404): stored from the feed")
+                waiting.append(f"{name} {version}")
                 return None
             info = document.get("info") if isinstance(document, dict) else None
             if not isinstance(info, dict):
@@ -139,6 +147,7 @@ class PypiCrawler(BaseCrawler):
                                         response_sha256=ctx.http.last_sha256)
             if str(info.get("version")) != version:
                 attempt.fail(f"metadata of {name} answers version {str(info.get('version'))[:40]!r}, not {version!r} yet")
+                waiting.append(f"{name} {version}")
                 return None
             return {"info": info, "urls": document.get("urls")}
         return None

@@ -49,7 +49,7 @@ def test_search_table_shows_the_best_text(filled, db_path, capsys):
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "xlsx"])
 def test_every_export_has_the_best_text(filled, db_path, tmp_path, fmt):
     out = tmp_path / f"x.{fmt}"
-    assert main(["--db", db_path, "export", "-o", str(out)]) == 0
+    assert main(["--db", db_path, "export", "-o", str(out), "--lang", "en"]) == 0
     if fmt == "csv":
         with open(out, encoding="utf-8-sig", newline="") as handle:
             found = {r["recall_number"]: r["best_text"] for r in csv.DictReader(handle)}

@@ -12,7 +12,7 @@ import sources
 import translate
 from basecrawler.errors import (Blocked, CrawlerError, CredentialsRejected, FetchError, NotFound, RateLimited,
                                 RunLockTimeout, SchedulerAlreadyRunning, Transient, UnexpectedContent, UnsafeXml)
-from basecrawler.fetch.http import classify
+from basecrawler.fetch.classify import classify
 from translate.errors import BackendQuotaExhausted, BackendUnavailable
 
 
@@ -77,7 +77,7 @@ def test_classify_answers_with_the_kind_of_the_class_declaring_the_status(status
 
 def test_a_status_declared_on_a_class_is_what_classify_uses(monkeypatch):
     # The table is read from the classes: re-declaring 418 on NotFound makes classify say so.
-    import basecrawler.fetch.http as http
+    import basecrawler.fetch.classify as http   # the table lives with classify()
     monkeypatch.setattr(NotFound, "statuses", NotFound.statuses | {418})
     by_kind, by_status = http._classification_table()
     monkeypatch.setattr(http, "_BY_STATUS", by_status)

@@ -182,11 +182,55 @@ def test_iter_decoded_judges_the_rate_only_after_the_grace():
         next(reader)
 
 
-def test_the_client_reads_through_its_deadline_backend():
-    # The per-read deadline and the stop hook need httpx's pool to take our network backend:
-    # an httpx upgrade that moves it fails here, not silently in production.
-    client = _client()
-    assert client._backend is not None and client._client._transport._pool._network_backend is client._backend
+def test_the_transport_caps_every_socket_read_at_the_threads_deadline():
+    # httpx's read timeout (30 s here) restarts with each byte; the transport's backend ends
+    # the exchange at the deadline however the bytes dribble, and says so as an httpx error.
+    from basecrawler.fetch.transport import DeadlineTransport
+
+    transport = DeadlineTransport()
+    with RawServer(slow_headers(seconds=30, byte_every_s=0.2)) as server, \
+            httpx.Client(transport=transport, timeout=30) as client:
+        started = time.monotonic()
+        with transport.backend.deadline(started + 1.0), pytest.raises(httpx.ReadTimeout):
+            client.get(server.url + "/slow")
+        assert time.monotonic() - started < 4
+
+
+def test_the_transports_abort_wakes_a_blocked_read_in_another_thread():
+    import threading
+
+    from basecrawler.fetch.transport import DeadlineTransport
+
+    transport, outcome = DeadlineTransport(), {}
+    with RawServer(slowloris(seconds=30, byte_every_s=5)) as server, httpx.Client(transport=transport, timeout=30) as client:
+        def read():
+            try:
+                with client.stream("GET", server.url + "/slow") as response:
+                    outcome["body"] = b"".join(response.iter_raw())
+            except httpx.HTTPError as exc:
+                outcome["error"] = type(exc).__name__
+        thread = threading.Thread(target=read)
+        thread.start()
+        time.sleep(0.5)   # the headers came; the read of the body is blocked now
+        started = time.monotonic()
+        transport.backend.abort()
+        thread.join(5)
+        assert not thread.is_alive() and time.monotonic() - started < 2
+    assert outcome   # ended (a short body or an httpx error), not still waiting on the socket
+    with pytest.raises(httpx.ReadError):   # and no new connection after a stop
+        httpx.Client(transport=transport).get("http://127.0.0.1:9/")
+
+
+def test_the_transport_maps_httpcore_errors_onto_httpx_ones():
+    import httpcore
+
+    from basecrawler.fetch.transport import httpx_error
+
+    assert httpx_error(httpcore.ConnectTimeout("x")) is httpx.ConnectTimeout
+    assert httpx_error(httpcore.ReadTimeout("x")) is httpx.ReadTimeout
+    assert httpx_error(httpcore.ConnectError("x")) is httpx.ConnectError
+    assert httpx_error(httpcore.RemoteProtocolError("x")) is httpx.RemoteProtocolError
+    assert httpx_error(ValueError("x")) is None
 
 
 def test_bounds_are_read_from_the_environment(monkeypatch):

@@ -178,9 +178,10 @@ def test_eu_the_canonical_report_path_encodes_the_id_as_one_segment():
 def test_jp_a_feed_link_with_dot_segments_is_refused(store, settings, link):
     from sources.jp import JpCrawler
 
+    crawler = JpCrawler(store, settings=settings)
     with pytest.raises(UnsafePath):
-        JpCrawler(store, settings=settings)._site_url(link)
-    assert JpCrawler(store, settings=settings)._site_url("http://www.mlit.go.jp/report/press/a.html").endswith(
+        crawler._site_url(crawler.context, link)
+    assert crawler._site_url(crawler.context, "http://www.mlit.go.jp/report/press/a.html").endswith(
         "/report/press/a.html")
 
 
@@ -188,12 +189,12 @@ def test_jp_a_feed_link_with_dot_segments_is_refused(store, settings, link):
 def test_eu_a_case_number_with_a_line_break_tag_is_the_case_number():
     from lxml import etree
 
-    from sources.eu import _element_value
+    from sources.eu_text import element_value
 
-    assert _element_value(etree.fromstring(b"<caseNumber>1150/09<br/></caseNumber>")) == "1150/09"
-    assert _element_value(etree.fromstring(b"<caseNumber>A12/0001/<b>24</b></caseNumber>")) == "A12/0001/24"
+    assert element_value(etree.fromstring(b"<caseNumber>1150/09<br/></caseNumber>")) == "1150/09"
+    assert element_value(etree.fromstring(b"<caseNumber>A12/0001/<b>24</b></caseNumber>")) == "A12/0001/24"
     # A real list stays a list.
-    assert _element_value(etree.fromstring(b"<pictures><picture>a.jpg</picture><picture>b.jpg</picture></pictures>")) \
+    assert element_value(etree.fromstring(b"<pictures><picture>a.jpg</picture><picture>b.jpg</picture></pictures>")) \
         == ["a.jpg", "b.jpg"]
 
 

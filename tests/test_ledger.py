@@ -158,7 +158,7 @@ def test_eu_report_given_up_after_max_attempts_and_requeued_by_a_full_run(tmp_pa
         site.requested.clear()
         third = cli(db, "run", "--source", "eu", env=env)  # incremental: leaves it alone
         assert site.requested == ["502"]                   # 502 is inside the window
-        status_text = cli(db, "status").stdout
+        status_text = cli(db, "status", "--lang", "en").stdout
         assert "list items listed 0, done 1, failing 0, given up 1" in status_text
         assert third.returncode == 0
 

@@ -187,7 +187,7 @@ def test_status_prints_the_loss_loudly(db_path, capsys):
     # between them and a loss after the last, whatever the day the test runs.
     now = dt.datetime.now(UTC)
     _runs_at(db_path, [now - dt.timedelta(days=40), now - dt.timedelta(days=20)])
-    assert cmd_status(SimpleNamespace(settings=fast_settings(db_path), json=False)) == 0
+    assert cmd_status(SimpleNamespace(settings=fast_settings(db_path), json=False, lang="en")) == 0
     out = capsys.readouterr().out
     lost = [line for line in out.splitlines() if "LOST" in line]
     assert len(lost) == 1 and "may be lost for good" in lost[0]

@@ -87,7 +87,7 @@ def test_search_says_more_than_when_the_count_passes_the_cap(filled, db_path, ca
     monkeypatch.setattr(search_module, "COUNT_CAP", 50)
     import basecrawler.commands.search as command
     monkeypatch.setattr(command, "COUNT_CAP", 50)
-    assert main(["--db", db_path, "search", "brake", "--limit", "5"]) == 0
+    assert main(["--db", db_path, "search", "--lang", "en", "brake", "--limit", "5"]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         "5 of more than 50 matching vehicle recalls (newest first; --limit for more)"
 

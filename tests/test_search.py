@@ -140,7 +140,7 @@ def test_search_command_prints_json(filled, db_path, capsys):
 
 
 def test_search_command_table_aligns_wide_characters(filled, db_path, capsys):
-    assert main(["--db", db_path, "search", "--country", "JP", "--limit", "1"]) == 0
+    assert main(["--db", db_path, "search", "--lang", "en", "--country", "JP", "--limit", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("recall date") and "JP-5001" in lines[2]
     assert "1 of 2 matching vehicle recalls" in lines[-1]
@@ -154,7 +154,7 @@ def test_search_command_table_aligns_wide_characters(filled, db_path, capsys):
 
 def test_empty_korean_search_says_how_much_is_translated(filled, db_path, capsys):
     # 1 of the 5 recalls has Korean text; 연료 ("fuel") is in no Korean column yet.
-    assert main(["--db", db_path, "search", "연료"]) == 0
+    assert main(["--db", db_path, "search", "--lang", "en", "연료"]) == 0
     out = capsys.readouterr().out
     assert "0 of 0 matching vehicle recalls" in out
     assert "1 of 5 vehicle recalls translated" in out
@@ -168,8 +168,8 @@ def test_untranslated_hint_counts_only_the_filtered_recalls(filled, db_path, cap
 
 
 def test_no_translation_hint_for_non_korean_or_when_all_translated(filled, db_path, capsys):
-    assert main(["--db", db_path, "search", "zzzz"]) == 0
+    assert main(["--db", db_path, "search", "--lang", "en", "zzzz"]) == 0
     assert "translated" not in capsys.readouterr().out
     filled.write(lambda db: db.conn.execute("UPDATE recalls SET translated_at = '2024-07-01T00:00:00+00:00'"))
-    assert main(["--db", db_path, "search", "연료"]) == 0
+    assert main(["--db", db_path, "search", "--lang", "en", "연료"]) == 0
     assert "translated" not in capsys.readouterr().out

@@ -58,7 +58,7 @@ def test_status_text_shows_freshness(store, db_path, capsys, monkeypatch):
     _recall(store, "aa", "A-1", "2024-05-01")
     _run(store, "aa", "succeeded", "2024-06-09T06:00:00+00:00")   # long ago whenever the test runs
     _run(store, "aa", "interrupted", "2024-06-10T06:00:00+00:00")
-    assert main(["status", "--db", db_path]) == 0
+    assert main(["status", "--lang", "en", "--db", db_path]) == 0
     out = capsys.readouterr().out
     assert ("       newest recall 2024-05-01; last success 2024-06-09T06:00:00+00:00; STALE (no success in 2 days); "
             "runs crashed 0, interrupted 1") in out.splitlines()

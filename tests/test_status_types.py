@@ -48,10 +48,10 @@ def test_status_counts_records_without_a_known_date_per_type(store):
 def test_status_text_shows_each_types_newest_date_and_the_undated(store, db_path, capsys, monkeypatch):
     monkeypatch.setattr("basecrawler.commands.status.discover", lambda: {})
     _fill(store)
-    assert main(["status", "--db", db_path]) == 0
+    assert main(["status", "--lang", "en", "--db", db_path]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any(line.strip().startswith("newest product_alert 2024-05-02 (date unknown: product_alert 2);")
+    assert any(line.strip().startswith("newest Product alerts 2024-05-02 (date unknown: Product alerts 2);")
                for line in lines)
-    assert any(line.strip().startswith("newest product_alert 2024-04-01, vehicle_recall 2024-03-01 "
-                                       "(date unknown: vehicle_recall 1);") for line in lines)
-    assert ["product_alert", "1", "4", "5", "2"] in [line.split() for line in lines]
+    assert any(line.strip().startswith("newest Product alerts 2024-04-01, Vehicle recalls 2024-03-01 "
+                                       "(date unknown: Vehicle recalls 1);") for line in lines)
+    assert ["product_alert", "Product", "alerts", "1", "4", "5", "5", "2"] in [line.split() for line in lines]

@@ -94,7 +94,7 @@ def test_text_search_uses_the_types_own_index_and_shows_its_best_text(alerts_db,
 
 
 def test_the_table_is_the_types_listing(alerts_db, capsys):
-    assert main(["--db", alerts_db, "search", "--type", "test_alert", "--source", "hc"]) == 0
+    assert main(["--db", alerts_db, "search", "--lang", "en", "--type", "test_alert", "--source", "hc"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["date", "country", "alert", "id", "category", "authority", "text"]
     assert "unknown" in next(line for line in lines if "A-3" in line)
@@ -120,7 +120,7 @@ def test_export_of_a_type_with_source_and_facet(alerts_db, tmp_path):
 
 def test_xlsx_of_a_type_uses_its_labels_and_dates(alerts_db, tmp_path):
     out = tmp_path / "alerts.xlsx"
-    assert main(["--db", alerts_db, "export", "--type", "test_alert", "-o", str(out)]) == 0
+    assert main(["--db", alerts_db, "export", "--type", "test_alert", "-o", str(out), "--lang", "en"]) == 0
     sheet = load_workbook(out).active
     rows = list(sheet.iter_rows(values_only=True))
     header = list(rows[0])

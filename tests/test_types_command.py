@@ -28,7 +28,7 @@ def test_types_json_lists_fields_facets_and_counts(filled, db_path, capsys):
 
 
 def test_types_text_is_a_table(filled, db_path, capsys):
-    assert main(["--db", db_path, "types"]) == 0
+    assert main(["--db", db_path, "types", "--lang", "en"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["type", "title", "records", "sources", "facets"]
     vehicle = next(line for line in lines[2:] if line.startswith("vehicle_recall "))
@@ -47,12 +47,12 @@ def test_status_counts_per_type_and_source(filled, db_path, capsys, monkeypatch)
     monkeypatch.setattr("basecrawler.commands.status.discover", lambda: {})
     assert main(["--db", db_path, "status", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["types"]["vehicle_recall"] == {"title": "Vehicle recalls", "records": 3,
+    assert report["types"]["vehicle_recall"] == {"title": "Vehicle recalls", "records": 3, "groups": 3,
                                                  "sources": {"jp": 2, "us": 1},
                                                  "date_unknown": 0, "date_unknown_by_source": {}}
     assert report["sources"]["jp"]["records_by_type"] == {"vehicle_recall": 2}
     assert report["records"] == 3
-    assert main(["--db", db_path, "status"]) == 0
+    assert main(["--db", db_path, "status", "--lang", "en"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split() == ["type", "jp", "us", "total", "date", "unknown"]
-    assert ["vehicle_recall", "2", "1", "3", "0"] in [line.split() for line in lines[3:]]
+    assert lines[1].split() == ["type", "title", "jp", "us", "total", "distinct", "recalls", "date", "unknown"]
+    assert ["vehicle_recall", "Vehicle", "recalls", "2", "1", "3", "3", "0"] in [line.split() for line in lines[3:]]

@@ -159,8 +159,6 @@ def test_no_import_circle_between_framework_modules():
 PRIVATE_ALLOWED = {
     # lxml documents its element class under this name; there is no public alias to annotate with.
     "etree._Element",
-    # httpx has no public way to give its pool a network backend (issue #35 item 6 replaces it).
-    "pool._network_backend",
 }
 
 

@@ -80,3 +80,29 @@ def check_folder_of(path) -> None:
             if not folder.is_dir():
                 raise NotADirectoryError(errno.ENOTDIR, "is a file, not a folder", str(folder))
             return
+
+
+def add_lang_argument(parser: argparse.ArgumentParser) -> None:
+    """`--lang ko|en`: the language of what a person reads (tables, counts, export headers);
+    --json keys and the operator's log lines stay as they are."""
+    from basecrawler import i18n
+
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None,
+                        help=f"language of the output for people (default ${i18n.ENV}, else Korean)")
+
+
+def in_reader_language(command):
+    """Run a command function (args → exit code) with `args.lang` as the language of every
+    `_()` it shows; without --lang, $BASECRAWLER_LANG, else Korean (basecrawler/i18n)."""
+    import functools
+
+    from basecrawler import i18n
+
+    @functools.wraps(command)
+    def run(args):
+        token = i18n.use(getattr(args, "lang", None))
+        try:
+            return command(args)
+        finally:
+            i18n.reset(token)
+    return run

@@ -106,7 +106,7 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
         backend = pool.submit(check_translation_backend, environ)
         reached = list(pool.map(
             lambda probe: check_reachable(*probe, timeout_s=timeout_s, user_agent=settings.user_agent), probes))
-        checks += [backend.result(), *reached]
+        checks += [backend.result(), *collapse_offline(reached, settings.db_path)]
     checks.append(scheduler_check(settings.db_path, expected=expect_scheduler))
     if not all(c.ok for c in database):   # its own line says why; reading the store again only waits
         checks.append(Check("source coverage, watch channels", True, "skipped: the database cannot be read",
@@ -116,6 +116,21 @@ def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sour
     from basecrawler.watch.operators import doctor_checks   # each watch channel, nothing sent
     checks += [Check(name, ok, detail) for name, ok, detail in doctor_checks(settings.db_path)]
     return checks
+
+
+def collapse_offline(reached: list[Check], db_path: str) -> list[Check]:
+    """Every endpoint unreachable: one line saying this machine reaches no publisher and what
+    to do (operations/offline.py), not one ✗ per endpoint. With records in the store it is a
+    note (reading works; only crawling needs the network), else a failure."""
+    from basecrawler.operations import offline
+
+    if not offline.reaches_no_publisher(reached, OFFLINE_HINT):
+        return reached
+    records = offline.store_records(db_path)
+    detail, seconds = offline.offline_detail(reached, records), max(c.seconds or 0 for c in reached)
+    if records:
+        return [Check("network", True, f"{detail} — to crawl: {OFFLINE_HINT}", None, seconds, note=True)]
+    return [Check("network", False, detail, OFFLINE_HINT, seconds)]
 
 
 def coverage_checks(db_path: str, sources: dict, now=None) -> list[Check]:

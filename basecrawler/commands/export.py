@@ -12,7 +12,9 @@ from basecrawler.errors import ConfigError
 from basecrawler.reading.export import FORMATS, export_recalls
 from basecrawler.pipeline.registry import discover
 from basecrawler.store.core import Store
-from basecrawler.commands import check_folder_of, check_source, positive_int, require_database
+from basecrawler import i18n
+from basecrawler.commands import (add_lang_argument, check_folder_of, check_source, in_reader_language, positive_int,
+                                  require_database)
 from basecrawler.commands.search import add_filter_arguments, filter_from_args
 
 log = logging.getLogger("basecrawler")
@@ -26,6 +28,10 @@ def register(sub) -> None:
     parser.add_argument("--text", metavar="WORDS", help="only records containing these words (as search)")
     add_filter_arguments(parser)
     parser.add_argument("--limit", type=positive_int, metavar="N", help="only the newest N matching records")
+    parser.add_argument("--headers", choices=("names", "labels"), default="names",
+                        help="csv header row: the column names programs read (default), or the declared labels "
+                             "in the reader's language (--lang); xlsx always has the labels")
+    add_lang_argument(parser)   # the XLSX headers (and CSV's with --headers labels)
     parser.set_defaults(func=cmd_export)
 
 
@@ -36,6 +42,7 @@ def _format(args) -> str:
     return suffix if suffix in FORMATS else "csv"
 
 
+@in_reader_language
 def cmd_export(args) -> int:
     fmt = _format(args)
     if fmt == "xlsx" and args.output == "-":
@@ -51,7 +58,8 @@ def cmd_export(args) -> int:
     started = time.monotonic()
     try:
         written = export_recalls(store.db.conn, filters, fmt, args.output, limit=args.limit,
-                                 progress=lambda n: log.info("export: %d records so far", n))
+                                 progress=lambda n: log.info("export: %d records so far", n), lang=i18n.language(),
+                                 csv_labels=args.headers == "labels")
     except OSError as exc:  # name the file the user asked for, not the temp file beside it
         raise OSError(exc.errno, exc.strerror or str(exc), args.output) from None
     finally:

@@ -72,7 +72,7 @@ def cmd_list(args) -> int:
         rows.append({"id": source_id, "country": cls.country, "language": cls.source_lang,
                      "endpoints": dict(cls.endpoints), "two_phase": cls.has_detail_phase(),
                      "configured": not missing, "not_configured": configure_hint(cls, missing) if missing else None,
-                     "doc": (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""})
+                     "doc": summary_line(cls.__doc__)})
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -83,3 +83,10 @@ def cmd_list(args) -> int:
                          row["doc"]]
                         for row in rows]))
     return 0
+
+
+def summary_line(doc: str | None) -> str:
+    """A docstring's summary: its first paragraph joined into one line (a summary that wraps
+    onto a second line is not cut mid-sentence)."""
+    paragraph = (doc or "").strip().split("\n\n")[0]
+    return " ".join(paragraph.split())

@@ -11,15 +11,17 @@ from dataclasses import replace
 
 from basecrawler.formats.countries import country_codes
 from basecrawler.errors import ConfigError
-from basecrawler.i18n import gettext
+from basecrawler.i18n import gettext as _, number
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import UnknownRecordType
 from basecrawler.pipeline.registry import discover
 from basecrawler.reading.search import (BEST_TEXT, COUNT_CAP, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter,
-                                       check_facets, check_query_size, count_upto, search, untranslated_hint)
+                                       check_facets, check_query_size, count_upto, has_korean, search,
+                                       translation_progress, untranslated_hint)
 from basecrawler.store.core import Store
 from basecrawler.reading.tables import clip, display_width, render_table
-from basecrawler.commands import check_source, iso_date, positive_int, require_database
+from basecrawler.commands import (add_lang_argument, check_source, in_reader_language, iso_date, positive_int,
+                                  require_database)
 
 
 def _year(text: str) -> int:
@@ -78,9 +80,11 @@ def register(sub) -> None:
     add_filter_arguments(parser)
     parser.add_argument("--limit", type=positive_int, default=50, help="at most this many results (default 50)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_lang_argument(parser)
     parser.set_defaults(func=cmd_search)
 
 
+@in_reader_language
 def cmd_search(args) -> int:
     filters = filter_from_args(args, " ".join(args.text) or None)   # usage errors before the database
     require_database(args.settings)
@@ -95,7 +99,10 @@ def cmd_search(args) -> int:
                 filters = replace(filters, record_type=max(matched, key=matched.get))
         rows = search(store.db.conn, filters, limit=args.limit)
         total = count_upto(store.db.conn, filters) if not args.json else None
-        hint = untranslated_hint(store.db.conn, filters) if not rows else None
+        if args.json:
+            hint = untranslated_hint(store.db.conn, filters) if not rows else None
+        else:
+            hint = korean_hint(store.db.conn, filters) if not rows else None
     finally:
         store.close()
     if args.json:
@@ -105,14 +112,34 @@ def cmd_search(args) -> int:
         return 0
     record_type = filters.declaration()
     print_table(record_type, rows, sys.stdout)
-    noun = record_type.title.lower()
-    matching = f"more than {COUNT_CAP:,}" if total > COUNT_CAP else f"{total}"
-    print(f"{len(rows)} of {matching} matching {noun}" + (" (newest first; --limit for more)" if total > len(rows) else ""))
+    print(count_line(record_type, len(rows), total))
     if hint:
         print(hint)
     if len([n for n in matched.values() if n]) > 1 or (matched and filters.record_type != (args.type or DEFAULT_TYPE)):
         print(matched_line(matched))
     return 0
+
+
+# ---- the lines a person reads, in the reader's language (basecrawler/i18n) ----------------------
+def count_line(record_type: RecordType, shown: int, total: int) -> str:
+    """"3 of 12 matching vehicle recalls (newest first; --limit for more)" / "일치하는 차량 리콜 12 중 3건 …"."""
+    matching = _("more than %(num)s", num=number(COUNT_CAP)) if total > COUNT_CAP else number(total)
+    line = _("%(shown)s of %(total)s matching %(type)s", shown=number(shown), total=matching,
+             type=_(record_type.title).lower())
+    return line + (_(" (newest first; --limit for more)") if total > shown else "")
+
+
+def korean_hint(conn, filters: RecallFilter) -> str | None:
+    """A Korean query that found nothing while records are untranslated: say how far
+    translation is (Korean words only find translated records)."""
+    if not has_korean(filters.text):
+        return None
+    translated, total = translation_progress(conn, filters)
+    if translated >= total:
+        return None
+    return _("Korean words only find translated records: %(translated)s of %(total)s %(type)s translated. "
+             "Search the original language too, or run `basecrawler translate`.",
+             translated=number(translated), total=number(total), type=_(filters.declaration().title).lower())
 
 
 def matches_by_type(conn, filters: RecallFilter) -> dict[str, int]:
@@ -127,32 +154,28 @@ def matches_by_type(conn, filters: RecallFilter) -> dict[str, int]:
 
 
 def matched_line(matched: dict[str, int]) -> str:
-    """"찾은 곳: 제품 경보 2 · 차량 리콜 0 (matched: Product alerts 2 · Vehicle recalls 0; --type narrows)"."""
+    """"찾은 곳: 제품 경보 2 · 차량 리콜 0 (--type NAME으로 좁힘)" / "Matched: Product alerts 2 · …"."""
     order = sorted(matched, key=lambda name: -matched[name])
-    def part(name, lang):
-        title = gettext(get_record_type(name).title, lang)
-        count = f"{COUNT_CAP:,}+" if matched[name] > COUNT_CAP else f"{matched[name]:,}"
-        return f"{title} {count}"
-    korean = " · ".join(part(name, "ko") for name in order)
-    english = " · ".join(part(name, "en") for name in order)
-    return f"찾은 곳: {korean} (matched: {english}; --type NAME narrows)"
+    def part(name):
+        count = number(COUNT_CAP) + "+" if matched[name] > COUNT_CAP else number(matched[name])
+        return f"{_(get_record_type(name).title)} {count}"
+    return _("Matched: %(types)s (--type NAME narrows)", types=" · ".join(part(name) for name in order))
 
 
 # ---- the table -------------------------------------------------------------------------------
 COLUMN_MAX = 18      # every listed column is cut to this many terminal columns …
 TEXT_MIN = 20        # … and the record's best text takes the rest of the line (at least this)
-TEXT_HEADING = "text"
 
 
 def _heading(record_type: RecordType, column: str) -> str:
-    return record_type.label(column).lower()
+    return _(record_type.label(column)).lower()
 
 
 def _cell(record_type: RecordType, column: str, row: dict):
     """A listed column's value as shown: Korean beside an original when translated; an
     unknown date says so."""
     if column == record_type.date_field and row.get("date_unknown"):
-        return "unknown"
+        return _("date unknown")
     if column.endswith("_original"):
         return row.get(column[: -len("_original")] + "_ko") or row.get(column)
     value = row.get(column)
@@ -163,7 +186,7 @@ def table_rows(record_type: RecordType, rows: list[dict], total_width: int) -> t
     """Headings and cells: the type's `listing` columns, each cut to COLUMN_MAX, then the best
     text cut to what is left of `total_width`."""
     columns = list(record_type.listing)
-    headings = [_heading(record_type, c) for c in columns] + [TEXT_HEADING]
+    headings = [_heading(record_type, c) for c in columns] + [_("text")]
     cells = [[clip(" ".join(str(_cell(record_type, c, row) or "").split()), COLUMN_MAX) for c in columns]
              for row in rows]
     widths = [max([display_width(h), *(display_width(r[i]) for r in cells)]) for i, h in enumerate(headings[:-1])]

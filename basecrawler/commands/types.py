@@ -7,17 +7,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from basecrawler.i18n import gettext as _, number
 from basecrawler.store.engines import is_postgres_url
 from basecrawler.recordtypes import RecordType, record_types
 from basecrawler.reading.search import counts_by_type
 from basecrawler.store.core import Store
 from basecrawler.reading.tables import render_table
-from basecrawler.commands import check_existing_database
+from basecrawler.commands import add_lang_argument, check_existing_database, in_reader_language
 
 
 def register(sub) -> None:
     parser = sub.add_parser("types", help="record types with their fields, facets and counts")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    add_lang_argument(parser)
     parser.set_defaults(func=cmd_types)
 
 
@@ -54,21 +56,37 @@ def _counts(settings) -> dict[str, dict[str, int]] | None:
         store.close()
 
 
+@in_reader_language
 def cmd_types(args) -> int:
     counts = _counts(args.settings)
     types = [describe(t, None if counts is None else counts.get(name, {})) for name, t in record_types().items()]
     if args.json:
         print(json.dumps(types, indent=2, ensure_ascii=False))
         return 0
-    print(render_table(["type", "title", "records", "sources", "facets"],
-                       [[t["name"], t["title"], "-" if t["records"] is None else t["records"],
-                         ", ".join(f"{s} {n}" for s, n in (t["sources"] or {}).items()),
-                         ", ".join(f["field"] + (" (multi)" if f["multi"] else "") for f in t["facets"])]
-                        for t in types], align=["<", "<", ">"]))
-    for t in types:
-        print(f"\n{t['name']}: table {t['table']}, key {', '.join(t['key'])}, date {t['date_field'] or 'none'}")
-        print("  fields: " + ", ".join(f["field"] + (" (translated)" if f["translated"] else "") for f in t["fields"]))
-        print("  shown by: " + (", else ".join(t["display"]) or "-"))
+    for line in types_lines(types):
+        print(line)
     if counts is None:
-        print(f"\n(no database at {args.settings.db_path}: no counts)")
+        print("\n" + _("(no database at %(path)s: no counts)", path=args.settings.db_path))
     return 0
+
+
+def types_lines(types: list[dict]) -> list[str]:
+    """What a person reads, in the reader's language: a table of the types, then each type's
+    table, key, fields (by their declared labels) and display rule. Names a command takes
+    (the type name, the field names `--filter` takes) stay as they are, beside the labels."""
+    lines = [render_table([_("type"), _("title"), _("records"), _("sources"), _("facets")],
+                          [[t["name"], _(t["title"]), "-" if t["records"] is None else number(t["records"]),
+                            ", ".join(f"{s} {number(n)}" for s, n in (t["sources"] or {}).items()),
+                            ", ".join(f["field"] + (" " + _("(multi)") if f["multi"] else "") for f in t["facets"])]
+                           for t in types], align=["<", "<", ">"])]
+    translated, otherwise = _("translated"), _(", else ")
+    for t in types:
+        lines.append("")
+        lines.append(_("%(name)s (%(title)s): table %(table)s, key %(key)s, date %(date)s", name=t["name"],
+                       title=_(t["title"]), table=t["table"], key=", ".join(t["key"]),
+                       date=t["date_field"] or _("none")))
+        fields = ", ".join(f"{f['field']} ({_(f['label'])}" + (f", {translated})" if f["translated"] else ")")
+                           for f in t["fields"])
+        lines.append("  " + _("fields: %(fields)s", fields=fields))
+        lines.append("  " + _("shown by: %(fields)s", fields=otherwise.join(t["display"]) or "-"))
+    return lines

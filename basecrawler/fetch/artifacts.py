@@ -36,14 +36,10 @@ import httpx
 
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.errors import CrawlerError
+from basecrawler.fetch.verify import (CONTENT_RANGE_RE, DEFAULT_MAX_BYTES, PDF_MAGIC, STATES, Artifact, declared_total,
+                                      sha256_of, verify)
 
 log = logging.getLogger(__name__)
-
-STATES = ("missing", "empty", "partial", "oversized", "corrupt", "complete", "drift_suspect")
-PDF_MAGIC = b"%PDF"
-DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-_CONTENT_RANGE_RE = re.compile(r"^bytes\s+(\d+)-(\d+)/(\d+|\*)$")
-
 
 class ArtifactError(CrawlerError):
     """A document could not be brought to the `complete` state; `.state` says why."""
@@ -60,21 +56,6 @@ class ArtifactError(CrawlerError):
 
 
 @dataclass
-class Artifact:
-    """A verified, complete document on disk."""
-
-    target_key: str
-    url: str
-    path: Path
-    sha256: str
-    size: int
-    drifted: bool = False          # the server's copy changed since the last complete download
-
-    def read_bytes(self) -> bytes:
-        return self.path.read_bytes()
-
-
-@dataclass
 class _Received:
     """One HTTP exchange's outcome: a body candidate on disk, or 304."""
 
@@ -83,42 +64,6 @@ class _Received:
     etag: str | None
     last_modified: str | None
     total_length: int | None
-
-
-def verify(path: Path, *, magic: bytes | None = PDF_MAGIC, expected_size: int | None = None,
-           expected_sha256: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[str, str | None]:
-    """(state, reason) of a downloaded file: complete only when every check passes."""
-    size = path.stat().st_size if path.exists() else 0
-    if not path.exists():
-        return "missing", "no file"
-    if size == 0:
-        return "empty", "0 bytes"
-    if size > max_bytes:
-        return "oversized", f"{size} bytes exceeds the {max_bytes}-byte limit"
-    if expected_size is not None and size < expected_size:
-        return "partial", f"{size} of {expected_size} bytes"
-    if expected_size is not None and size > expected_size:
-        return "oversized", f"{size} bytes but Content-Length said {expected_size}"
-    with open(path, "rb") as handle:
-        head = handle.read(1024)
-        handle.seek(max(0, size - 2048))
-        tail = handle.read()
-    if magic and not head.lstrip()[: len(magic)] == magic:
-        kind = "an HTML page" if b"<html" in head.lower() or b"<!doctype" in head.lower() else "not the expected type"
-        return "corrupt", f"magic bytes {head[:8]!r}: {kind}"
-    if magic == PDF_MAGIC and b"%%EOF" not in tail:
-        return "corrupt", "PDF has no %%EOF trailer (cut off)"
-    if expected_sha256 and sha256_of(path) != expected_sha256:
-        return "corrupt", "checksum mismatch"
-    return "complete", None
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class Artifacts:
@@ -348,7 +293,7 @@ class Artifacts:
         if response.status_code == 304:
             _discard(segment)
             return _Received(304, None, etag, last_modified, None)
-        total = _declared_total(response)
+        total = declared_total(response)
         if segment == partial:   # written in place (see `_write_in_place`)
             row = self.manifest(key) or {}
             return _Received(response.status_code, partial, etag or row.get("etag"),
@@ -377,11 +322,11 @@ class Artifacts:
         self._save(key, url=url, state="partial", error="download in progress",
                    etag=etag or (row.get("etag") if resumed else None),
                    last_modified=response.headers.get("last-modified") or (row.get("last_modified") if resumed else None),
-                   content_length=_declared_total(response) or (row.get("content_length") if resumed else None))
+                   content_length=declared_total(response) or (row.get("content_length") if resumed else None))
         return True
 
     def _range_fits(self, response: httpx.Response, have: int, row: dict | None) -> bool:
-        match = _CONTENT_RANGE_RE.match(response.headers.get("content-range", "").strip())
+        match = CONTENT_RANGE_RE.match(response.headers.get("content-range", "").strip())
         if not match or row is None or int(match[1]) != have:
             return False
         total = None if match[3] == "*" else int(match[3])
@@ -403,7 +348,7 @@ class Artifacts:
         self._save(key, url=url, state="partial", error="connection broke mid-body",
                    etag=response.headers.get("etag") or (self.manifest(key) or {}).get("etag"),
                    last_modified=response.headers.get("last-modified") or (self.manifest(key) or {}).get("last_modified"),
-                   content_length=_declared_total(response))
+                   content_length=declared_total(response))
         log.warning("artifact %s: body broke off after %d bytes; will resume", key, partial.stat().st_size)
 
     def _bump_attempts(self, key: str) -> None:
@@ -422,23 +367,10 @@ class _RangeRefused(CrawlerError):
     kind = "range_refused"   # internal: the server ignored Range; never escapes this module
 
 
-def _declared_total(response: httpx.Response) -> int | None:
-    """Full size of the document the response belongs to (Content-Range total or Content-Length)."""
-    match = _CONTENT_RANGE_RE.match(response.headers.get("content-range", "").strip())
-    if response.status_code == 206 and match and match[3] != "*":
-        return int(match[3])
-    length = response.headers.get("content-length")
-    if response.status_code == 200 and length and length.isdigit() and not response.headers.get("content-encoding"):
-        return int(length)
-    return None
-
-
 def _discard(path: Path | None) -> None:
     if path is not None:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-
-
 
 
 class Documents:

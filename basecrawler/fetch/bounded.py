@@ -6,26 +6,18 @@
   inflates gzip/deflate itself, at most `DECODED_STEP` bytes per step, so a bomb never holds
   more than one step in memory; it raises TooLarge / TooSlow the moment a bound is passed,
   never after reading the body whole.
-- `DeadlineBackend`: the network backend of the client's own transport. Every socket read,
-  write and connect of a thread is capped at that thread's deadline, so headers dribbled one
-  byte at a time are bounded too; `abort()` shuts every open socket down, which wakes a read
-  blocked in any thread at once (a stop request).
+- the socket side (a total deadline on every socket operation, a stop that shuts sockets
+  down) is the client's transport: transport.py.
 
 Encodings other than gzip and deflate are never asked for (`ACCEPT_ENCODING`), and a body sent
 with one anyway is refused: a brotli or zstd bomb is never inflated.
 """
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
 import time
-import weakref
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator
-
-import httpcore
 
 from basecrawler.errors import Interrupted, TooLarge, TooSlow, UnexpectedContent
 
@@ -172,92 +164,4 @@ def decoder_for(content_encoding: str, *, url: str | None = None):
                             "body refused unread", url=url)
 
 
-# ---- the network backend: deadlines per thread, abort for all -------------------------------
-class DeadlineBackend(httpcore.NetworkBackend):
-    def __init__(self, inner: httpcore.NetworkBackend | None = None):
-        self.inner = inner or httpcore.SyncBackend()
-        self._local = threading.local()
-        self._sockets: weakref.WeakSet = weakref.WeakSet()
-        self.aborted = False
-
-    @contextlib.contextmanager
-    def deadline(self, until: float):
-        """Every socket operation of this thread inside the block ends by `until` (monotonic)."""
-        previous = getattr(self._local, "until", None)
-        self._local.until = until
-        try:
-            yield
-        finally:
-            self._local.until = previous
-
-    def cap(self, timeout: float | None, error=httpcore.ReadTimeout) -> float | None:
-        if self.aborted:
-            raise httpcore.ReadError("stopped")
-        until = getattr(self._local, "until", None)
-        if until is None:
-            return timeout
-        remaining = until - time.monotonic()
-        if remaining <= 0:
-            raise error("request deadline passed")
-        return remaining if timeout is None else min(timeout, remaining)
-
-    def abort(self) -> None:
-        """Shut every open socket down: a blocked read returns at once (end of stream), and
-        no new connection is made. Safe inside a signal handler: no lock is taken."""
-        self.aborted = True
-        for _ in range(3):   # another thread adding a socket meanwhile: try the copy again
-            try:
-                sockets = list(self._sockets)
-                break
-            except RuntimeError:
-                continue
-        else:
-            sockets = []
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def track(self, stream):
-        """A stream read under this backend's deadlines, its socket shut down on a stop."""
-        sock = stream.get_extra_info("socket")
-        if sock is not None:
-            self._sockets.add(sock)
-        return _DeadlineStream(stream, self)
-
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        timeout = self.cap(timeout, httpcore.ConnectTimeout)
-        return self.track(self.inner.connect_tcp(host, port, timeout=timeout, local_address=local_address,
-                                                  socket_options=socket_options))
-
-    def connect_unix_socket(self, path, timeout=None, socket_options=None):
-        timeout = self.cap(timeout, httpcore.ConnectTimeout)
-        return self.track(self.inner.connect_unix_socket(path, timeout=timeout, socket_options=socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self.inner.sleep(seconds)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    def __init__(self, inner, backend: DeadlineBackend):
-        self.inner = inner
-        self.backend = backend
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self.inner.read(max_bytes, self.backend.cap(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self.inner.write(buffer, self.backend.cap(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
-        tls = self.inner.start_tls(ssl_context, server_hostname=server_hostname,
-                                   timeout=self.backend.cap(timeout, httpcore.ConnectTimeout))
-        return self.backend.track(tls)   # the TLS socket replaces the plain one (detached)
-
-    def get_extra_info(self, info: str):
-        return self.inner.get_extra_info(info)
-
-
-__all__ = ["Limits", "iter_decoded", "decoder_for", "DeadlineBackend", "ACCEPT_ENCODING"]
+__all__ = ["Limits", "iter_decoded", "decoder_for", "ACCEPT_ENCODING"]

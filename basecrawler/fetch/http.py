@@ -1,9 +1,8 @@
 """`self.http`: one HTTP client per run with the shared policy of every source.
 
-- per-host politeness shared by all threads: a request rate, a concurrency cap, and pauses
-  (429 Retry-After, 403 block pages) during which nothing at all is sent to that host;
-- failures classified by the pure `classify()` into the kinds of `errors.py` (its status table
-  is built from the `statuses` each FetchError class declares), each handled its own way;
+- the policy in layers (policy.py joins them): per-host politeness shared by all threads
+  (hosts.py), what an outcome means (classify.py, pure), what to do next — retry, pause the
+  host, give up — (decide.py, pure), and the exchange itself (this module, transport.py);
 - conditional requests (ETag / Last-Modified) with 304 served from the raw archive;
 - every body archived by sha256, and `--record` / `--replay` for offline runs;
 - every body bounded while it streams (bounded.py): size on the wire and decoded, the
@@ -15,193 +14,37 @@
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import hashlib
 import json
 import logging
 import os
-import random
-import socket
 import tempfile
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlsplit
 
 import httpx
 
 from basecrawler.fetch import partials
 from basecrawler.fetch.archive import Archive
-from basecrawler.fetch.bounded import ACCEPT_ENCODING, DeadlineBackend, Limits, iter_decoded
+from basecrawler.fetch.bounded import ACCEPT_ENCODING, Limits, iter_decoded
+from basecrawler.fetch.bodies import Download, FileStream, decoded_headers
+# classify, parse_retry_after, HostThrottle, host_allowed and host_key are also re-exported:
+# this module was their home before the policy's layers.
+from basecrawler.fetch.classify import classify, has_credentials, parse_retry_after
+from basecrawler.fetch.decide import Budget
+from basecrawler.fetch.hosts import HostThrottle, HostThrottles, host_allowed, host_key
+from basecrawler.fetch.policy import Policy, Stats
+from basecrawler.fetch.revalidate import archive_body, conditional_headers, copy_stored, record, stored_response
+from basecrawler.fetch.transport import DeadlineBackend, DeadlineTransport
 from basecrawler.config import Settings
 from basecrawler.fetch.partials import partial_prefix, sweep_partial_downloads  # re-exported: their home before partials.py
 from basecrawler.pipeline.stopping import add_stop_hook
 from basecrawler.formats.textcodec import Undecodable, decode_text
-from basecrawler.errors import (Blocked, CredentialsRejected, FetchError, ForeignHost, Interrupted, RateLimited, RedirectLoop,
-                     ReplayMiss, TooLarge, TooSlow, Transient, UnexpectedContent, subclasses)
+from basecrawler.errors import FetchError, ForeignHost, Interrupted, TooLarge, TooSlow, UnexpectedContent
 
 log = logging.getLogger(__name__)
-
-RATE_LIMIT_RETRIES = 8          # 429s tolerated per request (each pauses the host)
-UNREACHABLE_RETRIES = 1         # name resolution failed / connection refused: retried once
-UNREACHABLE_WAIT_S = 1.0
-# A request carrying one of these headers has credentials: a 401 then means "rejected", not
-# "blocked", and is never retried.
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-app-token", "x-api-key", "api-key"})
-BLOCK_MARKERS = (b"access denied", b"request blocked", b"forbidden", b"captcha", b"cloudflare", b"incapsula")
-
-
-def _classification_table() -> tuple[dict[str, type[FetchError]], dict[tuple[int, bool], type[FetchError]]]:
-    """(kind → class, (status, has credentials) → class), read from the `statuses` the
-    FetchError subclasses declare (errors.py): the classes are the only place a status is
-    given a meaning. A class marked `with_credentials` claims its statuses only for requests
-    with credentials, and wins there."""
-    by_kind: dict[str, type[FetchError]] = {}
-    by_status: dict[tuple[int, bool], type[FetchError]] = {}
-    for cls in sorted(subclasses(FetchError), key=lambda c: not c.with_credentials):
-        by_kind.setdefault(cls.kind, cls)   # a subclass inheriting its parent's kind never shadows it
-        for status in cls.statuses:
-            for credentials in ((True,) if cls.with_credentials else (False, True)):
-                by_status.setdefault((status, credentials), cls)
-    return by_kind, by_status
-
-
-_BY_KIND, _BY_STATUS = _classification_table()
-
-
-def classify(status: int | None, *, body: bytes = b"", content_type: str = "", expect: str | None = None,
-             has_credentials: bool = False, network_error: bool = False) -> str | None:
-    """What a response (or a network failure) means; None when it is a usable answer.
-
-    Pure: no I/O, no state. `expect` is what the caller asked for: "json", "xml", "html",
-    "text", "bytes", "pdf" or None (anything).
-    """
-    if network_error:
-        return Transient.kind
-    by_status = _BY_STATUS.get((status, has_credentials)) if status is not None else None
-    if by_status is not None:
-        return by_status.kind
-    if status == 304:
-        return None
-    if status is None or status >= 400 or status < 200:
-        return UnexpectedContent.kind
-    if expect in (None, "bytes"):
-        return None
-    stripped = body.lstrip()
-    if stripped.startswith(b"\xef\xbb\xbf"):   # a UTF-8 BOM is not content (textcodec drops it)
-        stripped = stripped[3:].lstrip()
-    unexpected = UnexpectedContent.kind
-    if not stripped:
-        return unexpected
-    ctype = (content_type or "").lower()
-    head = stripped[:512].lower()
-    looks_html = head.startswith(b"<!doctype html") or head.startswith(b"<html") or b"<html" in head[:256]
-    if expect == "json":
-        if looks_html or stripped[:1] not in (b"{", b"[", b'"') and not stripped[:1].isdigit():
-            return unexpected
-        return None
-    if expect == "xml":
-        return unexpected if looks_html and "xml" not in ctype else None
-    if expect == "pdf":
-        return None if stripped.startswith(b"%PDF") else unexpected
-    return None
-
-
-def parse_retry_after(value: str | None, now: float) -> float | None:
-    """Seconds to wait from a Retry-After header (delta seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def host_key(url: str) -> str:
-    """"host" for a URL on its scheme's default port (or with no port), else "host:port"."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    port = parts.port
-    if port is None or port == _DEFAULT_PORTS.get(parts.scheme):
-        return host
-    return f"{host}:{port}"
-
-
-def host_allowed(url: str, allowed: set[str] | frozenset[str] | None) -> bool:
-    """Whether a request to `url` stays on the allowed hosts (None: no restriction). A host
-    allowed without a port is allowed on the default ports only: a different port on the same
-    machine is another server."""
-    if allowed is None:
-        return True
-    parts = urlsplit(str(url))
-    if parts.scheme not in _DEFAULT_PORTS:
-        return False
-    return host_key(str(url)) in allowed
-
-
-class HostThrottle:
-    """Rate, concurrency and pauses for one host, shared by every thread of the client."""
-
-    def __init__(self, rate_per_s: float, concurrency: int, clock, sleep):
-        self.interval = 1.0 / rate_per_s if rate_per_s and rate_per_s > 0 else 0.0
-        self.slots = threading.BoundedSemaphore(max(1, concurrency))
-        self.lock = threading.Lock()
-        self.next_slot = 0.0
-        self.paused_until = 0.0
-        self.clock = clock
-        self.sleep = sleep
-
-    def pause(self, seconds: float) -> None:
-        with self.lock:
-            self.paused_until = max(self.paused_until, self.clock() + seconds)
-
-    @contextlib.contextmanager
-    def turn(self):
-        """Wait for a concurrency slot, the end of any pause, and the next rate slot."""
-        self.slots.acquire()
-        try:
-            while True:
-                with self.lock:
-                    now = self.clock()
-                    start = max(now, self.next_slot, self.paused_until)
-                    if start <= now:
-                        self.next_slot = now + self.interval
-                        break
-                    # Reserve nothing while waiting: a pause set meanwhile must still apply.
-                    wait = start - now
-                self.sleep(min(wait, 1.0))
-            yield
-        finally:
-            self.slots.release()
-
-
-@dataclass
-class Download:
-    """A streamed body written to a temp file (see `HttpClient.download_to_file`). Used as a
-    context manager it owns that file: `with self.http.download_to_file(url) as download:`
-    removes it when the block ends, however it ends."""
-    path: Path
-    sha256: str
-    size: int
-    response: httpx.Response
-
-    def __enter__(self) -> "Download":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.path.unlink(missing_ok=True)
 
 
 class HttpClient:
@@ -217,29 +60,22 @@ class HttpClient:
         self.allowed_hosts = frozenset(allowed_hosts) if allowed_hosts is not None else None
         self.clock = clock or time.time
         self.sleep = sleep or time.sleep
-        self.rate_per_s = rate_per_s or self.settings.rate_per_s
-        self.concurrency = concurrency or self.settings.concurrency
         env_rate = self.settings.source_setting(source, "rate") if source else None
-        if env_rate:
-            self.rate_per_s = float(env_rate)
+        self._throttles = HostThrottles(float(env_rate) if env_rate else rate_per_s or self.settings.rate_per_s,
+                                        concurrency or self.settings.concurrency, self.clock, self.sleep)
         self.archive = archive or (Archive(store, enabled=self.settings.archive_enabled) if store is not None else None)
         if transport is None and self.settings.replay_dir:
             from basecrawler.fetch.replay import ReplayTransport
             transport = ReplayTransport(self.settings.replay_dir)
             # Replay reads files: there is no host to be polite to, so no request spacing.
             self.rate_per_s = 0.0
-        # Our own transport reads through a DeadlineBackend: per-thread deadlines on every
-        # socket operation, and sockets a stop request can shut down (injected transports —
-        # tests, replay — have no sockets; their bodies are still bounded by iter_decoded).
+        # Our own transport reads through a DeadlineBackend (transport.py): per-thread deadlines
+        # on every socket operation, and sockets a stop request can shut down. Injected
+        # transports (tests, replay) have no sockets; their bodies are still bounded.
         self._backend: DeadlineBackend | None = None
         if transport is None:
-            transport = httpx.HTTPTransport()
-            pool = getattr(transport, "_pool", None)   # httpx has no public way to pass a network backend
-            if pool is not None and hasattr(pool, "_network_backend"):
-                self._backend = DeadlineBackend(pool._network_backend)
-                pool._network_backend = self._backend
-            else:  # a future httpx: bodies stay bounded between reads, a stop waits for the read timeout
-                log.warning("httpx internals changed: per-read deadlines and stop-on-signal are degraded")
+            transport = DeadlineTransport()
+            self._backend = transport.backend
         if self.settings.record_dir:
             from basecrawler.fetch.replay import RecordingTransport
             transport = RecordingTransport(transport, self.settings.record_dir)
@@ -250,13 +86,30 @@ class HttpClient:
             # Every request, redirects included, is checked before it is sent.
             event_hooks={"request": [self._check_host]},
         )
-        self._throttles: dict[str, HostThrottle] = {}
-        self._throttles_lock = threading.Lock()
-        self._stats: Counter = Counter()
-        self._stats_lock = threading.Lock()
+        self._stats = Stats()
         self._local = threading.local()
         self.credentials_configured = False
+        self._policy = Policy(budget=Budget.from_settings(self.settings), throttles=self._throttles, stats=self._stats,
+                              clock=self.clock, sleep=self.sleep, stopped=self._stopped, credentials=self._credentials,
+                              keep_refused=lambda url, response, body: archive_body(self.archive, url, response, body))
         add_stop_hook(stop, self.abort)
+
+    @property
+    def rate_per_s(self) -> float:
+        """Requests per second to each host (0: no spacing); set it before the first request."""
+        return self._throttles.rate_per_s
+
+    @rate_per_s.setter
+    def rate_per_s(self, value: float) -> None:
+        self._throttles.rate_per_s = value
+
+    @property
+    def concurrency(self) -> int:
+        return self._throttles.concurrency
+
+    def _credentials(self) -> bool:
+        """Whether the client itself sends credentials (a token header, or a source's say-so)."""
+        return self.credentials_configured or has_credentials(self._client.headers)
 
     def _limits(self, label: str) -> Limits:
         bound = lambda name: self.settings.bound(self.source, name)  # noqa: E731
@@ -307,7 +160,7 @@ class HttpClient:
         try:
             with open(download.path, "rb") as handle:
                 # The file holds the decoded body: no Content-Encoding may make httpx inflate it again.
-                response = httpx.Response(200, headers=_decoded_headers(download.response), stream=_FileStream(handle),
+                response = httpx.Response(200, headers=decoded_headers(download.response), stream=FileStream(handle),
                                           request=download.response.request)
                 yield response
         finally:
@@ -320,7 +173,7 @@ class HttpClient:
         A copy a killed or stopped process left of the same URL is resumed with Range when the
         server allows it (see partials.py)."""
         attempt_headers = dict(headers or {})
-        cached = self._conditional_headers(url, attempt_headers) if conditional else None
+        cached = conditional_headers(self.archive, url, attempt_headers) if conditional else None
         tmp_dir = directory or (self.archive.root.parent / "tmp" if self.archive else Path(tempfile.gettempdir()))
         tmp_dir.mkdir(parents=True, exist_ok=True)
         limit = self.limits["download"]
@@ -367,7 +220,7 @@ class HttpClient:
         for _ in range(2):
             try:
                 response, path, sha, size = self._with_policy("GET", url, send, expect=None,
-                                                              credentials=_has_credentials(attempt_headers))
+                                                              credentials=has_credentials(attempt_headers))
                 break
             except partials.RangeMismatch as exc:
                 log.warning("%s; downloading it whole", exc)
@@ -378,24 +231,23 @@ class HttpClient:
         if response.status_code == 304:
             path.unlink()
             self._count("not_modified")
-            fd, name = tempfile.mkstemp(dir=tmp_dir, prefix=partial_prefix(url), suffix=".part")
-            with os.fdopen(fd, "wb") as out, self.archive.open(cached["sha256"]) as src:
-                import shutil
-                shutil.copyfileobj(src, out, 1 << 20)
+            copy = copy_stored(self.archive, cached, tmp_dir, partial_prefix(url))
             self._received(url, cached["sha256"])
-            return Download(Path(name), cached["sha256"], os.path.getsize(name), response)
+            return Download(copy, cached["sha256"], copy.stat().st_size, response)
         if self.archive:
             self.archive.put_file(path, sha)
-            self._record(url, response, sha, size)
+            record(self.archive, url, response, sha, size)
         self._received(url, sha)
         return Download(path, sha, size, response)
 
-    def with_policy(self, url: str, send, *, method: str = "GET", expect: str | None = None):
+    def with_policy(self, url: str, send, *, method: str = "GET", expect: str | None = None,
+                    deadline: float | None = None):
         """Run a caller-built exchange under the full policy (throttle, classification,
         retries, pauses). `send()` returns an httpx.Response, or a tuple whose first item is
         one; it is called again for each retry. For downloads that manage their own bytes,
-        e.g. Range resumption in `artifacts.py`."""
-        return self._with_policy(method, url, send, expect=expect)
+        e.g. Range resumption in `artifacts.py`. `deadline` (the client's clock): give up
+        rather than wait past it for a retry."""
+        return self._with_policy(method, url, send, expect=expect, deadline=deadline)
 
     def open_stream(self, url: str, *, headers: dict | None = None, method: str = "GET"):
         """A streaming exchange (context manager) with the client's headers, timeouts and the
@@ -433,8 +285,7 @@ class HttpClient:
         return getattr(self._local, "last_sha256", None)
 
     def stats(self) -> dict:
-        with self._stats_lock:
-            return dict(sorted(self._stats.items()))
+        return self._stats.snapshot()
 
     def close(self) -> None:
         if self._stop is not None and hasattr(self._stop, "remove_hook"):
@@ -472,7 +323,7 @@ class HttpClient:
         body = bytearray()
         for piece in self.iter_body(response, "document"):
             body += piece
-        return httpx.Response(response.status_code, headers=_decoded_headers(response), content=bytes(body),
+        return httpx.Response(response.status_code, headers=decoded_headers(response), content=bytes(body),
                               request=response.request)
 
     def _keep_refused(self, exc: FetchError, response: httpx.Response) -> None:
@@ -480,18 +331,9 @@ class HttpClient:
         if self.archive is None or not exc.body:
             return
         exc.response_sha256 = self.archive.put_bytes(exc.body)
-        self._record(str(response.request.url), response, exc.response_sha256, len(exc.body))
+        record(self.archive, str(response.request.url), response, exc.response_sha256, len(exc.body))
 
     # ---- internals --------------------------------------------------------------------
-    def _throttle(self, url: str) -> HostThrottle:
-        host = urlsplit(url).netloc.lower()
-        with self._throttles_lock:
-            throttle = self._throttles.get(host)
-            if throttle is None:
-                throttle = HostThrottle(self.rate_per_s, self.concurrency, self.clock, self.sleep)
-                self._throttles[host] = throttle
-            return throttle
-
     def _check_host(self, request: httpx.Request) -> None:
         self._ensure_allowed(str(request.url))
 
@@ -501,204 +343,35 @@ class HttpClient:
             raise ForeignHost(f"{host_key(url) or url} is not one of the source's hosts "
                               f"({', '.join(sorted(self.allowed_hosts or ())) or 'none'}); not requested: {url}", url=url)
 
-    def _count(self, key: str, n: int = 1) -> None:
-        with self._stats_lock:
-            self._stats[key] += n
-
-    def _conditional_headers(self, url: str, headers: dict) -> dict | None:
-        if not self.archive:
-            return None
-        cached = self.archive.validators_for(url)
-        if cached:
-            if cached.get("etag"):
-                headers.setdefault("If-None-Match", cached["etag"])
-            if cached.get("last_modified"):
-                headers.setdefault("If-Modified-Since", cached["last_modified"])
-        return cached
-
-    def _record(self, url: str, response: httpx.Response, sha: str | None, size: int | None) -> None:
-        if self.archive is None:
-            return
-        self.archive.record(
-            url=url, method=response.request.method if response.request else "GET", status=response.status_code,
-            content_type=response.headers.get("content-type"), etag=response.headers.get("etag"),
-            last_modified=response.headers.get("last-modified"), sha256=sha, size=size,
-        )
+    def _count(self, key: str) -> None:
+        self._stats.count(key)
 
     def _request(self, method: str, url: str, *, expect: str | None, conditional: bool, **kwargs) -> httpx.Response:
         headers = dict(kwargs.pop("headers", None) or {})
-        cached = self._conditional_headers(url, headers) if conditional and method == "GET" else None
+        cached = conditional_headers(self.archive, url, headers) if conditional and method == "GET" else None
 
         def send():
             with self._open(method, url, headers=headers, **kwargs) as response:
                 return self.read_whole(response)
 
-        response = self._with_policy(method, url, send, expect=expect, credentials=_has_credentials(headers))
+        response = self._with_policy(method, url, send, expect=expect, credentials=has_credentials(headers))
         if response.status_code == 304 and not cached:
             raise UnexpectedContent(f"304 Not Modified but no stored copy to reuse: {method} {url}", url=url, status=304)
         if response.status_code == 304:
             self._count("not_modified")
-            body = self.archive.get_bytes(cached["sha256"])
             self._received(url, cached["sha256"])
-            stored_headers = {"content-type": cached.get("content_type") or "application/octet-stream"}
-            if cached.get("etag"):
-                stored_headers["etag"] = cached["etag"]
-            replayed = httpx.Response(200, headers=stored_headers, content=body, request=response.request)
-            replayed.extensions["from_archive"] = True
-            return replayed
+            return stored_response(self.archive, cached, response.request)
         sha = None
         if self.archive and response.content is not None:
-            sha = self.archive.put_bytes(response.content)
-            self._record(url, response, sha, len(response.content))
+            sha = archive_body(self.archive, url, response, response.content)
         self._received(url, sha)
         return response
 
-    def _with_policy(self, method: str, url: str, send, *, expect: str | None, credentials: bool = False):
-        """Send through the host throttle; classify; retry / pause / raise per the table."""
+    def _with_policy(self, method: str, url: str, send, *, expect: str | None, credentials: bool = False,
+                     deadline: float | None = None):
         self._ensure_allowed(url)  # before any throttle wait, retry or archive entry
-        throttle = self._throttle(url)
-        transient_attempts = rate_limited_attempts = blocked_attempts = 0
-        while True:
-            error_kind, response, network_exc = None, None, None
-            if self._stopped():
-                raise Interrupted()
-            with throttle.turn():
-                self._count("requests")
-                try:
-                    result = send()
-                except (ReplayMiss, FetchError, Interrupted):
-                    raise   # classified already (too_large, too_slow, a foreign host, a refused encoding…)
-                except httpx.TooManyRedirects as exc:
-                    self._count("failed/too_many_redirects")
-                    raise RedirectLoop(f"too many redirects ({exc}): {method} {url}", url=url) from None
-                except httpx.HTTPError as exc:
-                    if self._stopped():   # the stop hook shut the socket down under this read
-                        raise Interrupted() from None
-                    if not isinstance(exc, (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)):
-                        # Not a network blip (a protocol violation, an unsupported scheme…): retrying repeats it.
-                        self._count("failed/unexpected")
-                        raise UnexpectedContent(f"{type(exc).__name__}: {exc}: {method} {url}", url=url) from None
-                    network_exc = exc
-                    error_kind = Transient.kind
-                    result = None
-            if result is not None:
-                response = result[0] if isinstance(result, tuple) else result
-                body = _content(response) if _content(response) is not None else _peek_file(result[1])
-                error_kind = classify(
-                    response.status_code, body=body, content_type=response.headers.get("content-type", ""),
-                    expect=expect, has_credentials=credentials or self.credentials_configured
-                    or _has_credentials(self._client.headers),
-                )
-                if error_kind is None:
-                    self._count(f"status/{response.status_code}")
-                    return result
-                if isinstance(result, tuple):  # a streamed body we will not use
-                    with contextlib.suppress(FileNotFoundError):
-                        result[1].unlink()
-            status = response.status_code if response is not None else None
-            body = (_content(response) or b"") if response is not None else b""
-            where = f"{method} {url}" + (f" → {status}" if status else f" → {type(network_exc).__name__}")
-            if error_kind == RateLimited.kind:
-                rate_limited_attempts += 1
-                self._count("retries/rate_limited")
-                wait = parse_retry_after(response.headers.get("retry-after"), self.clock())
-                if wait is None:
-                    wait = self._backoff(rate_limited_attempts)
-                throttle.pause(wait)
-                self._count("pauses")
-                log.warning("%s: 429, pausing host for %.1fs", where, wait)
-                if rate_limited_attempts > RATE_LIMIT_RETRIES:
-                    raise RateLimited(f"still rate limited after {RATE_LIMIT_RETRIES} pauses: {where}", url=url, status=status)
-                continue
-            if error_kind == Transient.kind:
-                transient_attempts += 1
-                # A host that cannot be resolved or refuses connections (offline, wrong name) will
-                # not come back within a back-off ladder: one quick retry, then give up.
-                unreachable = network_exc is not None and _unreachable(network_exc)
-                retries = UNREACHABLE_RETRIES if unreachable else self.settings.max_retries
-                if transient_attempts > retries:
-                    self._count("gave_up/unreachable" if unreachable else "gave_up/transient")
-                    raise Transient(f"{'host unreachable' if unreachable else 'gave up'} after {retries} "
-                                    f"{'retry' if retries == 1 else 'retries'}: {where}"
-                                    + (f" ({network_exc})" if network_exc else ""), url=url, status=status)
-                self._count("retries/transient")
-                wait = min(UNREACHABLE_WAIT_S, self._backoff(1)) if unreachable else self._backoff(transient_attempts)
-                log.warning("%s: %s, retry %d/%d in %.1fs", where, "host unreachable" if unreachable
-                            else "transient failure", transient_attempts, retries, wait)
-                self.sleep(wait)
-                continue
-            if error_kind == Blocked.kind:
-                blocked_attempts += 1
-                self._count("blocked")
-                if blocked_attempts > self.settings.blocked_budget:
-                    raise Blocked(f"blocked by the server ({status}) after {blocked_attempts} tries: {where}; "
-                                  "check the User-Agent / app token or slow the source down", url=url, status=status, body=body)
-                wait = parse_retry_after(response.headers.get("retry-after"), self.clock()) or self._backoff(blocked_attempts + 2)
-                throttle.pause(wait)
-                self._count("pauses")
-                log.warning("%s: blocked, pausing host for %.1fs", where, wait)
-                continue
-            self._count(f"failed/{error_kind}")
-            sha = self.archive.put_bytes(body) if self.archive and body else None
-            if sha:
-                self._record(url, response, sha, len(body))
-            exc_class = _BY_KIND[error_kind]
-            detail = {
-                UnexpectedContent.kind: f"unexpected content (expected {expect or 'a usable body'})",
-                CredentialsRejected.kind: "credentials rejected — check the configured key or token (not retried)",
-            }.get(error_kind, error_kind)
-            raise exc_class(f"{detail}: {where}", url=url, status=status, body=body, response_sha256=sha)
-
-    def _backoff(self, attempt: int) -> float:
-        base = self.settings.backoff_base_s * (2 ** (attempt - 1))
-        return min(self.settings.backoff_cap_s, base) * (0.5 + random.random() / 2)
+        return self._policy.run(method, url, send, expect=expect, credentials=credentials, deadline=deadline)
 
 
-def _unreachable(exc: BaseException) -> bool:
-    """Name resolution failed or the connection was refused: httpx.ConnectError wrapping a
-    socket.gaierror / ConnectionRefusedError somewhere down its cause chain."""
-    if not isinstance(exc, httpx.ConnectError):
-        return False
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, (socket.gaierror, ConnectionRefusedError)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def _decoded_headers(response: httpx.Response) -> list[tuple[str, str]]:
-    """Headers for the decoded body: without the encoding and length of what came on the wire."""
-    return [(k, v) for k, v in response.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-
-
-def _has_credentials(headers) -> bool:
-    return any(str(name).lower() in CREDENTIAL_HEADERS for name in (headers or {}))
-
-
-class _FileStream(httpx.SyncByteStream):
-    def __init__(self, handle):
-        self.handle = handle
-
-    def __iter__(self):
-        while chunk := self.handle.read(1 << 16):
-            yield chunk
-
-
-def _content(response: httpx.Response) -> bytes | None:
-    """The body held in memory, None for a body streamed to a file."""
-    try:
-        return response.content
-    except httpx.ResponseNotRead:
-        return None
-
-
-def _peek_file(path: Path, size: int = 1024) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(size)
-
-
-__all__ = ["HttpClient", "HostThrottle", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
+__all__ = ["HttpClient", "HostThrottle", "HostThrottles", "classify", "parse_retry_after", "Download", "FetchError", "host_key",
            "host_allowed", "partial_prefix", "sweep_partial_downloads"]

@@ -15,16 +15,27 @@ from __future__ import annotations
 import datetime as dt
 from typing import Callable
 
-# Reader-visible strings of this module, Korean first with English beside (one place, for the catalogue).
-MESSAGES = {
-    "lost": "{d1} ~ {d2} 사이에 게시된 기록은 영구히 유실되었을 수 있습니다 / records published between {d1} and {d2} "
-            "may be lost for good (the {source} list keeps {days} days; last successful run {last})",
-    "gap": "{d1} ~ {d2} 구간은 수집되지 않았습니다 / nothing was collected between {d1} and {d2} "
-           "(runs more than {days} days apart)",
-    "never": "성공한 수집이 없습니다 / never collected: the {source} list keeps only {days} days",
-    "covered": "{d1} ~ {d2} 수집됨 / covered {d1} to {d2} ({days}-day window)",
-    "fix": "run it now: basecrawler run --source {source}; schedule it daily (README, Daily use)",
-}
+
+
+def message(kind: str, lang: str | None = None, **values) -> str:
+    """The reader-visible lines of this module, in one place, through the catalogue
+    (basecrawler/i18n): `lang` None is the reader's language, "en" the operator's."""
+    from basecrawler.i18n import gettext as _
+
+    texts = {
+        "lost": lambda: _("records published between %(d1)s and %(d2)s may be lost for good (the %(source)s list "
+                          "keeps %(days)s days; last successful run %(last)s)", lang, **values),
+        "gap": lambda: _("nothing was collected between %(d1)s and %(d2)s (runs more than %(days)s days apart)",
+                         lang, **values),
+        "never": lambda: _("never collected: the %(source)s list keeps only %(days)s days", lang, **values),
+        "covered": lambda: _("covered %(d1)s to %(d2)s (%(days)s-day window)", lang, **values),
+        "fix": lambda: _("run it now: basecrawler run --source %(source)s; schedule it daily (README, Daily use)",
+                         lang, **values),
+        "LOST": lambda: _("LOST", lang),
+    }
+    return texts[kind]()
+
+
 # Runs looked at for gaps: a year and more of daily runs, bounded whatever the history.
 MAX_RUNS = 500
 
@@ -64,29 +75,40 @@ def coverage(query: Query, source_id: str, days: int, now: dt.datetime) -> dict:
         if later - window > earlier:
             gaps.append({"from": earlier.date().isoformat(), "to": (later - window).date().isoformat(),
                          "days": (later - window - earlier).days})
-    report = {"window_days": days, "runs": runs[-30:], "gaps": gaps, "lost": None, "message": None,
-              "last_success": starts[-1].isoformat() if starts else None}
+    report = {"window_days": days, "runs": runs[-30:], "gaps": gaps, "lost": None, "covered": None,
+              "message": None, "last_success": starts[-1].isoformat() if starts else None, "source": source_id}
     if not starts:
-        report["message"] = MESSAGES["never"].format(source=source_id, days=days)
+        report["message"] = message("never", "en", source=source_id, days=days)
         return report
     last = starts[-1]
     if now - window > last:
-        lost = {"from": last.date().isoformat(), "to": (now - window).date().isoformat()}
-        report["lost"] = lost
-        report["message"] = MESSAGES["lost"].format(d1=lost["from"], d2=lost["to"], source=source_id, days=days,
-                                                    last=last.isoformat(timespec="minutes"))
+        report["lost"] = {"from": last.date().isoformat(), "to": (now - window).date().isoformat()}
     else:
         since = dt.datetime.fromisoformat(gaps[-1]["to"]).date() if gaps else (starts[0] - window).date()
-        report["message"] = MESSAGES["covered"].format(d1=since.isoformat(), d2=last.date().isoformat(), days=days)
+        report["covered"] = {"from": since.isoformat(), "to": last.date().isoformat()}
+    report["message"] = current_line(report, "en")
     return report
 
 
-def gap_lines(report: dict, source_id: str) -> list[str]:
-    """The lines `status` prints for a rolling-window source: the current loss first (marked
-    LOST), then the past gaps (newest first, at most five)."""
-    lines = [("LOST " if report.get("lost") else "") + report["message"]] if report.get("message") else []
+def current_line(report: dict, lang: str | None = None) -> str | None:
+    """The line of the source's current state: lost, covered, or never collected."""
+    source, days = report.get("source"), report["window_days"]
+    if report.get("lost"):
+        lost = report["lost"]
+        last = dt.datetime.fromisoformat(report["last_success"]).isoformat(timespec="minutes")
+        return message("lost", lang, d1=lost["from"], d2=lost["to"], source=source, days=days, last=last)
+    if report.get("covered"):
+        return message("covered", lang, d1=report["covered"]["from"], d2=report["covered"]["to"], days=days)
+    return message("never", lang, source=source, days=days) if report.get("last_success") is None else None
+
+
+def gap_lines(report: dict, source_id: str, lang: str | None = None) -> list[str]:
+    """The lines `status` prints for a rolling-window source, in `lang` (None: the reader's):
+    the current loss first (marked LOST), then the past gaps (newest first, at most five)."""
+    current = current_line({"source": source_id, **report}, lang)
+    lines = [(message("LOST", lang) + " " if report.get("lost") else "") + current] if current else []
     for gap in reversed(report.get("gaps", [])[-5:]):
-        lines.append(MESSAGES["gap"].format(d1=gap["from"], d2=gap["to"], days=report["window_days"]))
+        lines.append(message("gap", lang, d1=gap["from"], d2=gap["to"], days=report["window_days"]))
     return lines
 
 
@@ -101,13 +123,13 @@ def doctor_findings(query: Query | None, sources: dict, now: dt.datetime) -> lis
             continue
         name = f"source {source_id} coverage"
         if query is None:
-            findings.append({"name": name, "ok": True, "note": True, "fix": MESSAGES["fix"].format(source=source_id),
-                             "detail": MESSAGES["never"].format(source=source_id, days=days)})
+            findings.append({"name": name, "ok": True, "note": True, "fix": message("fix", "en", source=source_id),
+                             "detail": message("never", "en", source=source_id, days=days)})
             continue
         report = coverage(query, source_id, days, now)
         findings.append({"name": name, "ok": report["lost"] is None, "note": report["last_success"] is None,
-                         "detail": "; ".join(gap_lines(report, source_id)[:2]),
-                         "fix": MESSAGES["fix"].format(source=source_id)})
+                         "detail": "; ".join(gap_lines(report, source_id, "en")[:2]),
+                         "fix": message("fix", "en", source=source_id)})
     return findings
 
 
@@ -143,4 +165,4 @@ def doctor_checks(db_path: str, sources: dict, now: dt.datetime | None = None) -
             conn.close()
 
 
-__all__ = ["doctor_checks", "MESSAGES", "coverage", "doctor_findings", "gap_lines", "window_days"]
+__all__ = ["doctor_checks", "message", "current_line", "coverage", "doctor_findings", "gap_lines", "window_days"]

@@ -32,4 +32,17 @@ def translation_by_source(conn) -> dict[str, dict[str, int]]:
     return {source: dict(sorted(states.items())) for source, states in found.items()}
 
 
-__all__ = ["translation_by_source"]
+def copies_by_type_and_source(conn) -> dict[str, dict[str, int]]:
+    """{type: {source: records linked as another publisher's copy}} (store/groups.py): a
+    republished recall is one group, counted once, under its original publisher."""
+    from basecrawler.store import groups
+
+    found: dict[str, dict[str, int]] = {}
+    for record_type, source, n in conn.execute(
+            f'SELECT record_type, member_source, COUNT(DISTINCT member_id) FROM "{groups.TABLE}" '
+            'GROUP BY record_type, member_source').fetchall():
+        found.setdefault(record_type, {})[source] = n
+    return found
+
+
+__all__ = ["translation_by_source", "copies_by_type_and_source"]

@@ -28,23 +28,27 @@ from typing import Callable, Iterable, Iterator
 from basecrawler.reading.cellsafe import neutralise_row
 from basecrawler.recordtypes import RecordType
 from basecrawler.reading.search import BEST_TEXT, RecallFilter, iter_recalls
-from basecrawler.reading.xlsx import write_xlsx
+from basecrawler.reading.xlsx import header_of, write_xlsx
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("csv", "jsonl", "xlsx")
 
 def export_recalls(conn: sqlite3.Connection, filters: RecallFilter, fmt: str, output: str | Path,
-                   *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+                   *, limit: int | None = None, progress: Callable[[int], None] | None = None,
+                   lang: str = "en", csv_labels: bool = False) -> int:
     """Write every recall matching `filters` (newest first, at most `limit`) to `output`
-    ("-" = stdout for csv/jsonl). Returns the number of records written."""
+    ("-" = stdout for csv/jsonl). Returns the number of records written. `lang`: the language
+    of the XLSX headers (the declared labels); CSV and JSON Lines keep the column names, which
+    programs read, unless `csv_labels` asks for the declared labels in the CSV's header too."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
     record_type = filters.declaration()
     columns, rows = iter_recalls(conn, filters, limit=limit)
     rows = with_best_text(record_type, columns, rows)
     columns = [*columns, BEST_TEXT]
-    writers = {"csv": write_csv, "xlsx": lambda c, r, b: write_xlsx(c, r, b, record_type),
+    header = [header_of(record_type, c, lang) for c in columns] if csv_labels else None
+    writers = {"csv": (lambda c, r, b: write_csv(c, r, b, header=header)) if header else write_csv, "xlsx": lambda c, r, b: write_xlsx(c, r, b, record_type, lang),
                "jsonl": lambda c, r, b: write_jsonl(c, r, b, json_columns=_json_columns(record_type))}
     writer = writers[fmt]
     if str(output) == "-":
@@ -97,13 +101,13 @@ def _atomic_file(path: Path):
         raise
 
 
-def write_csv(columns: list[str], rows: Iterable[tuple], binary) -> int:
+def write_csv(columns: list[str], rows: Iterable[tuple], binary, *, header: list[str] | None = None) -> int:
     # utf-8-sig writes the BOM: without it Excel reads the file as the local code page and
     # shows Korean and Japanese as mojibake.
     text = io.TextIOWrapper(binary, encoding="utf-8-sig", newline="", write_through=False)
     try:
         writer = csv.writer(text)
-        writer.writerow(columns)
+        writer.writerow(neutralise_row(header) if header else columns)
         n = 0
         for row in rows:
             writer.writerow(neutralise_row(row))   # a spreadsheet opens it: no cell may be a formula

@@ -57,9 +57,31 @@ def is_internal(column: str) -> bool:
     return column in ("id", "input_hash") or column.startswith("translation_") or "claim" in column
 
 
-def layout(record_type: RecordType, columns: list[str]) -> list[Column]:
+def framework_labels(lang: str) -> dict[str, str]:
+    """FRAMEWORK_LABELS in `lang` through the catalogue (basecrawler/i18n)."""
+    from basecrawler.i18n import gettext as _
+
+    return {BEST_TEXT_COLUMN: _("Text shown (Korean when translated)", lang),
+            "translated_at": _("Translated (UTC)", lang), "first_seen_at": _("First seen (UTC)", lang),
+            "updated_at": _("Updated (UTC)", lang),
+            # The store's bookkeeping: never in the sheet (is_internal), named in a CSV with labels.
+            "translation_status": _("Translation status", lang), "translation_claimed_at": _("Translation claimed at", lang),
+            "translation_claimed_by": _("Translation claimed by", lang), "input_hash": _("Input hash", lang)}
+
+
+def header_of(record_type: RecordType, column: str, lang: str = "en", labels: dict | None = None) -> str:
+    """A column's header: its declared label (or the framework's), capitalised, in `lang`."""
+    from basecrawler.i18n import gettext
+
+    header = (labels if labels is not None else framework_labels(lang)).get(column) or record_type.label(column)
+    return gettext(header[:1].upper() + header[1:], lang)
+
+
+def layout(record_type: RecordType, columns: list[str], lang: str = "en") -> list[Column]:
     """The columns of the sheet, in reading order, for the columns the query returned;
-    unknown (newer) columns go just before `extra`, so `extra` is always last."""
+    unknown (newer) columns go just before `extra`, so `extra` is always last. Headers are the
+    declared labels in `lang` (English: as declared; Korean through the catalogue)."""
+    labels = framework_labels(lang)
     available = [c for c in columns if not is_internal(c)]
     translated = [c for base in record_type.translated for c in (f"{base}_ko", f"{base}_original")]
     multi = {f.field for f in record_type.facets if f.multi}
@@ -90,8 +112,7 @@ def layout(record_type: RecordType, columns: list[str]) -> list[Column]:
             kind, width = "text", 40
         else:
             kind, width = "text", 16
-        header = FRAMEWORK_LABELS.get(name) or record_type.label(name)
-        out.append(Column(name, header[:1].upper() + header[1:], width, kind))
+        out.append(Column(name, header_of(record_type, name, lang, labels), width, kind))
     return out
 
 
@@ -137,7 +158,8 @@ def _hyperlink_formula(url) -> str | None:
     return f'=HYPERLINK("{quoted}","{quoted}")'
 
 
-def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: RecordType | None = None) -> int:
+def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: RecordType | None = None,
+               lang: str = "en") -> int:
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
     from openpyxl.cell.cell import ERROR_CODES, ILLEGAL_CHARACTERS_RE
@@ -148,7 +170,7 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: R
         from basecrawler.recordtypes import get_record_type
         from basecrawler.reading.search import DEFAULT_TYPE
         record_type = get_record_type(DEFAULT_TYPE)
-    sheet_columns = layout(record_type, columns)
+    sheet_columns = layout(record_type, columns, lang)
     index = [columns.index(c.name) for c in sheet_columns]
     unknown_at = columns.index("date_unknown") if "date_unknown" in columns else None
     kinds = [c.kind for c in sheet_columns]
@@ -244,4 +266,4 @@ def write_xlsx(columns: list[str], rows: Iterable[tuple], binary, record_type: R
     return n
 
 
-__all__ = ["write_xlsx", "layout", "Column", "is_internal", "XLSX_MAX_CELL_CHARS", "XLSX_MAX_ROWS"]
+__all__ = ["write_xlsx", "layout", "header_of", "framework_labels", "Column", "is_internal", "XLSX_MAX_CELL_CHARS", "XLSX_MAX_ROWS"]

@@ -129,10 +129,13 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
         log.info("record type %s: created table %s", record_type.name, record_type.table)
     else:
         existing = table.columns_dict
+        # An upgrade is news only for a table holding records: a new store's core migrations
+        # make the tables of old versions (empty) and this brings them up to date at once.
+        level = logging.INFO if _has_rows(db.conn, record_type.table) else logging.DEBUG
         for name, kind in record_type.column_types.items():
             if name not in existing:
                 table.add_column(name, kind)
-                log.info("record type %s: added column %s.%s", record_type.name, record_type.table, name)
+                log.log(level, "record type %s: added column %s.%s", record_type.name, record_type.table, name)
     if _unique_key_index(db.conn, record_type) is None:
         # A key index of another shape (the declaration's key changed) goes; duplicates under
         # the new key make the CREATE fail loudly rather than lose a row.
@@ -229,6 +232,10 @@ def _unique_key_index(conn, record_type: RecordType) -> str | None:
     return None
 
 
+def _has_rows(conn, table: str) -> bool:
+    return conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone() is not None
+
+
 def _fts_columns(conn, record_type: RecordType) -> list[str]:
     return [row[1] for row in conn.execute(f"PRAGMA table_info([{fts_table(record_type)}])")]
 
@@ -249,7 +256,7 @@ def _ensure_fts(db, record_type: RecordType) -> None:
     db.execute(f"DROP VIEW IF EXISTS [{fts_content_view(record_type)}]")
     if not columns:
         return
-    if current:
+    if current and _has_rows(db.conn, record_type.table):   # an empty table's index is made at once
         log.info("record type %s: rebuilding the full-text index of %s for 1–2 character search (once; about two "
                  "minutes per million records)", record_type.name, record_type.table)
     cols = ", ".join(columns)
