@@ -28,7 +28,7 @@ def test_feed_route_and_watch_this_search(tmp_path, monkeypatch):
     store.close()
 
     async def fetch():
-        ds = datasette_app.Datasette([db], plugins_dir=str(PLUGINS))
+        ds = datasette_app.Datasette([db], plugins_dir=str(PLUGINS), template_dir=str(PLUGINS.parent / "templates"))
         feed = await ds.client.get("/-/watch/food.atom")
         missing = await ds.client.get("/-/watch/nope.atom")
         this = await ds.client.get("/-/watch-this?table=product_alerts&_search=Listeria&category=Food")

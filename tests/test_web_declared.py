@@ -54,9 +54,9 @@ def server(tmp_path_factory):
 def plugins(monkeypatch):
     monkeypatch.syspath_prepend(str(WEB_DIR / "plugins"))   # where `browse` loads the plugins from
     import basecrawler_facets
+    import basecrawler_cards   # the cells and the card (split out of basecrawler_web)
     import basecrawler_guard
-    import basecrawler_web
-    return basecrawler_web, basecrawler_facets, basecrawler_guard
+    return basecrawler_cards, basecrawler_facets, basecrawler_guard
 
 
 def facet(server, name: str, query: str = "") -> list[tuple[str, int]]:

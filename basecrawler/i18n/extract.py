@@ -16,9 +16,10 @@ from basecrawler import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "reading" / "web" / "templates"
-# Modules whose `_()` messages a reader sees (the web view's plugins, the reading commands, the
-# coverage lines `status` shows).
-PYTHON = [ROOT / "reading" / "web" / "plugins", ROOT / "reading", ROOT / "commands", ROOT / "i18n", ROOT / "operations"]
+# Modules whose `_()` messages a reader sees (the web view's plugins and the helpers beside
+# them, the reading commands, the coverage lines `status` shows).
+PYTHON = [ROOT / "reading" / "web" / "plugins", ROOT / "reading" / "web", ROOT / "reading", ROOT / "commands",
+          ROOT / "i18n", ROOT / "operations"]
 KEYWORDS = {"_": None, "gettext": None, "ngettext": (1, 2)}
 # Datasette's filter operators as its filters list them (datasette/filters.py), shown translated.
 DATASETTE_LOOKUPS = ("=", "!=", "contains", "does not contain", "ends with", "starts with", "like", "not like",

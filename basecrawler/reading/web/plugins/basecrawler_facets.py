@@ -44,6 +44,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, stored_co
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
+from basecrawler.reading.web.groups import copies_condition, copies_source, less
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
@@ -142,8 +143,8 @@ class _DeclaredFacet(Facet):
         QueryInterrupted while they are still being counted (shown as timed out, finished in
         the background for the next visit)."""
         filters = search_only(self.request, self.table)
-        if filters is None:
-            return None
+        if filters is None or copies_condition(TYPES[self.table], self.table) in self.sql:
+            return None   # (a summary counts every publisher's copy: the page shows each group once)
         summary = await cached_summary(self.ds, self.database, self.table, filters,
                                        summary_cache.SUMMARY_WAIT_S, request=self.request)
         if summary is None:
@@ -157,7 +158,15 @@ class _DeclaredFacet(Facet):
         return whole_table(self.table) if self._whole() else self.sql
 
     def _whole(self) -> bool:
-        return _whole_table(self.sql) and not self.params
+        return (_whole_table(self.sql) and not self.params) or self._less_copies()
+
+    def _less_copies(self) -> bool:
+        """Whether the page is the whole table less other publishers' copies (each group once,
+        plugins/basecrawler_groups.py): its counts are the whole table's (kept per run) less the
+        few copies' (web/groups.py), not a count of every row again."""
+        declared, sql = TYPES.get(self.table), self.sql.rstrip()
+        ending = f"where {copies_condition(declared, self.table)}" if declared and not self.params else None
+        return bool(ending) and sql.endswith(ending) and _whole_table(sql[: -len(ending)])
 
     async def _rows(self, sql: str) -> list[dict]:
         """The facet query's rows, from the per-run cache when this run already counted them,
@@ -165,15 +174,22 @@ class _DeclaredFacet(Facet):
         may take long (once per run); a filtered page's count keeps Datasette's facet time
         limit, and when it runs out the count goes on in the background so the next visitor of
         that page sees it."""
+        if self._less_copies():
+            copies = sql.replace(f"({whole_table(self.table)})", f"({copies_source(TYPES[self.table], self.table)})")
+            return less(await self._page_rows(sql, whole=True), await self._page_rows(copies, whole=True))
+        return await self._page_rows(sql, whole=self._whole())
+
+    async def _page_rows(self, sql: str, whole: bool = False) -> list[dict]:
         marker = await run_marker(self.ds, self.database, self.table, self.request)
-        key = (self.database, sql, json.dumps(self.params, sort_keys=True, default=str), marker)
+        params = {} if whole else self.params
+        key = (self.database, sql, json.dumps(params, sort_keys=True, default=str), marker)
         if key in _cache:
             return _cache[key]
-        if self._whole():
+        if whole:
             kept = await _kept_counts(self.ds, self.database, self.table, marker)
             if kept is not None and sql in kept:
                 return kept[sql]
-            return await _count(self.ds, key, sql, self.params, WHOLE_TABLE_LIMIT_MS)
+            return await _count(self.ds, key, sql, params, WHOLE_TABLE_LIMIT_MS)
         try:
             return await _count(self.ds, key, sql, self.params, self.ds.setting("facet_time_limit_ms"))
         except QueryInterrupted:
@@ -288,7 +304,8 @@ async def _warm(datasette) -> None:
         names = await datasette.get_database(database).table_names()
         for table in (t for t in names if t in TYPES):
             try:
-                await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results")
+                # (only the facets: the count of a grouped table would test every row)
+                await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results&_nocount=1")
             except Exception:   # a cold cache only costs the first visitor time
                 pass
 

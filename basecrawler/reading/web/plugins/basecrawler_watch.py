@@ -1,16 +1,18 @@
 """Watches in the web view (issue #33): each watch's Atom feed at `/-/watch/NAME.atom` (and
-everything new at `/-/watch/all.atom`), read from the store's outbox; and a "watch this
-search" action on a record table, which shows the `basecrawler watch add` command for the
-search on screen (the web view reads a read-only file: the watch is made on the command line)."""
+everything new at `/-/watch/all.atom`), read from the store's outbox; and "watch this search"
+on a record table's page (and at `/-/watch-this?table=…&<the page's arguments>`): the exact
+`basecrawler watch add` command for the search and its filters, in a block with a copy button
+(the web view reads a read-only file: the watch is made on the command line;
+basecrawler/reading/web/watchcommand.py writes the command)."""
 from __future__ import annotations
 
-import html
 import json
 import shlex
+import urllib.parse
 
 from datasette import hookimpl
 
-from basecrawler.watch import strings
+from basecrawler.i18n import gettext as _
 
 FEED_PATH = "/-/watch"
 
@@ -47,30 +49,37 @@ async def feed(request, datasette):
     return Response(render(None if name == ALL else name, rows), content_type="application/atom+xml; charset=utf-8")
 
 
+def watch_context(table: str, request) -> dict | None:
+    """The "watch this search" block of a type's table page (templates/_watch.html): the exact
+    `basecrawler watch add` command for its search and filters, and what it cannot hold."""
+    from basecrawler.reading.browse import types_by_table
+    from basecrawler.reading.web.watchcommand import watch_command
+
+    record_type = types_by_table().get(table)
+    if record_type is None or request is None:
+        return None
+    pairs = [(k, v) for k, v in urllib.parse.parse_qsl(request.query_string, keep_blank_values=True) if k != "table"]
+    command, left_out = watch_command(record_type, pairs)
+    words = shlex.split(command)
+    # Each word kept whole on a narrow screen (an option never split at its "--").
+    return {"command": command, "words": [shlex.quote(w) for w in words], "left_out": left_out,
+            "feed": f"{FEED_PATH}/{words[3]}.atom"}   # basecrawler watch add NAME …
+
+
 async def watch_this(request, datasette):
     from datasette.utils.asgi import Response
 
-    from basecrawler.reading.browse import types_by_table
-
-    table = request.args.get("table") or ""
-    record_type = types_by_table().get(table)
-    if record_type is None:
+    context = watch_context(request.args.get("table") or "", request)
+    if context is None:
         return Response.text("unknown table", status=404)
-    words = ["basecrawler", "watch", "add", "NAME", "--type", record_type.name]
-    if request.args.get("_search"):
-        words += ["--text", request.args["_search"]]
-    for key in list(request.args):
-        value = request.args.get(key)
-        field = key[len("_bcf_"):] if key.startswith("_bcf_") else key
-        if record_type.facet(field) is not None and field != "source":
-            words += ["--filter", f"{field}={value}"]
-        elif field == "source":
-            words += ["--source", value]
-    words += ["--feed"]
-    command = " ".join(shlex.quote(w) for w in words)
-    body = (f"<!doctype html><html lang='ko'><meta charset='utf-8'><title>{html.escape(strings.WATCH_THIS)}</title>"
-            f"<h1>{html.escape(strings.WATCH_THIS)}</h1><pre>{html.escape(command)}</pre></html>")
-    return Response.html(body)
+    return Response.html(await datasette.render_template("watch_this.html", {"bc_watch": context}, request=request))
+
+
+@hookimpl
+def extra_template_vars(view_name, table, request):
+    if view_name != "table" or not table:
+        return {}
+    return {"bc_watch": watch_context(table, request)}
 
 
 @hookimpl
@@ -86,5 +95,5 @@ def table_actions(datasette, actor, database, table, request=None):
 
     if table not in types_by_table():
         return []
-    query = {k: request.args.get(k) for k in request.args} if request is not None else {}
-    return [{"href": f"{FEED_PATH}-this?" + urlencode({**query, "table": table}), "label": strings.WATCH_THIS}]
+    pairs = urllib.parse.parse_qsl(request.query_string, keep_blank_values=True) if request is not None else []
+    return [{"href": f"{FEED_PATH}-this?" + urlencode([*pairs, ("table", table)]), "label": _("Watch this search")}]

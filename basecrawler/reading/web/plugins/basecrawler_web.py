@@ -11,10 +11,7 @@ declarations (basecrawler/recordtypes); no record type is named here.
   share of the records (`plan_terms`: the same rows, found within a few hundred instead of
   sorting all of them); over a large table its count comes from the search's one-pass summary
   (reading/summary.py, kept by reading/summary_cache.py, shared with the facets; `_nocount` spares Datasette's own count).
-- Cells: the best-text column shows the record's best text (the declaration's `display` chain:
-  Korean when translated, else the original, with the original beside it); a link only for an
-  http(s) URL, anything else as text.
-- Cards: `bc_card(table, row)` for templates/row.html (fields, labels, texts from `card`).
+- Cells and cards: plugins/basecrawler_cards.py; groups of publishers: plugins/basecrawler_groups.py.
 - A Korean search says how many records are translated while some are not (as `search` does).
 """
 from __future__ import annotations
@@ -22,18 +19,18 @@ from __future__ import annotations
 import json
 import urllib.parse
 
-import markupsafe
 from datasette import hookimpl
 from datasette.filters import FilterArguments
 
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
-from basecrawler.reading.browse import PLUGIN_NAME, best_text_column, http_url, types_by_table
+from basecrawler.reading.browse import PLUGIN_NAME, types_by_table
 from basecrawler.errors import ConfigError
 from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
                                        short_terms, text_conditions, translation_progress)
 from basecrawler.reading import summary_cache
 from basecrawler.reading.summary_cache import cached_summary, search_covers
+from basecrawler.reading.web.groups import COPIES_ARG, copies_condition, hides_copies, shows_copies
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
 # facets come from) instead of Datasette's own count query, which re-runs the search: seconds
@@ -91,7 +88,8 @@ def filters_from_request(request, database, table, datasette):
     if not _cli_search_covers(table):
         where, params = _like_search(table, text)
         return _with_groups(datasette, database, table, text,
-                            FilterArguments([where], params, [description], {**context, "bc_search_note": description}))
+                            FilterArguments([where], params, [description], {**context, "bc_search_note": description}),
+                            request.args)
     filters = RecallFilter(text=text, record_type=TYPES[table].name)
     try:
         sql, params = build_query(filters, columns="r.id", ordered=False)
@@ -137,44 +135,52 @@ def filters_from_request(request, database, table, datasette):
                                 done=i18n.number(translated), total=i18n.number(total))
         still = where == "0 = 1" and bool(request.args.get("_nocount"))   # the page's script reloads it
         arguments = FilterArguments([where], named, [note], {**context, "bc_search_note": note, "bc_still_searching": still})
-        return await _with_groups(datasette, database, table, text, arguments)
+        return await _with_groups(datasette, database, table, text, arguments, request.args)
     return conditions()
 
 
 GROUP_CAP = 10_000   # a type's matches are counted up to this many ("10,000+")
 
 
-def _type_matches_sql(record_type, text: str) -> tuple[str, dict]:
-    """The id query of `text` over a type's table (the CLI's search where it covers the table)."""
+def _type_matches_sql(record_type, text: str, hide_copies: bool = False) -> tuple[str, dict]:
+    """The id query of `text` over a type's table (the CLI's search where it covers the table);
+    `hide_copies`: each group of publishers counted once (web/groups.py)."""
     if _cli_search_covers(record_type.table):
-        return _named(*build_query(RecallFilter(text=text, record_type=record_type.name), columns="r.id", ordered=False))
+        return _named(*build_query(RecallFilter(text=text, record_type=record_type.name), columns="r.id", ordered=False,
+                                   hide_copies=hide_copies))
     where, named = _like_search(record_type.table, text)
+    if hide_copies:
+        where = f"({where}) AND {copies_condition(record_type, record_type.table)}"
     return f"SELECT id FROM [{record_type.table}] WHERE {where}", named
 
 
-async def search_groups(datasette, database: str, table: str, text: str) -> list[dict]:
+async def search_groups(datasette, database: str, table: str, text: str, args=None) -> list[dict]:
     """One search over every type: per type table with matches, its title, count (capped) and
-    the same search on its page ("차량 리콜 3 · 제품 경보 2"); the page's own type first."""
+    the same search on its page ("차량 리콜 3 · 제품 경보 2"); the page's own type first. Each
+    group of publishers counts once unless the page shows every copy (`?_bc_copies=1`)."""
     db = datasette.get_database(database)
     present = set(await db.table_names())
+    args = args or {}
     groups = []
     for other_table, record_type in TYPES.items():
         if other_table not in present:
             continue
         try:
-            sql, params = _type_matches_sql(record_type, text)
+            hide = await db.execute_fn(lambda conn, rt=record_type: hides_copies(conn, rt, args))
+            sql, params = _type_matches_sql(record_type, text, hide)
             found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params)).first()["n"]
         except Exception:   # too large for the engine, timed out: that type is left out of the line
             continue
         if found or other_table == table:
             groups.append({"table": other_table, "title": _(record_type.title), "count": found,
                            "capped": found > GROUP_CAP, "current": other_table == table,
-                           "url": datasette.urls.table(database, other_table) + "?" + urllib.parse.urlencode({"_search": text})})
+                           "url": datasette.urls.table(database, other_table) + "?" + urllib.parse.urlencode(
+                               {"_search": text, **({COPIES_ARG: "1"} if shows_copies(args) else {})})})
     return sorted(groups, key=lambda g: (not g["current"], -g["count"]))
 
 
-async def _with_groups(datasette, database, table, text, arguments: FilterArguments) -> FilterArguments:
-    arguments.extra_context["bc_search_groups"] = await search_groups(datasette, database, table, text)
+async def _with_groups(datasette, database, table, text, arguments: FilterArguments, args=None) -> FilterArguments:
+    arguments.extra_context["bc_search_groups"] = await search_groups(datasette, database, table, text, args)
     return arguments
 
 
@@ -238,9 +244,12 @@ async def _summary_counts(datasette, scope) -> bool:
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         top = (await db.execute(f"SELECT max(rowid) AS n FROM [{parts[2]}]")).first()["n"] or 0
+        # A summary counts every publisher's copy: a page showing each group once counts its own.
+        hidden = top > SUMMARY_COUNT_ROWS and await db.execute_fn(
+            lambda conn: hides_copies(conn, TYPES[parts[2]], dict(pairs)))
     except Exception:   # not a database of ours: Datasette answers as it would
         return False
-    return top > SUMMARY_COUNT_ROWS
+    return top > SUMMARY_COUNT_ROWS and not hidden
 
 
 @hookimpl
@@ -258,213 +267,6 @@ def asgi_wrapper(datasette):
             await send({"type": "http.response.body", "body": b""})
         return open_on_data
     return wrap
-
-
-# ---- cells ---------------------------------------------------------------------------------
-def _short_url(url: str) -> str:
-    return urllib.parse.urlsplit(url).netloc or url
-
-
-def link_or_text(value):
-    """An http(s) URL as a short link; any other value (javascript:, data: …) as plain text."""
-    url = http_url(value)
-    if url is None:
-        return markupsafe.Markup('<span class="bc-not-a-link">{}</span>').format(value)
-    return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, _short_url(url))
-
-
-def best_text_html(record_type, row: dict):
-    korean, original = record_type.best_text(row)
-    lang = row.get("source_lang") or ""
-    base = next((b for b in record_type.display if row.get(f"{b}_original") or row.get(f"{b}_ko")), None)
-    parts = []
-    if base is not None and base != record_type.display[0]:
-        # The first choice is empty: say which field is shown (e.g. a JP recall's cause).
-        parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(_(record_type.label(f"{base}_original"))))
-    if korean:
-        parts.append(markupsafe.Markup('<div class="bc-ko" lang="ko">{}</div>').format(korean))
-    if original:
-        parts.append(korean_first(None, original, lang, block=True) if not korean else
-                     markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
-    return markupsafe.Markup("").join(parts)
-
-
-def korean_first(korean, original, lang: str, *, block: bool = False):
-    """A translated field as a cell: the Korean, the original one line below; untranslated,
-    the original with a small "awaiting translation" mark (never an empty Korean column)."""
-    tag = "div" if block else "span"
-    if korean:
-        return markupsafe.Markup('<{0} class="bc-ko" lang="ko">{1}</{0}><{0} class="bc-original" lang="{2}">{3}</{0}>').format(
-            tag, korean, lang, original or "")
-    if not original:
-        return None
-    return markupsafe.Markup('<{0} class="bc-original bc-untranslated" lang="{1}"><span class="bc-pending">{2}</span> {3}</{0}>'
-                             ).format(tag, lang, _("awaiting translation"), original)
-
-
-def listed(value) -> str | None:
-    """A multi-valued field's JSON list as the words it holds ("Food, Children")."""
-    try:
-        items = json.loads(value) if isinstance(value, str) else value
-    except ValueError:
-        return None
-    return ", ".join(str(item) for item in items) if isinstance(items, list) else None
-
-
-def unknown_date(record_type, value) -> bool:
-    """A date cell that holds no real date: empty, or the type's sentinel (1970-01-01)."""
-    sentinel = record_type.date_sentinel.isoformat() if record_type.date_sentinel else None
-    return value in (None, "") or (sentinel is not None and str(value).startswith(sentinel))
-
-
-@hookimpl
-def render_cell(row, value, column, table, database, datasette):
-    record_type = TYPES.get(table)
-    if record_type is None:
-        return None
-    if column in record_type.url_fields:
-        return link_or_text(value) if value else None
-    if column == record_type.date_field and unknown_date(record_type, value):
-        return markupsafe.Markup('<span class="bc-date-unknown">{}</span>').format(_("date unknown"))
-    if column == record_type.date_field or column in record_type.date_columns:
-        return i18n.date(value) if value else None
-    if column.endswith("_original") and column[: -len("_original")] in record_type.translated and value:
-        async def pair():
-            # Korean first, the original under it: the row holds only the columns on screen.
-            db = datasette.get_database(database)
-            found = (await db.execute(f"SELECT [{column[: -len('_original')]}_ko] AS ko, source_lang FROM [{table}] "
-                                      "WHERE id = ?", [row["id"]])).first()
-            return korean_first(found["ko"] if found else None, value, (found["source_lang"] if found else "") or "")
-        return pair
-    if isinstance(value, int) and not isinstance(value, bool) and column != "id" and column not in record_type.key:
-        return i18n.number(value)
-    facet = record_type.facet(column)
-    if facet is not None and facet.multi and value:
-        words = listed(value)
-        return None if words is None else words
-    if column == best_text_column(record_type):
-        async def best():
-            # The row holds only the columns on screen: fetch the display chain by id.
-            wanted = ", ".join(f"[{b}_original], [{b}_ko]" for b in record_type.display)
-            db = datasette.get_database(database)
-            found = (await db.execute(f"SELECT {wanted}, source_lang FROM [{table}] WHERE id = ?", [row["id"]])).first()
-            return best_text_html(record_type, dict(found) if found else {})
-        return best
-    return None
-
-
-# ---- the card ------------------------------------------------------------------------------
-def card(table: str, row) -> dict | None:
-    """What templates/row.html shows for a record of a type: heading (what was recalled, the
-    declaration's `heading`, Korean first), its number, facts, texts, links; labels in the
-    reader's language."""
-    record_type = TYPES.get(table)
-    if record_type is None or row is None:
-        return None
-    row = dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row)))   # a sqlite3.Row
-    facts, texts, links = [], [], []
-    for name in record_type.card:
-        if name in record_type.translated:
-            original, korean = row.get(f"{name}_original"), row.get(f"{name}_ko")
-            if (original or korean) and name not in record_type.heading:
-                texts.append({"field": name, "label": _(record_type.label(f"{name}_original")),
-                              "original": original, "korean": korean})
-        elif name in record_type.url_fields:
-            if row.get(name):
-                links.append({"label": _(record_type.label(name)), "url": http_url(row[name]), "text": row[name]})
-        elif name == record_type.date_field and (row.get("date_unknown") or unknown_date(record_type, row.get(name))):
-            facts.append({"label": _(record_type.label(name)), "value": _("date unknown")})
-        elif name in record_type.heading or name in record_type.key:
-            continue   # in the heading or the number line
-        elif record_type.facet(name) is not None and record_type.facet(name).multi:
-            if row.get(name) not in (None, "", "[]"):
-                facts.append({"label": _(record_type.label(name)), "value": listed(row[name]) or row[name]})
-        elif row.get(name) not in (None, ""):
-            facts.append({"label": _(record_type.label(name)), "value": _fact(record_type, name, row[name])})
-    for facet in record_type.facets:   # facet values the card does not show otherwise (e.g. a normalised key)
-        if facet.field not in record_type.card and row.get(facet.field) not in (None, ""):
-            facts.append({"label": _(record_type.label(facet.field)), "value": row[facet.field]})
-    title, title_original = heading(record_type, row)
-    number = " · ".join(f"{_(record_type.label(k))} {row.get(k)}" for k in record_type.key
-                        if row.get(k) not in (None, "") and k not in record_type.heading)
-    return {"title": title, "title_original": title_original, "number": number,
-            "type": _(record_type.title), "lang": row.get("source_lang") or "",
-            "facts": facts, "texts": texts, "links": links}
-
-
-def _fact(record_type, name: str, value):
-    if isinstance(value, bool) or name == "archived":
-        return _("yes") if value else _("no")
-    if isinstance(value, int):
-        return i18n.number(value)
-    if name in record_type.date_columns:
-        return i18n.date(value)
-    return value
-
-
-def heading(record_type, row: dict) -> tuple[str, str | None]:
-    """(the heading, the original beneath it when the heading is Korean): the declared
-    `heading` fields joined, each translated one in Korean where translated; else the best text."""
-    shown, originals, translated = [], [], False
-    for name in record_type.heading:
-        if name in record_type.translated:
-            korean, original = row.get(f"{name}_ko"), row.get(f"{name}_original")
-            translated = translated or bool(korean)
-            shown.append(korean or original)
-            originals.append(original)
-        else:
-            shown.append(row.get(name))
-            originals.append(row.get(name))
-    words = " ".join(str(v) for v in shown if v not in (None, ""))
-    if not words:
-        korean, original = record_type.best_text(row)
-        words, translated, originals = korean or original or "", bool(korean), [original]
-    beneath = " ".join(str(v) for v in originals if v not in (None, "")) if translated else None
-    return (words or " ".join(str(row.get(k) or "") for k in record_type.key).strip()), beneath or None
-
-
-def facet_label(table: str, name: str) -> str | None:
-    record_type = TYPES.get(table)
-    facet = record_type.facet(name) if record_type else None
-    return facet.label if facet else None
-
-
-async def same_recall(datasette, database: str, table: str, row_id) -> list[dict]:
-    """Records of any type, from any source, that carry the same publisher number in the same
-    country (`same_as_field`): the same recall published twice, linked and never merged."""
-    record_type = TYPES.get(table)
-    if record_type is None or not record_type.same_as_field:
-        return []
-    db = datasette.get_database(database)
-    this = (await db.execute(f"SELECT country, [{record_type.same_as_field}] AS number FROM [{table}] WHERE id = ?",
-                             [row_id])).first()
-    if this is None or not this["number"]:
-        return []
-    present = set(await db.table_names())
-    found = []
-    for other_table, other in TYPES.items():
-        if not other.same_as_field or other_table not in present:
-            continue
-        rows = await db.execute(f"SELECT id, source FROM [{other_table}] WHERE country = ? AND "
-                                f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20",
-                                [this["country"], this["number"], table, row_id])
-        found += [{"url": datasette.urls.row(database, other_table, str(r["id"])),
-                   "label": f"{_(other.title)} · {_('Source')} {r['source']} · {this['number']}"} for r in rows.rows]
-    return found
-
-
-@hookimpl
-def extra_template_vars(view_name, table, database, request, datasette):
-    context = {"bc_card": card, "bc_facet_label": facet_label, "bc_same_recall": []}
-    if view_name != "row" or table not in TYPES or request is None:
-        return context
-
-    async def with_same_recall():
-        row_id = request.url_vars.get("pks")
-        if row_id and row_id.isdigit():
-            context["bc_same_recall"] = await same_recall(datasette, database, table, int(row_id))
-        return context
-    return with_same_recall
 
 
 # Served by `datasette --static bc-static:basecrawler/reading/web/static` (see basecrawler/reading/browse.py).

@@ -91,3 +91,33 @@ document.addEventListener("DOMContentLoaded", function () {
     follow();
   }
 })();
+
+// "Watch this search" (templates/_watch.html): the copy button puts the command on the
+// clipboard; where the clipboard is not offered (a page not served from localhost over http)
+// the command is selected for Ctrl+C instead.
+document.addEventListener("DOMContentLoaded", function () {
+  document.querySelectorAll("button.bc-copy[data-copy]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var source = document.getElementById(button.getAttribute("data-copy"));
+      if (!source) return;
+      var text = button.getAttribute("data-command") || source.textContent;   // the command as one line
+      function select() {
+        var range = document.createRange();
+        range.selectNodeContents(source);
+        var selection = window.getSelection();
+        selection.removeAllRanges();
+        selection.addRange(range);
+      }
+      function done() {
+        button.setAttribute("data-done", "1");
+        button.textContent = button.getAttribute("data-copied");
+      }
+      select();
+      if (navigator.clipboard && navigator.clipboard.writeText) {
+        navigator.clipboard.writeText(text).then(done, function () {});
+      } else if (document.execCommand && document.execCommand("copy")) {
+        done();
+      }
+    });
+  });
+});

@@ -1,0 +1,69 @@
+"""How the web view writes a record's cells (no Datasette hooks here: the plugins call these,
+basecrawler/reading/web/plugins/basecrawler_cards.py): a link only for an http(s) URL, the
+best text Korean first with the original beside it, a multi-valued field as its words, the
+undated records' marker."""
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import markupsafe
+
+from basecrawler.i18n import gettext as _
+from basecrawler.reading.browse import http_url
+
+
+def _short_url(url: str) -> str:
+    return urllib.parse.urlsplit(url).netloc or url
+
+
+def link_or_text(value):
+    """An http(s) URL as a short link; any other value (javascript:, data: …) as plain text."""
+    url = http_url(value)
+    if url is None:
+        return markupsafe.Markup('<span class="bc-not-a-link">{}</span>').format(value)
+    return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, _short_url(url))
+
+
+def best_text_html(record_type, row: dict):
+    korean, original = record_type.best_text(row)
+    lang = row.get("source_lang") or ""
+    base = next((b for b in record_type.display if row.get(f"{b}_original") or row.get(f"{b}_ko")), None)
+    parts = []
+    if base is not None and base != record_type.display[0]:
+        # The first choice is empty: say which field is shown (e.g. a JP recall's cause).
+        parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(_(record_type.label(f"{base}_original"))))
+    if korean:
+        parts.append(markupsafe.Markup('<div class="bc-ko" lang="ko">{}</div>').format(korean))
+    if original:
+        parts.append(korean_first(None, original, lang, block=True) if not korean else
+                     markupsafe.Markup('<div class="bc-original" lang="{}">{}</div>').format(lang, original))
+    return markupsafe.Markup("").join(parts)
+
+
+def korean_first(korean, original, lang: str, *, block: bool = False):
+    """A translated field as a cell: the Korean, the original one line below; untranslated,
+    the original with a small "awaiting translation" mark (never an empty Korean column)."""
+    tag = "div" if block else "span"
+    if korean:
+        return markupsafe.Markup('<{0} class="bc-ko" lang="ko">{1}</{0}><{0} class="bc-original" lang="{2}">{3}</{0}>').format(
+            tag, korean, lang, original or "")
+    if not original:
+        return None
+    return markupsafe.Markup('<{0} class="bc-original bc-untranslated" lang="{1}"><span class="bc-pending">{2}</span> {3}</{0}>'
+                             ).format(tag, lang, _("awaiting translation"), original)
+
+
+def listed(value) -> str | None:
+    """A multi-valued field's JSON list as the words it holds ("Food, Children")."""
+    try:
+        items = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        return None
+    return ", ".join(str(item) for item in items) if isinstance(items, list) else None
+
+
+def unknown_date(record_type, value) -> bool:
+    """A date cell that holds no real date: empty, or the type's sentinel (1970-01-01)."""
+    sentinel = record_type.date_sentinel.isoformat() if record_type.date_sentinel else None
+    return value in (None, "") or (sentinel is not None and str(value).startswith(sentinel))
