@@ -8,11 +8,10 @@ both.
 
 Each record type's table, key, indexes and upsert are derived from its declaration
 (basecrawler/recordtypes: tables.py, upsert.py); nothing here names a type or a field of one.
-Upsert rules (see docs/DETAILS.md, "The store"):
-- a NULL or blank never erases a stored value (COALESCE, in SQL);
-- a row whose merged values equal the stored ones is not written, so `updated_at` does not
-  move and a re-run over the same data writes nothing;
-- a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
+The merge rule (a NULL never erases, an unknown date never replaces a known one, a changed
+original is translated again, an unchanged row is not written) is `UpsertPlan.merge` /
+`decide`, and only there: this module and engines/pg_upsert.py write the rows it returns as
+they are, and count what it decided. Besides:
 - a failing batch is bisected down to the rows that break it; only those become dead letters;
 - new rows reach the full-text index with one statement per batch (`tables.feed_fts_sql`): a
   per-row insert trigger cost about three times as much (bench/README.md). Updates and
@@ -45,7 +44,8 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import (feed_fts_sql, fts_insert_trigger, fts_table, input_index, pg_trgm_index_name,
                                             pg_windows_index_name)
-from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.recordtypes.upsert import (GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan,
+                                            json_default as _json_default, plan_for)
 from basecrawler.store.finishing import Finisher
 from basecrawler.store.schema import ensure_types, migrate
 
@@ -447,58 +447,56 @@ class Store:
         """The batch's lookup and writes inside the caller's transaction. The full-text feed of
         its new rows runs last, or, given `finishing`, is appended to it for the finisher."""
         result = UpsertResult()
-        if self.engine == "postgresql":   # COPY + one merge statement; a refused batch goes on row by row below
+        if self.engine == "postgresql":   # COPY + one insert, the rest merged; a refused batch goes on row by row below
             from basecrawler.store.engines.pg_upsert import merge_batch
             if merge_batch(db, plan, rows, result):
                 return result
+            # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
+            rows = sorted(rows, key=plan.key)
         key = plan.key
         # First only each stored row's input hash (a re-run of the same input needs nothing
-        # more); the whole stored rows only for the keys whose input differs.
-        hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), (INPUT_HASH,))
+        # more); the whole stored rows only for the keys whose input differs. (PostgreSQL: the
+        # rows are locked until the batch commits, so no other writer changes them between the
+        # verdict and the write.)
+        lock = self.engine == "postgresql"
+        hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), ("id", INPUT_HASH), lock=lock)
         differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
-        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, ("id", *plan.written)) if differing else {})}
+        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, ("id", INPUT_HASH, *plan.written)) if differing else {})}
         now = now or utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
         # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
         last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
                    if feed else None)   # only the SQLite index feed needs it
-        to_write: list[tuple[dict, str]] = []
+        new_rows: list[tuple[dict, str]] = []
+        changed: list[tuple[dict, str]] = []
         rehashed: list[tuple[str, int]] = []
-        if self.engine == "postgresql":
-            # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
-            rows = sorted(rows, key=key)
-        column_values = plan.column_values
+        decide = plan.decide
         for row in rows:
             old = stored.get(key(row))
-            if old is None:
-                to_write.append((row, "new"))
-                continue
-            if old.get(INPUT_HASH) == row[INPUT_HASH]:
-                # The same input as the write that made the stored row: merging it changes nothing.
-                result.unchanged += 1
-                result.by_key[key(row)] = "unchanged"
-            elif column_values(merged := plan.merge(old, row)) == column_values(old):
-                # Another input that changes nothing: the stored row now stands for this input
-                # too (its hash is all that is written), so the next run recognises it unvalidated.
-                result.unchanged += 1
-                result.by_key[key(row)] = "unchanged"
-                if row.get(GIVEN_HASH):   # (a hash of its own values would name no input)
-                    rehashed.append((row[INPUT_HASH], old["id"]))
+            outcome, merged = decide(old, row)   # the one merge rule: what is written is what is counted
+            if outcome == NEW:
+                new_rows.append((row, NEW))
+            elif outcome == UPDATED:
+                changed.append((merged, UPDATED))
             else:
-                to_write.append((merged | {"_raw": row["_raw"], INPUT_HASH: row[INPUT_HASH]}, "updated"))
-        if self.engine == "postgresql":   # the merge refused this batch: row by row
-            written = self._write_bisecting(db, plan, to_write, now)
-        else:
-            # New rows by a plain INSERT (no other writer can add their keys since the lookup:
-            # BEGIN IMMEDIATE), changed ones by the upsert; each group at once, or bisected
-            # when a first attempt was refused.
-            written = itertools.chain.from_iterable(
-                (self._write_bisecting if bisect else self._write_at_once)(db, plan, group, now, sql)
-                for group, sql in (([item for item in to_write if item[1] == "new"], plan.insert_sql),
-                                   ([item for item in to_write if item[1] != "new"], plan.sql)))
+                result.unchanged += 1
+                result.by_key[key(row)] = UNCHANGED
+                if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
+                    # Another input that changes nothing: the stored row now stands for this input
+                    # too (its hash is all that is written), so the next run recognises it
+                    # unvalidated. (A hash of its own values would name no input.)
+                    rehashed.append((row[INPUT_HASH], old["id"]))
+        # New rows by a plain INSERT (SQLite: no other writer can add their keys since the
+        # lookup, BEGIN IMMEDIATE), changed ones by the update of the merged row; each group at
+        # once, or bisected when a first attempt was refused (always, on PostgreSQL: only a
+        # batch the server refused comes here).
+        write = self._write_bisecting if bisect or self.engine == "postgresql" else self._write_at_once
+        written = itertools.chain(write(db, plan, new_rows, now, plan.insert_sql, lambda row, now: row.get(_PARAMS)
+                                        or plan.params(row, now)),
+                                  write(db, plan, changed, now, plan.update_sql, plan.update_params))
         for row, outcome in written:
-            if outcome in ("new", "updated"):
+            if outcome in (NEW, UPDATED):
                 setattr(result, outcome, getattr(result, outcome) + 1)
                 result.by_key[key(row)] = outcome
             else:
@@ -513,14 +511,16 @@ class Store:
         return result
 
     def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
-                    columns: Iterable[str] | None = None) -> dict[tuple, dict]:
+                    columns: Iterable[str] | None = None, *, lock: bool = False) -> dict[tuple, dict]:
         """Stored rows of a type by their keys (tuples in `key_columns` order, source first),
-        in chunks of 500 values of the last key column per query."""
+        in chunks of 500 values of the last key column per query. `lock` (PostgreSQL, inside a
+        write): the rows stay locked until the transaction ends (SQLite's write transaction
+        already holds the whole database)."""
         rt = _type(record_type)
         if self.engine == "postgresql":   # engines/pg_lookup.py: index probes, 1,000 keys a query
             from basecrawler.store.engines.pg_lookup import rows_by_key
             with self._write_lock:
-                return rows_by_key(self.db.conn, rt, keys, columns)
+                return rows_by_key(self.db.conn, rt, keys, columns, lock=lock)
         with self._write_lock:
             return self._sqlite_rows_by_key(rt, keys, columns)
 
@@ -568,30 +568,29 @@ class Store:
                         found[key_of(row)] = row
         return found
 
-    def _write_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str):
+    def _write_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str, params_of):
         """Write items with one statement and no savepoint (a savepoint costs SQLite a
         sub-journal of every page the batch touches); a refused row raises `_BatchRefused`,
         and the caller rolls the transaction back and writes the batch bisected."""
         if not items:
             return []
         try:
-            db.conn.executemany(sql, [row.get(_PARAMS) or plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [params_of(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if not _refused_row(db, exc):
                 raise
             raise _BatchRefused() from exc
         return items
 
-    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str | None = None):
+    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str, params_of):
         """Write items inside a savepoint; on failure split in halves until the bad rows are
         alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
         if not items:
             return
-        sql = sql or plan.sql
         savepoint = "upsert_batch"
         db.conn.execute(f"SAVEPOINT {savepoint}")
         try:
-            db.conn.executemany(sql, [row.get(_PARAMS) or plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [params_of(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if self.engine == "sqlite" and not _refused_row(db, exc):
                 raise   # (the transaction, savepoint and all, is rolled back by the caller or was already)
@@ -603,8 +602,8 @@ class Store:
                 yield items[0][0], f"{type(exc).__name__}: {exc}"
                 return
             middle = len(items) // 2
-            yield from self._write_bisecting(db, plan, items[:middle], now, sql)
-            yield from self._write_bisecting(db, plan, items[middle:], now, sql)
+            yield from self._write_bisecting(db, plan, items[:middle], now, sql, params_of)
+            yield from self._write_bisecting(db, plan, items[middle:], now, sql, params_of)
             return
         db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         yield from items
