@@ -19,7 +19,6 @@ they are, and count what it decided. Besides:
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import itertools
 import json
@@ -44,9 +43,10 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import (feed_fts_sql, fts_insert_trigger, fts_table, input_index, pg_trgm_index_name,
                                             pg_windows_index_name)
-from basecrawler.recordtypes.upsert import (GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan,
-                                            json_default as _json_default, plan_for)
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan, plan_for
+from basecrawler.store.deadletters import DeadLetters, decode_raw, encode_raw
 from basecrawler.store.finishing import Finisher
+from basecrawler.store.runs import Runs, pid_alive
 from basecrawler.store.schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
@@ -127,30 +127,6 @@ def _db_errors() -> tuple[type[BaseException], ...]:
     return (sqlite3.Error, psycopg.Error)
 
 
-def encode_raw(raw: Any) -> tuple[str, str | None, bytes | None]:
-    """A raw item as (kind, text, bytes) for the dead_letters table."""
-    if raw is None:
-        return "none", None, None
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        return "bytes", None, bytes(raw)
-    if isinstance(raw, str):
-        return "text", raw, None
-    return "json", json.dumps(raw, ensure_ascii=False, default=_json_default), None
-
-
-def decode_raw(kind: str, text: str | None, blob: bytes | None) -> Any:
-    if kind.endswith(_UTF8_SUFFIX):   # text kept as bytes (it held NUL; see add_dead_letter)
-        kind, text, blob = kind[:-len(_UTF8_SUFFIX)], bytes(blob).decode("utf-8"), None
-    if kind == "bytes":
-        return blob
-    if kind == "json":
-        return json.loads(text) if text is not None else None
-    return text
-
-
-_UTF8_SUFFIX = "_utf8"
-
-
 class Store:
     """One SQLite database file (or `:memory:`), or a PostgreSQL database (`postgresql://…`).
     Thread-safe: one connection per Store, writes serialised."""
@@ -158,6 +134,9 @@ class Store:
     def __init__(self, path: str | Path = "basecrawler.db"):
         self.path = str(path)
         self.engine = "postgresql" if is_postgres_url(self.path) else "sqlite"
+        # One small repository per table, each with its own SQL; the methods below delegate.
+        self.runs = Runs(self)
+        self.dead_letters = DeadLetters(self)
         self._write_lock = threading.RLock()
         self._finisher = Finisher()   # a SQLite batch finishing behind the caller (finishing.py)
         self._finishing_keys: tuple[str, set[tuple]] = ("", set())   # its table and keys
@@ -706,163 +685,58 @@ class Store:
         rt = get_record_type(DEFAULT_RECORD_TYPE)
         return self.get(rt, dict(zip(rt.key, (key[0].upper(), *key[1:]))))
 
-    # ---- runs -------------------------------------------------------------------------
+    # ---- runs and dead letters: their repositories (runs.py, deadletters.py) ------------
     def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
-        def op(db):
-            # RETURNING rather than lastrowid: the one spelling both engines answer.
-            return db.conn.execute(
-                "INSERT INTO crawl_runs (source, mode, status, pid, started_at, since, until) VALUES (?,?,?,?,?,?,?) "
-                "RETURNING id", [source, mode, status, pid, utc_now_iso(), since, until],
-            ).fetchone()[0]
-        return self.write(op)
+        return self.runs.start_run(source, mode, status, pid, since, until)
 
     def update_run(self, run_id: int, **fields: Any) -> None:
-        if not fields:
-            return
-        fields = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
-        assignments = ", ".join(f"[{k}] = ?" for k in fields)
-        self.write(lambda db: db.conn.execute(f"UPDATE crawl_runs SET {assignments} WHERE id = ?", [*fields.values(), run_id]))
+        return self.runs.update_run(run_id, **fields)
 
     def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
-        """Mark `running` / `waiting` rows whose process is gone as `crashed` (kill -9, power
-        loss: the process never wrote its end). Returns their ids.
-
-        A row is dead when its pid no longer exists; a `running` row is also dead when the
-        caller holds the run lock (`lock_held`) and the row is not this process's: the lock
-        is an flock the kernel releases when its holder dies, so nobody else can be running,
-        whatever process now carries a reused pid.
-
-        On PostgreSQL crawls run on several machines under per-source advisory locks: a pid is
-        alive while a connection named for it exists (pg_stat_activity), and a held lock speaks
-        for its own source only."""
-        rows = self.query("SELECT id, pid, status, source FROM crawl_runs WHERE status IN ('running', 'waiting')")
-        own = next((row["source"] for row in rows if row["id"] == exclude_run_id), None)
-        alive = self._process_alive
-
-        def lock_says_dead(row) -> bool:
-            if not lock_held or row["status"] != "running" or row["pid"] == os.getpid():
-                return False
-            return self.engine == "sqlite" or row["source"] == own
-        dead = [row["id"] for row in rows if row["id"] != exclude_run_id and (
-            not alive(row["pid"]) or lock_says_dead(row))]
-        if dead:
-            now = utc_now_iso()
-            marks = ",".join("?" * len(dead))
-            self.write(lambda db: db.conn.execute(
-                f"UPDATE crawl_runs SET status = 'crashed', finished_at = COALESCE(finished_at, ?), "
-                f"error = COALESCE(error, 'the process ended without closing its run (killed or crashed)') "
-                f"WHERE id IN ({marks}) AND status IN ('running', 'waiting')", [now, *dead]))
-        return dead
-
-    def _process_alive(self, pid: int | None) -> bool:
-        if self.engine == "sqlite":
-            return pid_alive(pid)
-        if pid == os.getpid():
-            return True
-        from basecrawler.store.engines.pg import APPLICATION_PREFIX
-        return bool(self.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE ?",
-                                [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
+        return self.runs.close_dead_runs(exclude_run_id=exclude_run_id, lock_held=lock_held)
 
     def session(self) -> str:
-        """A token for whoever writes through this store, whose liveness any other process can
-        check with `session_alive`: this process's pid (SQLite, one machine), or the server
-        process of this connection (PostgreSQL, any machine)."""
-        if self.engine == "sqlite":
-            return str(os.getpid())
-        return f"pg{self.scalar('SELECT pg_backend_pid()')}"
+        return self.runs.session()
 
     def session_alive(self, token: str) -> bool:
-        if token.startswith("pg"):
-            if self.engine != "postgresql" or not token[2:].isdigit():
-                return False
-            return bool(self.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?", [int(token[2:])]))
-        return token.isdigit() and pid_alive(int(token))
+        return self.runs.session_alive(token)
 
     def last_run(self, source: str) -> dict | None:
-        rows = self.query("SELECT * FROM crawl_runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source])
-        return rows[0] if rows else None
+        return self.runs.last_run(source)
 
-    # ---- dead letters -----------------------------------------------------------------
+    def sources_with_runs(self) -> set[str]:
+        return self.runs.sources_with_runs()
+
+    def last_successful_run(self, source: str) -> dict | None:
+        return self.runs.last_successful_run(source)
+
+    def run_problem_counts(self, source: str) -> dict[str, int]:
+        return self.runs.run_problem_counts(source)
+
     def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
                         raw: Any, record_key: str | None = None, url: str | None = None,
                         response_sha256: str | None = None, record_type: str | None = None) -> int:
-        """Keep one item that did not become records. `record_key` is the last field of the
-        record key it was meant to have (the publisher's own number or id), as text, when known;
-        `record_type` the type it was meant to be, None for the source's default type."""
-        raw_kind, raw_text, raw_bytes = encode_raw(raw)
-        if self.engine == "postgresql":
-            # PostgreSQL text cannot hold NUL (SQLite can): such a raw item is kept as its UTF-8
-            # bytes under `<kind>_utf8`, which decode_raw turns back into the same text.
-            if raw_text is not None and "\x00" in raw_text:
-                raw_kind, raw_text, raw_bytes = raw_kind + _UTF8_SUFFIX, None, raw_text.encode("utf-8")
-            error = error.replace("\x00", "\\x00")
-
-        def op(db):
-            return db.conn.execute(
-                "INSERT INTO dead_letters (source, run_id, stage, kind, error, record_key, url, "
-                "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count, record_type) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,?) RETURNING id",
-                [source, run_id, stage, kind, error[:4000], record_key, url, response_sha256,
-                 raw_kind, raw_text, raw_bytes, utc_now_iso(), record_type],
-            ).fetchone()[0]
-        return self.write(op)
+        return self.dead_letters.add_dead_letter(source=source, run_id=run_id, stage=stage, kind=kind, error=error,
+                                                 raw=raw, record_key=record_key, url=url,
+                                                 response_sha256=response_sha256, record_type=record_type)
 
     def open_dead_letters(self, source: str | None = None) -> list[dict]:
-        sql = "SELECT * FROM dead_letters WHERE resolved_at IS NULL"
-        params: list = []
-        if source:
-            sql += " AND source = ?"
-            params.append(source)
-        return self.query(sql + " ORDER BY id", params)
+        return self.dead_letters.open_dead_letters(source)
 
     def dead_letter_retried(self, letter_id: int, *, error: str | None, at: str) -> None:
-        """One `dead-letters retry` of a letter: resolved when `error` is None, else its new error."""
-        if error is None:
-            sql, params = ("UPDATE dead_letters SET resolved_at = ?, retried_at = ?, retry_count = retry_count + 1 "
-                           "WHERE id = ?"), [at, at, letter_id]
-        else:
-            sql, params = ("UPDATE dead_letters SET error = ?, retried_at = ?, retry_count = retry_count + 1 "
-                           "WHERE id = ?"), [error[:4000], at, letter_id]
-        self.write(lambda db: db.conn.execute(sql, params))
+        return self.dead_letters.dead_letter_retried(letter_id, error=error, at=at)
 
     def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
                           limit: int = 100) -> list[dict]:
-        """Newest first, with a preview of the raw input instead of all of it (`dead-letters list`)."""
-        sql = ("SELECT id, source, run_id, stage, kind, error, record_key, url, response_sha256, raw_kind, "
-               "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
-               "resolved_at, retry_count FROM dead_letters WHERE 1=1")
-        params: list = []
-        if not include_resolved:
-            sql += " AND resolved_at IS NULL"
-        if source:
-            sql += " AND source = ?"
-            params.append(source)
-        return self.query(sql + " ORDER BY id DESC LIMIT ?", [*params, limit])
+        return self.dead_letters.list_dead_letters(source, include_resolved=include_resolved, limit=limit)
 
     def sources_with_open_dead_letters(self) -> list[str]:
-        rows = self.query("SELECT DISTINCT source FROM dead_letters WHERE resolved_at IS NULL")
-        return sorted(row["source"] for row in rows)
+        return self.dead_letters.sources_with_open_dead_letters()
 
     def count_open_dead_letters(self, source: str | None = None) -> int:
-        if source is None:
-            return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL")
-        return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source])
+        return self.dead_letters.count_open_dead_letters(source)
 
     # ---- what `status` shows ------------------------------------------------------------
-    def sources_with_runs(self) -> set[str]:
-        return {row["source"] for row in self.query("SELECT DISTINCT source FROM crawl_runs")}
-
-    def last_successful_run(self, source: str) -> dict | None:
-        rows = self.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
-                          "ORDER BY id DESC LIMIT 1", [source])
-        return rows[0] if rows else None
-
-    def run_problem_counts(self, source: str) -> dict[str, int]:
-        """Runs of the source that crashed or were interrupted, by status."""
-        return {row["status"]: row["n"] for row in self.query(
-            "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
-            "GROUP BY status", [source])}
-
     def enrichment_counts(self, source: str) -> dict[str, int]:
         """Enrichment items by state, `retry` per level (retry1 … retry4: how close to `gone`)."""
         return {row["state"]: row["n"] for row in self.query(
@@ -970,21 +844,6 @@ class Store:
         return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this pid exists (a pid we may not signal still exists)."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OverflowError:
-        return False
-    return True
-
-
 def decode_row(record_type: RecordType, row: dict) -> dict:
     """A stored row with its JSON columns decoded: `extra` a dict, multi-valued fields lists
     (empty when the column is NULL: an empty list is stored as NULL, so a blank never erases)."""
@@ -1020,4 +879,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error"]
+__all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]

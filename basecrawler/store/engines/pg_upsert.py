@@ -28,7 +28,7 @@ from psycopg.adapt import Dumper
 from psycopg.postgres import types as pg_types
 
 from basecrawler.formats.dates import utc_now_iso
-from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UpsertPlan
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UpsertPlan
 from basecrawler.store.engines.pg import is_connection_lost, is_retryable
 
 log = logging.getLogger(__name__)
