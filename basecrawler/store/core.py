@@ -474,12 +474,17 @@ class Store:
         written = itertools.chain(write(db, plan, new_rows, now, plan.insert_sql, lambda row, now: row.get(_PARAMS)
                                         or plan.params(row, now)),
                                   write(db, plan, changed, now, plan.update_sql, plan.update_params))
+        taken: list[tuple[dict, str]] = []
         for row, outcome in written:
             if outcome in (NEW, UPDATED):
                 setattr(result, outcome, getattr(result, outcome) + 1)
                 result.by_key[key(row)] = outcome
+            elif lock and outcome.startswith("UniqueViolation"):
+                taken.append((row, outcome))   # (an update never changes a key: this was an insert)
             else:
                 result.failed.append((row, outcome))
+        if taken:
+            rehashed += self._merge_taken(db, plan, taken, now, result)
         if rehashed:   # bookkeeping only: updated_at and the counts stay as they are
             db.conn.executemany(f"UPDATE [{plan.table}] SET {INPUT_HASH} = ? WHERE id = ?", rehashed)
         if result.new and feed:
@@ -488,6 +493,35 @@ class Store:
             else:
                 finishing.append((feed, [last_id]))
         return result
+
+    def _merge_taken(self, db, plan: UpsertPlan, taken: list[tuple[dict, str]], now: str,
+                     result: UpsertResult) -> list[tuple[str, int]]:
+        """PostgreSQL's row-by-row path: rows whose key another writer inserted after the
+        lookup are judged against that row (now locked) by the same rule and written, never
+        failed for it. Returns the unchanged rows' hashes to point at their input."""
+        key = plan.key
+        stored = self.rows_by_key(plan.record_type, [key(row) for row, _ in taken], ("id", INPUT_HASH, *plan.written),
+                                  lock=True)
+        changed, rehashed = [], []
+        for row, error in taken:
+            old = stored.get(key(row))
+            outcome, merged = plan.decide(old, row)
+            if outcome == NEW:   # gone again: the insert's refusal stands
+                result.failed.append((row, error))
+            elif outcome == UPDATED:
+                changed.append((merged, UPDATED))
+            else:
+                result.unchanged += 1
+                result.by_key[key(row)] = UNCHANGED
+                if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
+                    rehashed.append((row[INPUT_HASH], old["id"]))
+        for row, outcome in self._write_bisecting(db, plan, changed, now, plan.update_sql, plan.update_params):
+            if outcome == UPDATED:
+                result.updated += 1
+                result.by_key[key(row)] = UPDATED
+            else:
+                result.failed.append((row, outcome))
+        return rehashed
 
     def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
                     columns: Iterable[str] | None = None, *, lock: bool = False) -> dict[tuple, dict]:
