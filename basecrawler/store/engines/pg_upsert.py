@@ -1,8 +1,9 @@
 """The PostgreSQL write of a batch (issue #23): `COPY` into a temporary staging table and one
 `INSERT … ON CONFLICT DO NOTHING RETURNING` for the new rows; the keys another row already holds
-are then read (locked, `FOR UPDATE`), judged by the type's one merge rule
-(`UpsertPlan.decide`, basecrawler/recordtypes/upsert.py) and the changed ones written as the rule
-made them (`UpsertPlan.update_sql`). The server decides nothing about a row's values: what is
+are then judged by the type's one merge rule (`UpsertPlan.decide`, basecrawler/recordtypes/
+upsert.py): those made from the very same input (`input_hash`) are unchanged at once, the others
+are read whole and locked (`FOR UPDATE`), and the changed ones written as the rule made them
+(`UpsertPlan.update_sql`). The server decides nothing about a row's values: what is
 stored and what is counted come from the same verdict, as on SQLite (`Store._upsert_batch`).
 
 - A key is new only when this statement inserted it (RETURNING): one another writer inserted
@@ -28,7 +29,7 @@ from psycopg.adapt import Dumper
 from psycopg.postgres import types as pg_types
 
 from basecrawler.formats.dates import utc_now_iso
-from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UpsertPlan
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UpsertPlan
 from basecrawler.store.engines.pg import is_connection_lost, is_retryable
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
     back since is gone, which the COPY finds out: then it is made again and the batch sent once more."""
     if not rows:
         return True
-    from basecrawler.store.engines.pg_lookup import rows_by_key   # (pg_lookup imports nothing of the store)
+    from basecrawler.store.engines.pg_lookup import rows_by_key, values_by_key   # (pg_lookup imports nothing of the store)
     sql = merge_sql(plan)
     now = utc_now_iso()
     conn = db.conn
@@ -122,6 +123,13 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
         if not outcomes.keys() <= set(map(key, rows)):   # a key value stored as another type
             raise RuntimeError(f"{plan.table}: the insert returned keys the batch does not have")
         rest = [row for row in rows if key(row) not in outcomes]
+        # First only the held rows' input hashes: a row made from this very input is unchanged
+        # (merging it changes nothing), without a lock; the others are read whole and locked.
+        hashes = values_by_key(conn, plan.record_type, map(key, rest), (INPUT_HASH,)) if rest else {}
+        for row in rest:
+            if hashes.get(key(row), (None,))[0] == row[INPUT_HASH]:
+                outcomes[key(row)] = UNCHANGED
+        rest = [row for row in rest if key(row) not in outcomes]
         stored = rows_by_key(conn, plan.record_type, map(key, rest), sql.stored_columns, lock=True) if rest else {}
         updates, rehash = [], []
         for row in rest:
