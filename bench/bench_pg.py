@@ -431,8 +431,8 @@ def profile_store(cluster, count: int, top: int) -> None:
             with raw.cursor().copy(sql.copy) as copy:
                 for row in values:
                     copy.write_row(row)
-            plan_text = "\n".join(r[0] for r in raw.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql.merge))
-        print(f"EXPLAIN ANALYZE of the merge, {label}:")
+            plan_text = "\n".join(r[0] for r in raw.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql.insert))
+        print(f"EXPLAIN ANALYZE of the insert, {label}:")
         print("\n".join(line for line in plan_text.splitlines() if "Filter:" not in line))   # the filter is one long line
     store.close()
 

@@ -1,6 +1,7 @@
-"""The PostgreSQL batch merge (basecrawler/store/engines/pg_upsert.py, issue #23): COPY into a
-staging table and one INSERT … ON CONFLICT per batch keeps every rule of the row-by-row upsert,
-counts each key exactly, and leaves refused rows to the row-by-row path.
+"""The PostgreSQL batch write (basecrawler/store/engines/pg_upsert.py, issues #23, 35): COPY into a
+staging table, one INSERT … ON CONFLICT DO NOTHING per batch, the keys already held merged by the
+one rule of recordtypes/upsert.py; keeps every rule of the row-by-row path, counts each key
+exactly, and leaves refused rows to the row-by-row path.
 
 `merge_path` records every batch that went row by row (`Store._write_bisecting`), so each test
 also shows which path did the work.
@@ -141,13 +142,13 @@ def test_a_value_that_cannot_be_encoded_fails_its_row_only(store, row_by_row):
     assert store.count(TYPE) == 19 and len(row_by_row[0]) == 20   # the batch went row by row
 
 
-def test_extra_the_server_cannot_read_goes_row_by_row_and_is_kept(store, row_by_row):
-    # jsonb has no \u0000: the merge cannot compare this extra, the row-by-row merge can.
+def test_extra_that_jsonb_cannot_hold_is_merged_and_kept_without_going_row_by_row(store, row_by_row):
+    # jsonb has no \u0000; the merge is Python's (recordtypes/upsert.py), so the server never reads it as jsonb.
     store.upsert(TYPE, [recall(1, extra={"plant": "Ulsan"})], source="us")
     result = store.upsert(TYPE, [recall(1, extra={"code": "a\x00b"}), recall(2)], source="us")
     assert counts(result) == (1, 1, 0, 0)
     assert stored(store, "R0001")["extra"] == {"code": "a\x00b", "plant": "Ulsan"}
-    assert len(row_by_row) == 1
+    assert row_by_row == []
 
 
 def test_a_deadlock_in_the_merge_retries_the_transaction_instead_of_going_row_by_row(store, row_by_row, caplog):

@@ -280,19 +280,21 @@ def _statements(store) -> list[str]:
     return seen
 
 
-def test_new_rows_go_by_plain_insert_and_changed_ones_by_the_upsert_without_a_savepoint(tmp_path):
+def test_new_rows_go_by_plain_insert_and_changed_ones_by_an_update_of_the_merged_row_without_a_savepoint(tmp_path):
     store = Store(tmp_path / "t.db")
     store.upsert_recalls([Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01", summary_original="s")
                           for n in range(3)], source="t")
+    ids = {row["recall_number"]: row["id"] for row in store.query("SELECT id, recall_number FROM recalls")}
     seen = _statements(store)
     result = store.upsert_recalls([Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01",
                                           summary_original="changed" if n < 2 else "s") for n in range(5)], source="t")
     assert (result.new, result.updated, result.unchanged) == (2, 2, 1)
     # The trace shows each row's statement with its values (the update trigger traces it again).
     writes = [s for s in seen if s.startswith("INSERT INTO [recalls]")]
-    inserted = {n for n in ("P0", "P1", "P2", "P3", "P4") for s in writes if f"'{n}'" in s and "ON CONFLICT" not in s}
-    upserted = {n for n in ("P0", "P1", "P2", "P3", "P4") for s in writes if f"'{n}'" in s and "ON CONFLICT" in s}
-    assert (inserted, upserted) == ({"P3", "P4"}, {"P0", "P1"})
+    inserted = {n for n in ("P0", "P1", "P2", "P3", "P4") for s in writes if f"'{n}'" in s}
+    assert inserted == {"P3", "P4"} and not any("ON CONFLICT" in s for s in writes)
+    updates = [s for s in seen if s.startswith("UPDATE [recalls] SET")]
+    assert {int(s.rsplit("=", 1)[1]) for s in updates} == {ids["P0"], ids["P1"]}
     assert not any(s.startswith("SAVEPOINT") for s in seen)
 
 

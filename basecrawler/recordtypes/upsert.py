@@ -1,7 +1,11 @@
-"""The COALESCE upsert of a type, generated from its declaration (pure: SQL text and row
-arithmetic; the store runs it). See docs/DETAILS.md, "The store":
+"""The merge rule of a type, generated from its declaration (pure: SQL text and row arithmetic;
+the store runs it). See docs/DETAILS.md, "The store".
 
-- a NULL or blank never erases a stored value (COALESCE in SQL; inside `extra` too);
+`UpsertPlan.merge` is the one place that decides what a stored row becomes; both engines write
+the row it returns as it is (`insert_sql`, `update_sql`: plain assignments, no COALESCE), and
+`decide` gives the count (new / updated / unchanged) from the same verdict:
+
+- a NULL or blank never erases a stored value (inside `extra` too);
 - a row whose merged values equal the stored ones is not written (`column_values`), so a
   re-run over the same data writes nothing and `updated_at` does not move;
 - an unknown date never replaces a known one (the `date_unknown` flag);
@@ -26,6 +30,12 @@ INPUT_HASH = "input_hash"
 # A row flag: its input hash came from the pipeline (names the input it was made from), so an
 # unchanged stored row may be pointed at it.
 GIVEN_HASH = "_input_hash_given"
+# A merged row's verdict on its translation: per translated pair, whether its `X_ko` is cleared,
+# then whether the translation state is (any pair's original changed).
+RETRANSLATE = "_retranslate"
+# The translation state a changed original clears with the Korean text.
+TRANSLATION_STATE = ("translated_at", "translation_status", "translation_note")
+NEW, UPDATED, UNCHANGED = "new", "updated", "unchanged"
 
 
 def json_default(value: Any) -> Any:
@@ -85,12 +95,15 @@ class UpsertPlan:
         self._param_flag_at = self.written.index(DATE_UNKNOWN) if self.dated else None
         self._merge_plain = tuple(c for c in self.written if c not in (EXTRA, DATE_UNKNOWN)
                                   and not (self.dated and c == self.date_field))
-        self.sql = self._build_sql()
-        # A row the lookup found no stored row for, on SQLite (whose BEGIN IMMEDIATE keeps any
-        # other writer out between the lookup and the write): a plain INSERT. The upsert form
-        # seeks the unique index once more for its conflict check: 1.23 vs 0.70 s per 50,000
-        # new recalls (bench/README.md, "What changed in wave 5").
+        self.originals = rt.original_columns
+        self.koreans = rt.korean_columns
+        # A new row: a plain INSERT (on PostgreSQL, engines/pg_upsert.py inserts through a
+        # staging table and skips keys another writer holds). A changed row: `update_sql`,
+        # which writes the merged row as `merge` made it.
         self.insert_sql = self._build_insert_sql()
+        # `update_params`: the positions in `params` of the columns an update sets (not the key).
+        self._update_at = tuple(i for i, c in enumerate((*self.written, *self.derived)) if c not in self.key_columns)
+        self.update_sql = self._build_update_sql()
 
     # ---- rows ---------------------------------------------------------------------------
     def row_of(self, record, source: str) -> dict:
@@ -152,7 +165,26 @@ class UpsertPlan:
             if not (new.get(DATE_UNKNOWN) and not old.get(DATE_UNKNOWN)):
                 merged[self.date_field] = new.get(self.date_field)
                 merged[DATE_UNKNOWN] = int(bool(new.get(DATE_UNKNOWN)))
+        if self.originals:
+            # A changed original clears its Korean text, and any one the translation state.
+            cleared = tuple(merged.get(o) is not None and merged.get(o) != old.get(o) for o in self.originals)
+            merged[RETRANSLATE] = (*cleared, any(cleared))
         return merged
+
+    def decide(self, old: dict | None, new: dict) -> tuple[str, dict | None]:
+        """The verdict on an incoming row (folded, `input_hash` set) against the stored row of
+        its key (None: there is none), which is both what is written and what is counted:
+        (NEW, the row), (UNCHANGED, None) or (UPDATED, the merged row to write)."""
+        if old is None:
+            return NEW, new
+        if old.get(INPUT_HASH) == new[INPUT_HASH]:
+            # The same input as the write that made the stored row: merging it changes nothing.
+            return UNCHANGED, None
+        merged = self.merge(old, new)
+        if self.column_values(merged) == self.column_values(old):
+            return UNCHANGED, None
+        merged["_raw"], merged[INPUT_HASH] = new["_raw"], new[INPUT_HASH]
+        return UPDATED, merged
 
     def fold(self, rows: list[dict]) -> list[dict]:
         """Two rows with one key in a batch (an addendum repeating an alert) fold into one."""
@@ -186,6 +218,15 @@ class UpsertPlan:
         params += (row.get(INPUT_HASH), now, now)
         return params
 
+    def update_params(self, row: dict, now: str) -> list:
+        """`update_sql`'s parameters for a merged row (`decide`'s UPDATED row, with its `id`)."""
+        values = self.params(row, now)
+        flags = []
+        if self.originals:
+            *cleared, any_cleared = row.get(RETRANSLATE) or (False,) * (len(self.koreans) + 1)
+            flags = [*map(int, cleared), *[int(any_cleared)] * len(TRANSLATION_STATE)]
+        return [*map(values.__getitem__, self._update_at), *flags, row.get(INPUT_HASH), now, row["id"]]
+
     # ---- SQL ----------------------------------------------------------------------------
     def _insert_columns(self) -> list[str]:
         return [*self.written, *self.derived, INPUT_HASH, "first_seen_at", "updated_at"]
@@ -194,31 +235,16 @@ class UpsertPlan:
         cols = self._insert_columns()
         return f"INSERT INTO [{self.table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
 
-    def _build_sql(self) -> str:
-        rt, table = self.record_type, self.table
-        cols = self._insert_columns()
-        sets = []
-        for col in self.data_columns:
-            if col in self.key_columns:
-                continue
-            if self.dated and col in (self.date_field, DATE_UNKNOWN):
-                sets.append(f"[{col}] = CASE WHEN excluded.{DATE_UNKNOWN} = 1 AND [{table}].{DATE_UNKNOWN} = 0 "
-                            f"THEN [{table}].[{col}] ELSE excluded.[{col}] END")
-            else:
-                sets.append(f"[{col}] = COALESCE(excluded.[{col}], [{table}].[{col}])")
-        changed_any = []
-        for original, korean in zip(rt.original_columns, rt.korean_columns):
-            changed = f"(excluded.[{original}] IS NOT NULL AND excluded.[{original}] IS NOT [{table}].[{original}])"
-            changed_any.append(changed)
-            sets.append(f"[{korean}] = CASE WHEN {changed} THEN NULL ELSE [{table}].[{korean}] END")
-        if changed_any:
-            any_changed = " OR ".join(changed_any)
-            for col in ("translated_at", "translation_status", "translation_note"):
-                sets.append(f"{col} = CASE WHEN {any_changed} THEN NULL ELSE [{table}].{col} END")
-        sets.append(f"{INPUT_HASH} = excluded.{INPUT_HASH}")
-        sets.append("updated_at = excluded.updated_at")
-        return (f"INSERT INTO [{table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))}) "
-                f"ON CONFLICT({', '.join(self.key_columns)}) DO UPDATE SET {', '.join(sets)}")
+    def _build_update_sql(self) -> str:
+        """The merged row written as it is: every column an update sets, the Korean texts and
+        the translation state cleared where `merge` said so (`RETRANSLATE`), by the row's id."""
+        cols = [(*self.written, *self.derived)[i] for i in self._update_at]
+        sets = [f"[{c}] = ?" for c in cols]
+        if self.originals:
+            # (one flag per Korean column, then the "any" flag once per state column)
+            sets += [f"[{c}] = CASE WHEN ? = 1 THEN NULL ELSE [{c}] END" for c in (*self.koreans, *TRANSLATION_STATE)]
+        sets += [f"[{INPUT_HASH}] = ?", "[updated_at] = ?"]
+        return f"UPDATE [{self.table}] SET {', '.join(sets)} WHERE [id] = ?"
 
 
 def _values_getter(columns: tuple[str, ...]):
@@ -241,4 +267,5 @@ def plan_for(record_type: RecordType) -> UpsertPlan:
     return UpsertPlan(record_type)
 
 
-__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH", "GIVEN_HASH"]
+__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH", "GIVEN_HASH", "NEW", "UPDATED",
+           "UNCHANGED"]

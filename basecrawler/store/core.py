@@ -8,11 +8,10 @@ both.
 
 Each record type's table, key, indexes and upsert are derived from its declaration
 (basecrawler/recordtypes: tables.py, upsert.py); nothing here names a type or a field of one.
-Upsert rules (see docs/DETAILS.md, "The store"):
-- a NULL or blank never erases a stored value (COALESCE, in SQL);
-- a row whose merged values equal the stored ones is not written, so `updated_at` does not
-  move and a re-run over the same data writes nothing;
-- a changed `X_original` clears `X_ko` and `translated_at` so the row is translated again;
+The merge rule (a NULL never erases, an unknown date never replaces a known one, a changed
+original is translated again, an unchanged row is not written) is `UpsertPlan.merge` /
+`decide`, and only there: this module and engines/pg_upsert.py write the rows it returns as
+they are, and count what it decided. Besides:
 - a failing batch is bisected down to the rows that break it; only those become dead letters;
 - new rows reach the full-text index with one statement per batch (`tables.feed_fts_sql`): a
   per-row insert trigger cost about three times as much (bench/README.md). Updates and
@@ -20,7 +19,6 @@ Upsert rules (see docs/DETAILS.md, "The store"):
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import itertools
 import json
@@ -45,8 +43,10 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import (feed_fts_sql, fts_insert_trigger, fts_table, input_index, pg_trgm_index_name,
                                             pg_windows_index_name)
-from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, UpsertPlan, json_default as _json_default, plan_for
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan, plan_for
+from basecrawler.store.deadletters import DeadLetters, decode_raw, encode_raw
 from basecrawler.store.finishing import Finisher
+from basecrawler.store.runs import Runs, pid_alive
 from basecrawler.store.schema import ensure_types, migrate
 
 log = logging.getLogger(__name__)
@@ -127,30 +127,6 @@ def _db_errors() -> tuple[type[BaseException], ...]:
     return (sqlite3.Error, psycopg.Error)
 
 
-def encode_raw(raw: Any) -> tuple[str, str | None, bytes | None]:
-    """A raw item as (kind, text, bytes) for the dead_letters table."""
-    if raw is None:
-        return "none", None, None
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        return "bytes", None, bytes(raw)
-    if isinstance(raw, str):
-        return "text", raw, None
-    return "json", json.dumps(raw, ensure_ascii=False, default=_json_default), None
-
-
-def decode_raw(kind: str, text: str | None, blob: bytes | None) -> Any:
-    if kind.endswith(_UTF8_SUFFIX):   # text kept as bytes (it held NUL; see add_dead_letter)
-        kind, text, blob = kind[:-len(_UTF8_SUFFIX)], bytes(blob).decode("utf-8"), None
-    if kind == "bytes":
-        return blob
-    if kind == "json":
-        return json.loads(text) if text is not None else None
-    return text
-
-
-_UTF8_SUFFIX = "_utf8"
-
-
 class Store:
     """One SQLite database file (or `:memory:`), or a PostgreSQL database (`postgresql://…`).
     Thread-safe: one connection per Store, writes serialised."""
@@ -158,6 +134,9 @@ class Store:
     def __init__(self, path: str | Path = "basecrawler.db"):
         self.path = str(path)
         self.engine = "postgresql" if is_postgres_url(self.path) else "sqlite"
+        # One small repository per table, each with its own SQL; the methods below delegate.
+        self.runs = Runs(self)
+        self.dead_letters = DeadLetters(self)
         self._write_lock = threading.RLock()
         self._finisher = Finisher()   # a SQLite batch finishing behind the caller (finishing.py)
         self._finishing_keys: tuple[str, set[tuple]] = ("", set())   # its table and keys
@@ -447,62 +426,65 @@ class Store:
         """The batch's lookup and writes inside the caller's transaction. The full-text feed of
         its new rows runs last, or, given `finishing`, is appended to it for the finisher."""
         result = UpsertResult()
-        if self.engine == "postgresql":   # COPY + one merge statement; a refused batch goes on row by row below
+        if self.engine == "postgresql":   # COPY + one insert, the rest merged; a refused batch goes on row by row below
             from basecrawler.store.engines.pg_upsert import merge_batch
             if merge_batch(db, plan, rows, result):
                 return result
+            # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
+            rows = sorted(rows, key=plan.key)
         key = plan.key
         # First only each stored row's input hash (a re-run of the same input needs nothing
-        # more); the whole stored rows only for the keys whose input differs.
-        hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), (INPUT_HASH,))
+        # more); the whole stored rows only for the keys whose input differs. (PostgreSQL: the
+        # rows are locked until the batch commits, so no other writer changes them between the
+        # verdict and the write.)
+        lock = self.engine == "postgresql"
+        hashes = self.rows_by_key(plan.record_type, (key(r) for r in rows), ("id", INPUT_HASH), lock=lock)
         differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
-        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, ("id", *plan.written)) if differing else {})}
+        stored = {**hashes, **(self.rows_by_key(plan.record_type, differing, ("id", INPUT_HASH, *plan.written)) if differing else {})}
         now = now or utc_now_iso()
         feed = self._fts_feed(plan.record_type)
         # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
         # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
         last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
                    if feed else None)   # only the SQLite index feed needs it
-        to_write: list[tuple[dict, str]] = []
+        new_rows: list[tuple[dict, str]] = []
+        changed: list[tuple[dict, str]] = []
         rehashed: list[tuple[str, int]] = []
-        if self.engine == "postgresql":
-            # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
-            rows = sorted(rows, key=key)
-        column_values = plan.column_values
+        decide = plan.decide
         for row in rows:
             old = stored.get(key(row))
-            if old is None:
-                to_write.append((row, "new"))
-                continue
-            if old.get(INPUT_HASH) == row[INPUT_HASH]:
-                # The same input as the write that made the stored row: merging it changes nothing.
-                result.unchanged += 1
-                result.by_key[key(row)] = "unchanged"
-            elif column_values(merged := plan.merge(old, row)) == column_values(old):
-                # Another input that changes nothing: the stored row now stands for this input
-                # too (its hash is all that is written), so the next run recognises it unvalidated.
-                result.unchanged += 1
-                result.by_key[key(row)] = "unchanged"
-                if row.get(GIVEN_HASH):   # (a hash of its own values would name no input)
-                    rehashed.append((row[INPUT_HASH], old["id"]))
+            outcome, merged = decide(old, row)   # the one merge rule: what is written is what is counted
+            if outcome == NEW:
+                new_rows.append((row, NEW))
+            elif outcome == UPDATED:
+                changed.append((merged, UPDATED))
             else:
-                to_write.append((merged | {"_raw": row["_raw"], INPUT_HASH: row[INPUT_HASH]}, "updated"))
-        if self.engine == "postgresql":   # the merge refused this batch: row by row
-            written = self._write_bisecting(db, plan, to_write, now)
-        else:
-            # New rows by a plain INSERT (no other writer can add their keys since the lookup:
-            # BEGIN IMMEDIATE), changed ones by the upsert; each group at once, or bisected
-            # when a first attempt was refused.
-            written = itertools.chain.from_iterable(
-                (self._write_bisecting if bisect else self._write_at_once)(db, plan, group, now, sql)
-                for group, sql in (([item for item in to_write if item[1] == "new"], plan.insert_sql),
-                                   ([item for item in to_write if item[1] != "new"], plan.sql)))
+                result.unchanged += 1
+                result.by_key[key(row)] = UNCHANGED
+                if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
+                    # Another input that changes nothing: the stored row now stands for this input
+                    # too (its hash is all that is written), so the next run recognises it
+                    # unvalidated. (A hash of its own values would name no input.)
+                    rehashed.append((row[INPUT_HASH], old["id"]))
+        # New rows by a plain INSERT (SQLite: no other writer can add their keys since the
+        # lookup, BEGIN IMMEDIATE), changed ones by the update of the merged row; each group at
+        # once, or bisected when a first attempt was refused (always, on PostgreSQL: only a
+        # batch the server refused comes here).
+        write = self._write_bisecting if bisect or self.engine == "postgresql" else self._write_at_once
+        written = itertools.chain(write(db, plan, new_rows, now, plan.insert_sql, lambda row, now: row.get(_PARAMS)
+                                        or plan.params(row, now)),
+                                  write(db, plan, changed, now, plan.update_sql, plan.update_params))
+        taken: list[tuple[dict, str]] = []
         for row, outcome in written:
-            if outcome in ("new", "updated"):
+            if outcome in (NEW, UPDATED):
                 setattr(result, outcome, getattr(result, outcome) + 1)
                 result.by_key[key(row)] = outcome
+            elif lock and outcome.startswith("UniqueViolation"):
+                taken.append((row, outcome))   # (an update never changes a key: this was an insert)
             else:
                 result.failed.append((row, outcome))
+        if taken:
+            rehashed += self._merge_taken(db, plan, taken, now, result)
         if rehashed:   # bookkeeping only: updated_at and the counts stay as they are
             db.conn.executemany(f"UPDATE [{plan.table}] SET {INPUT_HASH} = ? WHERE id = ?", rehashed)
         if result.new and feed:
@@ -512,15 +494,46 @@ class Store:
                 finishing.append((feed, [last_id]))
         return result
 
+    def _merge_taken(self, db, plan: UpsertPlan, taken: list[tuple[dict, str]], now: str,
+                     result: UpsertResult) -> list[tuple[str, int]]:
+        """PostgreSQL's row-by-row path: rows whose key another writer inserted after the
+        lookup are judged against that row (now locked) by the same rule and written, never
+        failed for it. Returns the unchanged rows' hashes to point at their input."""
+        key = plan.key
+        stored = self.rows_by_key(plan.record_type, [key(row) for row, _ in taken], ("id", INPUT_HASH, *plan.written),
+                                  lock=True)
+        changed, rehashed = [], []
+        for row, error in taken:
+            old = stored.get(key(row))
+            outcome, merged = plan.decide(old, row)
+            if outcome == NEW:   # gone again: the insert's refusal stands
+                result.failed.append((row, error))
+            elif outcome == UPDATED:
+                changed.append((merged, UPDATED))
+            else:
+                result.unchanged += 1
+                result.by_key[key(row)] = UNCHANGED
+                if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
+                    rehashed.append((row[INPUT_HASH], old["id"]))
+        for row, outcome in self._write_bisecting(db, plan, changed, now, plan.update_sql, plan.update_params):
+            if outcome == UPDATED:
+                result.updated += 1
+                result.by_key[key(row)] = UPDATED
+            else:
+                result.failed.append((row, outcome))
+        return rehashed
+
     def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
-                    columns: Iterable[str] | None = None) -> dict[tuple, dict]:
+                    columns: Iterable[str] | None = None, *, lock: bool = False) -> dict[tuple, dict]:
         """Stored rows of a type by their keys (tuples in `key_columns` order, source first),
-        in chunks of 500 values of the last key column per query."""
+        in chunks of 500 values of the last key column per query. `lock` (PostgreSQL, inside a
+        write): the rows stay locked until the transaction ends (SQLite's write transaction
+        already holds the whole database)."""
         rt = _type(record_type)
         if self.engine == "postgresql":   # engines/pg_lookup.py: index probes, 1,000 keys a query
             from basecrawler.store.engines.pg_lookup import rows_by_key
             with self._write_lock:
-                return rows_by_key(self.db.conn, rt, keys, columns)
+                return rows_by_key(self.db.conn, rt, keys, columns, lock=lock)
         with self._write_lock:
             return self._sqlite_rows_by_key(rt, keys, columns)
 
@@ -568,30 +581,29 @@ class Store:
                         found[key_of(row)] = row
         return found
 
-    def _write_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str):
+    def _write_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str, params_of):
         """Write items with one statement and no savepoint (a savepoint costs SQLite a
         sub-journal of every page the batch touches); a refused row raises `_BatchRefused`,
         and the caller rolls the transaction back and writes the batch bisected."""
         if not items:
             return []
         try:
-            db.conn.executemany(sql, [row.get(_PARAMS) or plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [params_of(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if not _refused_row(db, exc):
                 raise
             raise _BatchRefused() from exc
         return items
 
-    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str | None = None):
+    def _write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str, params_of):
         """Write items inside a savepoint; on failure split in halves until the bad rows are
         alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
         if not items:
             return
-        sql = sql or plan.sql
         savepoint = "upsert_batch"
         db.conn.execute(f"SAVEPOINT {savepoint}")
         try:
-            db.conn.executemany(sql, [row.get(_PARAMS) or plan.params(row, now) for row, _ in items])
+            db.conn.executemany(sql, [params_of(row, now) for row, _ in items])
         except (*self._refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if self.engine == "sqlite" and not _refused_row(db, exc):
                 raise   # (the transaction, savepoint and all, is rolled back by the caller or was already)
@@ -603,8 +615,8 @@ class Store:
                 yield items[0][0], f"{type(exc).__name__}: {exc}"
                 return
             middle = len(items) // 2
-            yield from self._write_bisecting(db, plan, items[:middle], now, sql)
-            yield from self._write_bisecting(db, plan, items[middle:], now, sql)
+            yield from self._write_bisecting(db, plan, items[:middle], now, sql, params_of)
+            yield from self._write_bisecting(db, plan, items[middle:], now, sql, params_of)
             return
         db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
         yield from items
@@ -707,163 +719,58 @@ class Store:
         rt = get_record_type(DEFAULT_RECORD_TYPE)
         return self.get(rt, dict(zip(rt.key, (key[0].upper(), *key[1:]))))
 
-    # ---- runs -------------------------------------------------------------------------
+    # ---- runs and dead letters: their repositories (runs.py, deadletters.py) ------------
     def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
-        def op(db):
-            # RETURNING rather than lastrowid: the one spelling both engines answer.
-            return db.conn.execute(
-                "INSERT INTO crawl_runs (source, mode, status, pid, started_at, since, until) VALUES (?,?,?,?,?,?,?) "
-                "RETURNING id", [source, mode, status, pid, utc_now_iso(), since, until],
-            ).fetchone()[0]
-        return self.write(op)
+        return self.runs.start_run(source, mode, status, pid, since, until)
 
     def update_run(self, run_id: int, **fields: Any) -> None:
-        if not fields:
-            return
-        fields = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
-        assignments = ", ".join(f"[{k}] = ?" for k in fields)
-        self.write(lambda db: db.conn.execute(f"UPDATE crawl_runs SET {assignments} WHERE id = ?", [*fields.values(), run_id]))
+        return self.runs.update_run(run_id, **fields)
 
     def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
-        """Mark `running` / `waiting` rows whose process is gone as `crashed` (kill -9, power
-        loss: the process never wrote its end). Returns their ids.
-
-        A row is dead when its pid no longer exists; a `running` row is also dead when the
-        caller holds the run lock (`lock_held`) and the row is not this process's: the lock
-        is an flock the kernel releases when its holder dies, so nobody else can be running,
-        whatever process now carries a reused pid.
-
-        On PostgreSQL crawls run on several machines under per-source advisory locks: a pid is
-        alive while a connection named for it exists (pg_stat_activity), and a held lock speaks
-        for its own source only."""
-        rows = self.query("SELECT id, pid, status, source FROM crawl_runs WHERE status IN ('running', 'waiting')")
-        own = next((row["source"] for row in rows if row["id"] == exclude_run_id), None)
-        alive = self._process_alive
-
-        def lock_says_dead(row) -> bool:
-            if not lock_held or row["status"] != "running" or row["pid"] == os.getpid():
-                return False
-            return self.engine == "sqlite" or row["source"] == own
-        dead = [row["id"] for row in rows if row["id"] != exclude_run_id and (
-            not alive(row["pid"]) or lock_says_dead(row))]
-        if dead:
-            now = utc_now_iso()
-            marks = ",".join("?" * len(dead))
-            self.write(lambda db: db.conn.execute(
-                f"UPDATE crawl_runs SET status = 'crashed', finished_at = COALESCE(finished_at, ?), "
-                f"error = COALESCE(error, 'the process ended without closing its run (killed or crashed)') "
-                f"WHERE id IN ({marks}) AND status IN ('running', 'waiting')", [now, *dead]))
-        return dead
-
-    def _process_alive(self, pid: int | None) -> bool:
-        if self.engine == "sqlite":
-            return pid_alive(pid)
-        if pid == os.getpid():
-            return True
-        from basecrawler.store.engines.pg import APPLICATION_PREFIX
-        return bool(self.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE ?",
-                                [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
+        return self.runs.close_dead_runs(exclude_run_id=exclude_run_id, lock_held=lock_held)
 
     def session(self) -> str:
-        """A token for whoever writes through this store, whose liveness any other process can
-        check with `session_alive`: this process's pid (SQLite, one machine), or the server
-        process of this connection (PostgreSQL, any machine)."""
-        if self.engine == "sqlite":
-            return str(os.getpid())
-        return f"pg{self.scalar('SELECT pg_backend_pid()')}"
+        return self.runs.session()
 
     def session_alive(self, token: str) -> bool:
-        if token.startswith("pg"):
-            if self.engine != "postgresql" or not token[2:].isdigit():
-                return False
-            return bool(self.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?", [int(token[2:])]))
-        return token.isdigit() and pid_alive(int(token))
+        return self.runs.session_alive(token)
 
     def last_run(self, source: str) -> dict | None:
-        rows = self.query("SELECT * FROM crawl_runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source])
-        return rows[0] if rows else None
+        return self.runs.last_run(source)
 
-    # ---- dead letters -----------------------------------------------------------------
+    def sources_with_runs(self) -> set[str]:
+        return self.runs.sources_with_runs()
+
+    def last_successful_run(self, source: str) -> dict | None:
+        return self.runs.last_successful_run(source)
+
+    def run_problem_counts(self, source: str) -> dict[str, int]:
+        return self.runs.run_problem_counts(source)
+
     def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
                         raw: Any, record_key: str | None = None, url: str | None = None,
                         response_sha256: str | None = None, record_type: str | None = None) -> int:
-        """Keep one item that did not become records. `record_key` is the last field of the
-        record key it was meant to have (the publisher's own number or id), as text, when known;
-        `record_type` the type it was meant to be, None for the source's default type."""
-        raw_kind, raw_text, raw_bytes = encode_raw(raw)
-        if self.engine == "postgresql":
-            # PostgreSQL text cannot hold NUL (SQLite can): such a raw item is kept as its UTF-8
-            # bytes under `<kind>_utf8`, which decode_raw turns back into the same text.
-            if raw_text is not None and "\x00" in raw_text:
-                raw_kind, raw_text, raw_bytes = raw_kind + _UTF8_SUFFIX, None, raw_text.encode("utf-8")
-            error = error.replace("\x00", "\\x00")
-
-        def op(db):
-            return db.conn.execute(
-                "INSERT INTO dead_letters (source, run_id, stage, kind, error, record_key, url, "
-                "response_sha256, raw_kind, raw, raw_bytes, created_at, retry_count, record_type) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,0,?) RETURNING id",
-                [source, run_id, stage, kind, error[:4000], record_key, url, response_sha256,
-                 raw_kind, raw_text, raw_bytes, utc_now_iso(), record_type],
-            ).fetchone()[0]
-        return self.write(op)
+        return self.dead_letters.add_dead_letter(source=source, run_id=run_id, stage=stage, kind=kind, error=error,
+                                                 raw=raw, record_key=record_key, url=url,
+                                                 response_sha256=response_sha256, record_type=record_type)
 
     def open_dead_letters(self, source: str | None = None) -> list[dict]:
-        sql = "SELECT * FROM dead_letters WHERE resolved_at IS NULL"
-        params: list = []
-        if source:
-            sql += " AND source = ?"
-            params.append(source)
-        return self.query(sql + " ORDER BY id", params)
+        return self.dead_letters.open_dead_letters(source)
 
     def dead_letter_retried(self, letter_id: int, *, error: str | None, at: str) -> None:
-        """One `dead-letters retry` of a letter: resolved when `error` is None, else its new error."""
-        if error is None:
-            sql, params = ("UPDATE dead_letters SET resolved_at = ?, retried_at = ?, retry_count = retry_count + 1 "
-                           "WHERE id = ?"), [at, at, letter_id]
-        else:
-            sql, params = ("UPDATE dead_letters SET error = ?, retried_at = ?, retry_count = retry_count + 1 "
-                           "WHERE id = ?"), [error[:4000], at, letter_id]
-        self.write(lambda db: db.conn.execute(sql, params))
+        return self.dead_letters.dead_letter_retried(letter_id, error=error, at=at)
 
     def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
                           limit: int = 100) -> list[dict]:
-        """Newest first, with a preview of the raw input instead of all of it (`dead-letters list`)."""
-        sql = ("SELECT id, source, run_id, stage, kind, error, record_key, url, response_sha256, raw_kind, "
-               "substr(raw, 1, 300) AS raw_preview, length(raw_bytes) AS raw_bytes_size, created_at, retried_at, "
-               "resolved_at, retry_count FROM dead_letters WHERE 1=1")
-        params: list = []
-        if not include_resolved:
-            sql += " AND resolved_at IS NULL"
-        if source:
-            sql += " AND source = ?"
-            params.append(source)
-        return self.query(sql + " ORDER BY id DESC LIMIT ?", [*params, limit])
+        return self.dead_letters.list_dead_letters(source, include_resolved=include_resolved, limit=limit)
 
     def sources_with_open_dead_letters(self) -> list[str]:
-        rows = self.query("SELECT DISTINCT source FROM dead_letters WHERE resolved_at IS NULL")
-        return sorted(row["source"] for row in rows)
+        return self.dead_letters.sources_with_open_dead_letters()
 
     def count_open_dead_letters(self, source: str | None = None) -> int:
-        if source is None:
-            return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE resolved_at IS NULL")
-        return self.scalar("SELECT COUNT(*) FROM dead_letters WHERE source = ? AND resolved_at IS NULL", [source])
+        return self.dead_letters.count_open_dead_letters(source)
 
     # ---- what `status` shows ------------------------------------------------------------
-    def sources_with_runs(self) -> set[str]:
-        return {row["source"] for row in self.query("SELECT DISTINCT source FROM crawl_runs")}
-
-    def last_successful_run(self, source: str) -> dict | None:
-        rows = self.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
-                          "ORDER BY id DESC LIMIT 1", [source])
-        return rows[0] if rows else None
-
-    def run_problem_counts(self, source: str) -> dict[str, int]:
-        """Runs of the source that crashed or were interrupted, by status."""
-        return {row["status"]: row["n"] for row in self.query(
-            "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
-            "GROUP BY status", [source])}
-
     def enrichment_counts(self, source: str) -> dict[str, int]:
         """Enrichment items by state, `retry` per level (retry1 … retry4: how close to `gone`)."""
         return {row["state"]: row["n"] for row in self.query(
@@ -971,21 +878,6 @@ class Store:
         return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether a process with this pid exists (a pid we may not signal still exists)."""
-    if not pid or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OverflowError:
-        return False
-    return True
-
-
 def decode_row(record_type: RecordType, row: dict) -> dict:
     """A stored row with its JSON columns decoded: `extra` a dict, multi-valued fields lists
     (empty when the column is NULL: an empty list is stored as NULL, so a blank never erases)."""
@@ -1021,4 +913,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error"]
+__all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]

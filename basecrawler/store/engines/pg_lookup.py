@@ -28,10 +28,11 @@ _TYPES = {int: "bigint", bool: "bigint", float: "float8"}
 
 @functools.lru_cache(maxsize=None)
 def lookup_sql(table: str, key_columns: tuple[str, ...], key_types: tuple[type, ...],
-               columns: tuple[str | None, ...] | None, one_prefix: bool = False) -> str:
+               columns: tuple[str | None, ...] | None, one_prefix: bool = False, lock: bool = False) -> str:
     """The lookup of a chunk of keys sent as one JSON array: of key tuples, or with
     `one_prefix` (every key of the chunk has the same values but for the last column, as a
-    crawl's keys do) of the last column's values, the others as parameters."""
+    crawl's keys do) of the last column's values, the others as parameters. `lock`: each row
+    found is locked (FOR UPDATE) as it is read, in the order of the keys sent."""
     def typed(text: str, kind: type) -> str:
         return f"({text})::{_TYPES[kind]}" if kind in _TYPES else text
     last = len(key_columns) - 1
@@ -46,7 +47,7 @@ def lookup_sql(table: str, key_columns: tuple[str, ...], key_types: tuple[type, 
         match = match[last:] + match[:last]
     select = "*" if columns is None else ", ".join(f't."{column}"' if column else "NULL" for column in columns)
     return (f"SELECT r.* FROM {source} CROSS JOIN LATERAL "
-            f'(SELECT {select} FROM "{table}" AS t WHERE {" AND ".join(match)} LIMIT 1) AS r')
+            f'(SELECT {select} FROM "{table}" AS t WHERE {" AND ".join(match)} LIMIT 1{" FOR UPDATE" if lock else ""}) AS r')
 
 
 def _storable(keys: list[tuple]) -> list[tuple]:
@@ -93,18 +94,19 @@ def _chunks(keys: Iterable[tuple]):
 
 
 def rows_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
-                columns: Iterable[str] | None = None) -> dict[tuple, dict]:
+                columns: Iterable[str] | None = None, lock: bool = False) -> dict[tuple, dict]:
     """Stored rows of a type by their keys (tuples in `key_columns` order, source first):
     {key: row with the key columns and `columns` (every column when None)}. `conn` is the
     store's PgConnection. A number given for a text column finds its digits, as SQLite
-    compares a number with a TEXT column."""
+    compares a number with a TEXT column. `lock`: the rows are locked for this transaction
+    (FOR UPDATE), in the order of `keys`."""
     key_columns = tuple(record_type.key_columns)
     kinds = tuple(record_type.column_types.get(c, str) for c in key_columns)
     wanted = None if columns is None else tuple(dict.fromkeys([*key_columns, *columns]))
     key_of = itemgetter(*key_columns)
     found: dict[tuple, dict] = {}
     for _, (one_prefix, params) in _chunks(keys):
-        sql = lookup_sql(record_type.table, key_columns, kinds, wanted, one_prefix)
+        sql = lookup_sql(record_type.table, key_columns, kinds, wanted, one_prefix, lock)
         cursor = conn.run_statement(sql, lambda raw: raw.execute(sql, params))
         names = [d.name for d in cursor.description]
         for values in cursor.fetchall():

@@ -1,0 +1,143 @@
+"""The write path end to end (issue 35, item 8): a whole `run()` against the engine alone, side by
+side in one process run.
+
+    python bench/bench_write_path.py [N] [REPEATS] [--pg] [--pg-only] [--profile TOP]
+
+- **engine**: the store's own parameters for the same N vehicle-recall rows (the same values,
+  derived columns and input hashes, made beforehand) written into an empty store's table with
+  the same indexes, one transaction. SQLite: `executemany` of the store's INSERT per 5,000 rows,
+  the full-text index fed per batch by the store's own statement. PostgreSQL: `COPY` straight
+  into the table per 5,000 rows (the trigram index is the engine's own GIN index, fed by it).
+- **pipeline**: `run()` of a test source whose fetch() yields the N dicts and parse() returns
+  them (bench_upsert.py's `ListCrawler`), into an empty store: input hashes, the recognition
+  lookup, validation, the merge rule, exact counts, a commit per batch, the run row. Process
+  start-up and opening the store are outside the timing.
+- **re-run**: the same `run()` again over the unchanged dicts (0 rows written).
+
+Variants interleaved per repetition on fresh stores (a busy neighbour hurts all alike); the
+ratios engine / pipeline and re-run / first run are taken per repetition, median (min–max), by
+wall clock and by this process's CPU. `--pg` adds the same on a throw-away PostgreSQL cluster
+(tests/pgcluster.py, fsync off); its CPU column is the client's only. `--profile TOP` prints the
+SQLite pipeline's first run under cProfile.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+
+from bench_upsert import (BATCH, Timer, fresh_store, plain, plain_params, profile_pipeline,  # noqa: E402
+                          through_pipeline, vehicle_rows, ListCrawler)
+from basecrawler import Store  # noqa: E402
+from basecrawler.pipeline.collector import fewer_collections  # noqa: E402
+from basecrawler.recordtypes import get_record_type  # noqa: E402
+from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for  # noqa: E402
+
+TYPE = "vehicle_recall"
+
+
+def spread(values: list[float], fmt: str) -> str:
+    return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
+
+
+def sqlite_round(tmp: str, rep: int, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
+    n = len(rows)
+    engine = plain(os.path.join(tmp, f"e{rep}.db"), rt, params)
+    store = fresh_store(os.path.join(tmp, f"p{rep}.db"))
+    first, result, _ = through_pipeline(store, rt, rows)
+    assert result.counts.new == n, result.counts
+    again, result, writes = through_pipeline(store, rt, rows)
+    assert result.counts.unchanged == n and result.counts.saved == n and writes == 0, (result.counts, writes)
+    store.close()
+    return {"engine": engine, "pipeline": first, "re-run": again}
+
+
+def pg_engine(url: str, rt, params: list[list]) -> Timer:
+    """COPY of the store's parameters straight into the type's table, 5,000 rows a COPY, one transaction."""
+    import psycopg
+
+    plan = plan_for(rt)
+    cols = ", ".join(f'"{c}"' for c in [*plan.written, *plan.derived, INPUT_HASH, "first_seen_at", "updated_at"])
+    params = [[int(v) if isinstance(v, bool) else v for v in row] for row in params]
+    with psycopg.connect(url) as conn:
+        with fewer_collections(), Timer() as timer:
+            with conn.transaction():
+                for i in range(0, len(params), BATCH):
+                    with conn.cursor().copy(f'COPY "{rt.table}" ({cols}) FROM STDIN') as copy:
+                        for row in params[i:i + BATCH]:
+                            copy.write_row(row)
+        assert conn.execute(f'SELECT COUNT(*) FROM "{rt.table}"').fetchone()[0] == len(params)
+    return timer
+
+
+def pg_round(cluster, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
+    n = len(rows)
+    engine = pg_engine(cluster.new_database(), rt, params)
+    store = Store(cluster.new_database())
+    timers = {"engine": engine}
+    for name in ("pipeline", "re-run"):
+        if name == "re-run":
+            after = store.scalar("SELECT txid_current()")
+        with Timer() as timer:
+            result = ListCrawler(store, rows, rt.name).run()
+        assert result.status == "succeeded", result.error
+        if name == "pipeline":
+            assert result.counts.new == n, result.counts
+        else:
+            assert result.counts.unchanged == n and result.counts.saved == n, result.counts
+            written = store.scalar(f"SELECT COUNT(*) FROM {rt.table} WHERE xmin::text::bigint > ?", [after])
+            assert written == 0, written
+        timers[name] = timer
+    store.close()
+    return timers
+
+
+def report(engine_name: str, n: int, rounds: list[dict[str, Timer]]) -> None:
+    print(f"{engine_name}: {n:,} {TYPE} records, batches of {BATCH:,}, {len(rounds)} repetitions: median (min–max)")
+    print(f"{'measure':<44}{'wall clock':>28}{'process CPU':>28}")
+
+    def line(label, values):
+        fmt = ",.0f" if "rec/s" in label else ".3f"
+        print(f"{label:<44}{spread(values('wall'), fmt):>28}{spread(values('cpu'), fmt):>28}")
+    for name in ("engine", "pipeline", "re-run"):
+        line(f"{name} (rec/s)", lambda clock, name=name: [n / getattr(r[name], clock) for r in rounds])
+    line("engine / pipeline (target >= 0.7)",
+         lambda clock: [getattr(r["engine"], clock) / getattr(r["pipeline"], clock) for r in rounds])
+    line("re-run / first run (target <= 0.15)",
+         lambda clock: [getattr(r["re-run"], clock) / getattr(r["pipeline"], clock) for r in rounds])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("n", nargs="?", type=int, default=100_000)
+    parser.add_argument("repeats", nargs="?", type=int, default=3)
+    parser.add_argument("--pg", action="store_true", help="also on a throw-away PostgreSQL cluster")
+    parser.add_argument("--pg-only", action="store_true", help="only on PostgreSQL")
+    parser.add_argument("--profile", type=int, default=0, metavar="TOP")
+    args = parser.parse_args()
+    os.environ["BASECRAWLER_BATCH_SIZE"] = str(BATCH)
+    rt = get_record_type(TYPE)
+    rows = vehicle_rows(args.n)
+    params = plain_params(rt, rows)
+    tmp = tempfile.mkdtemp()
+    if not args.pg_only:
+        report("SQLite", args.n, [sqlite_round(tmp, rep, rt, rows, params) for rep in range(args.repeats)])
+    if args.pg or args.pg_only:
+        from pgcluster import Cluster, _bin_dir
+        cluster = Cluster(_bin_dir()).start()
+        try:
+            report("PostgreSQL", args.n, [pg_round(cluster, rt, rows, params) for _ in range(args.repeats)])
+        finally:
+            cluster.stop()
+    if args.profile:
+        print(profile_pipeline(os.path.join(tmp, "profile.db"), rt, rows, args.profile))
+
+
+if __name__ == "__main__":
+    main()
