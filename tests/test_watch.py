@@ -74,9 +74,9 @@ def test_webhook_delivers_each_match_once_signed_then_nothing_then_the_change(an
         store.close()
 
 
-def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(tmp_path, hook):
+def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(any_db, hook):  # noqa: F811
     receiver = hook()
-    store = Store(str(tmp_path / "w.db"))
+    store = Store(any_db)
     try:
         watch = food_watch(target=receiver.url)
         repository.add(store, Watch(**{**watch.__dict__, "options": {}}), now=EARLY)
@@ -93,9 +93,9 @@ def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(tmp_pa
         store.close()
 
 
-def test_kill_9_between_commit_and_send_then_each_pending_delivered_once(tmp_path, hook):
+def test_kill_9_between_commit_and_send_then_each_pending_delivered_once(any_db, hook):  # noqa: F811
     receiver = hook()
-    path = str(tmp_path / "k.db")
+    path = any_db
     store = Store(path)
     repository.add(store, food_watch(target=receiver.url), now=EARLY)
     store_alerts(store, food_listeria_set())
