@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from basecrawler.store.core import Store
-from basecrawler.watch import repository
+from basecrawler.watch import operators, repository
 from basecrawler.watch.channels import mail
 from basecrawler.watch.delivery import deliver
 from basecrawler.watch.model import Watch
@@ -232,6 +232,8 @@ def test_a_wrong_certificate_is_refused_clearly_nothing_marked_sent_and_retried(
         rows = _outbox(store)
         assert [r["state"] for r in rows] == ["pending"] * 3 and all(r["attempts"] == 1 for r in rows)
         assert all(r["last_error"].startswith("TLS certificate of 127.0.0.1:") for r in rows)
+        assert "3 pending" in operators.status_lines(operators.status(store))[0]
+        assert "(last error: TLS certificate of 127.0.0.1:" in operators.status_lines(operators.status(store))[0]
         if wrong == "other-name":   # the operator fixes the server: a certificate for the name we connect to
             cert, key = _certificate(tmp_path, "mail-ip")
             server = servers(cert, key, implicit=security == "ssl")
