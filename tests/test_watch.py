@@ -306,3 +306,29 @@ def test_migrate_copies_watches_and_their_outbox_to_the_other_engine(tmp_path, p
         assert deliver(target).sent == 0 and len(receiver.posts) == 3   # the copied outbox knows what was sent
     finally:
         target.close()
+
+
+def test_a_full_disk_while_queueing_loses_nothing_and_sends_nothing_twice(tmp_path, hook):
+    """The outbox rows and the watches' cursors are written in one transaction: a disk that
+    fills up while they are written (SQLite's page limit standing for it) leaves both as they
+    were, the run goes on, and the next pass queues and delivers each match once."""
+    from basecrawler.watch.delivery import deliver_after_run
+
+    receiver = hook()
+    store = Store(str(tmp_path / "full.db"))
+    try:
+        repository.add(store, food_watch(target=receiver.url), now=EARLY)
+        # Long texts, so the outbox rows (each holding its record) need pages the limit denies.
+        store_alerts(store, [(source, record.model_copy(update={"description_original": "long text " * 2000}))
+                             for source, record in food_listeria_set()])
+        conn = store.db.conn
+        conn.execute("VACUUM")
+        conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+        assert deliver_after_run(store) is None   # the pass failed, logged; it never raises into the run
+        assert store.query("SELECT COUNT(*) AS n FROM watch_outbox")[0]["n"] == 0 and receiver.posts == []
+        assert repository.get(store, "food").checked_until == EARLY
+        conn.execute("PRAGMA max_page_count = 1073741823")
+        assert deliver(store).sent == 3 and receiver.titles() == WANT
+        assert deliver(store).sent == 0 and len(receiver.posts) == 3
+    finally:
+        store.close()
