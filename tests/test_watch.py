@@ -332,3 +332,30 @@ def test_a_full_disk_while_queueing_loses_nothing_and_sends_nothing_twice(tmp_pa
         assert deliver(store).sent == 0 and len(receiver.posts) == 3
     finally:
         store.close()
+
+
+def test_a_scheduled_job_delivers_what_its_translation_filled_in_korean(tmp_path, hook, monkeypatch):
+    """The run's own delivery holds the untranslated matches; the job's translation hook fills
+    them in Korean; the scheduler's delivery after the hook sends them, in Korean, once."""
+    from basecrawler.operations.scheduler import run_scheduled_job
+    from basecrawler.testing import fast_settings
+
+    receiver = hook()
+    db = str(tmp_path / "job.db")
+    store = Store(db)
+    repository.add(store, Watch(**{**food_watch(target=receiver.url).__dict__, "options": {}}), now=EARLY)
+    store_alerts(store, food_listeria_set())
+    store.close()
+    seen_before_translation = []
+
+    def translate(store, **kwargs):
+        seen_before_translation.append(len(receiver.posts))
+        store.write(lambda db: db.conn.execute(
+            "UPDATE product_alerts SET title_ko = '리스테리아: ' || title_original, "
+            "translated_at = '2099-01-01T00:00:00+00:00', translation_status = 'translated'"))
+        return "translated"
+    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks", lambda: {"translate": translate})
+    report = run_scheduled_job(fast_settings(db), crawlers={})
+    assert report.translation == "translated" and seen_before_translation == [0]
+    assert sorted(json.loads(body)["record"]["title_ko"] for _, body in receiver.posts) == \
+        ["리스테리아: " + title for title in WANT]
