@@ -66,7 +66,8 @@ def run(url: str, records: int, watches: int, stored: int = 0) -> float:
         started = time.perf_counter()
         report = matching.match(store)
         elapsed = time.perf_counter() - started
-        print(f"{store.engine}: {records:,} records{f' (and {stored:,} seen before)' if stored else ''} x {watches:,} watches: {elapsed:.2f} s "
+        seen = f" (and {stored:,} seen before)" if stored else ""
+        print(f"{store.engine}: {records:,} records{seen} x {watches:,} watches: {elapsed:.2f} s "
               f"({report.candidates:,} candidates, {report.matched:,} matches queued {report.queued:,})")
         return elapsed
     finally:

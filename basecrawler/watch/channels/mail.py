@@ -47,7 +47,8 @@ def settings_from_env(environ=os.environ) -> SmtpSettings:
     port = int(environ.get(ENV + "PORT") or (465 if security == "ssl" else 587))
     return SmtpSettings(host=host, port=port, security=security, user=environ.get(ENV + "USER"),
                         password=lookup(ENV + "PASSWORD"), sender=environ.get(ENV + "FROM") or f"basecrawler@{host}",
-                        timeout_s=float(environ.get(ENV + "TIMEOUT_S") or 30), ca_file=environ.get(ENV + "CA_FILE") or None)
+                        timeout_s=float(environ.get(ENV + "TIMEOUT_S") or 30),
+                        ca_file=environ.get(ENV + "CA_FILE") or None)
 
 
 def _lines(row: dict) -> list[tuple[str, str]]:
