@@ -235,7 +235,8 @@ def _insert(conn, rows: list[list]) -> None:
     """New outbox rows (a unique key already holding one is left as it is). PostgreSQL: one
     statement per 5,000 rows, handed over as one JSON text that the server takes apart: an
     executemany there is a statement a row, a VALUES list of 900 parameters is parsed again by
-    psycopg each time, and text arrays of the payloads are escaped character by character."""
+    psycopg each time, and text arrays of the payloads are escaped character by character (each
+    slower by seconds for a pass of the bench, bench/README.md)."""
     if getattr(conn, "dialect", "sqlite") != "postgresql":
         conn.executemany(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", rows)

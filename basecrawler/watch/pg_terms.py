@@ -7,7 +7,7 @@ which rows match: the filters other than the text (facets, sources, countries) a
 `build_query` per distinct set of them (a handful for a thousand watches), and every distinct
 term of every watch is looked up in the windows index in one statement (a VALUES list joined
 to the index), both restricted to the candidates; a watch's matches are the intersection.
-One query per watch cost a round trip, a plan and an index lookup each, 7–40 ms a watch.
+One query per watch cost a round trip, a plan and an index lookup each (bench/README.md).
 
 Two things the lookups need, both from the new records being new: their index entries sit in
 the GIN index's pending list, which every lookup reads whole until it is merged into the index
