@@ -229,24 +229,30 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
 
 
 _OUTBOX_COLUMNS = "delivery_id, watch_id, record_type, record_id, version, change, payload, state, created_at"
+_PAYLOAD = 6
 
 
 def _insert(conn, rows: list[list]) -> None:
     """New outbox rows (a unique key already holding one is left as it is). PostgreSQL: one
-    statement per 5,000 rows, handed over as one JSON text that the server takes apart: an
-    executemany there is a statement a row, a VALUES list of 900 parameters is parsed again by
-    psycopg each time, and text arrays of the payloads are escaped character by character (each
-    slower by seconds for a pass of the bench, bench/README.md)."""
+    statement per 5,000 rows, handed over as JSON texts the server takes apart, each record's
+    payload once however many watches it matched (`_PAYLOAD` is its column): an executemany
+    there is a statement a row, a VALUES list of 900 parameters is parsed again by psycopg each
+    time, and text arrays of the payloads are escaped character by character (each slower by
+    seconds for a pass of the bench, bench/README.md)."""
     if getattr(conn, "dialect", "sqlite") != "postgresql":
         conn.executemany(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", rows)
         return
-    types = ("text", "bigint", "text", "bigint", "text", "text", "text", "text", "text")
-    values = ", ".join(f"(x ->> {n})::{t}" for n, t in enumerate(types))
+    types = ("text", "bigint", "text", "bigint", "text", "text", None, "text", "text")
+    values = ", ".join("p.texts ->> (x ->> 6)::int" if t is None else f"(x ->> {n})::{t}" for n, t in enumerate(types))
     for start in range(0, len(rows), 5_000):
+        chunk, payloads = [], {}
+        for row in rows[start:start + 5_000]:
+            chunk.append([*row[:_PAYLOAD], payloads.setdefault(row[_PAYLOAD], len(payloads)), *row[_PAYLOAD + 1:]])
         conn.execute(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) SELECT {values}, 0 "
-                     "FROM jsonb_array_elements(?::jsonb) AS x ON CONFLICT DO NOTHING",
-                     [json.dumps(rows[start:start + 5_000], ensure_ascii=False)])
+                     "FROM (SELECT ?::jsonb AS texts OFFSET 0) AS p, jsonb_array_elements(?::jsonb) AS x "
+                     "ON CONFLICT DO NOTHING",
+                     [json.dumps(list(payloads), ensure_ascii=False), json.dumps(chunk, ensure_ascii=False)])
 
 
 def hold_hours() -> float:
