@@ -1,9 +1,10 @@
 """Matching 10,000 new records against 1,000 watches (issue #33), on SQLite and PostgreSQL.
 
-    PYTHONPATH=. python bench/bench_watch_match.py [--records 10000] [--watches 1000] [--pg]
+    PYTHONPATH=. python bench/bench_watch_match.py [--records 10000] [--watches 1000] [--stored 0] [--pg]
 
 The watches mix what people save: a category facet, a word of the titles, both, a source
-list; the records are product alerts of two sources. Times `matching.match` (candidates,
+list; the records are product alerts of two sources. `--stored N`: N records stored and seen
+before them (a store that has been running), which are not candidates. Times `matching.match` (candidates,
 every watch's search, the outbox written); numbers go in bench/README.md."""
 from __future__ import annotations
 
@@ -30,10 +31,29 @@ _LETTERS = random.Random(7)
 WORDS = sorted({"".join(_LETTERS.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(7)) for _ in range(400)})
 
 
-def run(url: str, records: int, watches: int) -> float:
+def _alerts(rng: random.Random, source: str, count: int, prefix: str = "") -> list[ProductAlert]:
+    return [ProductAlert(country="CA" if source == "hc" else "FR", alert_id=f"{prefix}{source}-{i}", alert_date="2025-01-01",
+                         title_original=f"{rng.choice(WORDS)} {rng.choice(WORDS)} in product {i}",
+                         hazard_original=f"risk of {rng.choice(WORDS)}", category=[rng.choice(CATEGORIES)])
+            for i in range(count)]
+
+
+def _store(store, rng: random.Random, records: int, prefix: str = "") -> None:
+    for source in ("hc", "eu"):
+        batch = _alerts(rng, source, records // 2, prefix)
+        for start in range(0, len(batch), 1000):
+            store.upsert("product_alert", batch[start:start + 1000], source=source)
+
+
+def run(url: str, records: int, watches: int, stored: int = 0) -> float:
     rng = random.Random(33)
     store = Store(url)
+    cursor = "2000-01-01T00:00:00+00:00"
     try:
+        if stored:   # records the watches saw already (changed long before their cursor): not candidates
+            _store(store, rng, stored, prefix="old-")
+            store.write(lambda db: db.conn.execute("UPDATE product_alerts SET updated_at = '1999-01-01T00:00:00+00:00'"))
+            store.write(lambda db: db.conn.execute("ANALYZE"))   # (as autovacuum would have by now)
         for n in range(watches):
             kind = n % 4
             repository.add(store, Watch(
@@ -41,18 +61,13 @@ def run(url: str, records: int, watches: int) -> float:
                 facets=(("category", rng.choice(CATEGORIES)),) if kind in (0, 2) else (),
                 text=rng.choice(WORDS) + (f" {rng.choice(WORDS)}" if n % 7 == 0 else ""),
                 sources=("hc",) if kind == 3 else (), options={"as_soon_as_seen": True}),
-                now="2000-01-01T00:00:00+00:00")
-        for source in ("hc", "eu"):
-            batch = [ProductAlert(country="CA" if source == "hc" else "FR", alert_id=f"{source}-{i}", alert_date="2025-01-01",
-                                  title_original=f"{rng.choice(WORDS)} {rng.choice(WORDS)} in product {i}",
-                                  hazard_original=f"risk of {rng.choice(WORDS)}", category=[rng.choice(CATEGORIES)])
-                     for i in range(records // 2)]
-            for start in range(0, len(batch), 1000):
-                store.upsert("product_alert", batch[start:start + 1000], source=source)
+                now=cursor)
+        _store(store, rng, records)
         started = time.perf_counter()
         report = matching.match(store)
         elapsed = time.perf_counter() - started
-        print(f"{store.engine}: {records:,} records x {watches:,} watches: {elapsed:.2f} s "
+        seen = f" (and {stored:,} seen before)" if stored else ""
+        print(f"{store.engine}: {records:,} records{seen} x {watches:,} watches: {elapsed:.2f} s "
               f"({report.candidates:,} candidates, {report.matched:,} matches queued {report.queued:,})")
         return elapsed
     finally:
@@ -65,16 +80,17 @@ def main() -> None:
     parser.add_argument("--watches", type=int, default=1_000)
     parser.add_argument("--pg", action="store_true", help="also on a throw-away PostgreSQL cluster")
     parser.add_argument("--pg-only", action="store_true")
+    parser.add_argument("--stored", type=int, default=0, help="records stored and seen before the new ones")
     args = parser.parse_args()
     if not args.pg_only:
         with tempfile.TemporaryDirectory() as folder:
-            run(str(Path(folder) / "bench.db"), args.records, args.watches)
+            run(str(Path(folder) / "bench.db"), args.records, args.watches, args.stored)
     if args.pg or args.pg_only:
         from pgcluster import Cluster, _bin_dir
 
         cluster = Cluster(_bin_dir()).start()
         try:
-            run(cluster.new_database(), args.records, args.watches)  # noqa
+            run(cluster.new_database(), args.records, args.watches, args.stored)  # noqa
         finally:
             cluster.stop()
 

@@ -74,9 +74,9 @@ def test_webhook_delivers_each_match_once_signed_then_nothing_then_the_change(an
         store.close()
 
 
-def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(tmp_path, hook):
+def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(any_db, hook):  # noqa: F811
     receiver = hook()
-    store = Store(str(tmp_path / "w.db"))
+    store = Store(any_db)
     try:
         watch = food_watch(target=receiver.url)
         repository.add(store, Watch(**{**watch.__dict__, "options": {}}), now=EARLY)
@@ -93,9 +93,9 @@ def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(tmp_pa
         store.close()
 
 
-def test_kill_9_between_commit_and_send_then_each_pending_delivered_once(tmp_path, hook):
+def test_kill_9_between_commit_and_send_then_each_pending_delivered_once(any_db, hook):  # noqa: F811
     receiver = hook()
-    path = str(tmp_path / "k.db")
+    path = any_db
     store = Store(path)
     repository.add(store, food_watch(target=receiver.url), now=EARLY)
     store_alerts(store, food_listeria_set())
@@ -306,3 +306,56 @@ def test_migrate_copies_watches_and_their_outbox_to_the_other_engine(tmp_path, p
         assert deliver(target).sent == 0 and len(receiver.posts) == 3   # the copied outbox knows what was sent
     finally:
         target.close()
+
+
+def test_a_full_disk_while_queueing_loses_nothing_and_sends_nothing_twice(tmp_path, hook):
+    """The outbox rows and the watches' cursors are written in one transaction: a disk that
+    fills up while they are written (SQLite's page limit standing for it) leaves both as they
+    were, the run goes on, and the next pass queues and delivers each match once."""
+    from basecrawler.watch.delivery import deliver_after_run
+
+    receiver = hook()
+    store = Store(str(tmp_path / "full.db"))
+    try:
+        repository.add(store, food_watch(target=receiver.url), now=EARLY)
+        # Long texts, so the outbox rows (each holding its record) need pages the limit denies.
+        store_alerts(store, [(source, record.model_copy(update={"description_original": "long text " * 2000}))
+                             for source, record in food_listeria_set()])
+        conn = store.db.conn
+        conn.execute("VACUUM")
+        conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+        assert deliver_after_run(store) is None   # the pass failed, logged; it never raises into the run
+        assert store.query("SELECT COUNT(*) AS n FROM watch_outbox")[0]["n"] == 0 and receiver.posts == []
+        assert repository.get(store, "food").checked_until == EARLY
+        conn.execute("PRAGMA max_page_count = 1073741823")
+        assert deliver(store).sent == 3 and receiver.titles() == WANT
+        assert deliver(store).sent == 0 and len(receiver.posts) == 3
+    finally:
+        store.close()
+
+
+def test_a_scheduled_job_delivers_what_its_translation_filled_in_korean(tmp_path, hook, monkeypatch):
+    """The run's own delivery holds the untranslated matches; the job's translation hook fills
+    them in Korean; the scheduler's delivery after the hook sends them, in Korean, once."""
+    from basecrawler.operations.scheduler import run_scheduled_job
+    from basecrawler.testing import fast_settings
+
+    receiver = hook()
+    db = str(tmp_path / "job.db")
+    store = Store(db)
+    repository.add(store, Watch(**{**food_watch(target=receiver.url).__dict__, "options": {}}), now=EARLY)
+    store_alerts(store, food_listeria_set())
+    store.close()
+    seen_before_translation = []
+
+    def translate(store, **kwargs):
+        seen_before_translation.append(len(receiver.posts))
+        store.write(lambda db: db.conn.execute(
+            "UPDATE product_alerts SET title_ko = '리스테리아: ' || title_original, "
+            "translated_at = '2099-01-01T00:00:00+00:00', translation_status = 'translated'"))
+        return "translated"
+    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks", lambda: {"translate": translate})
+    report = run_scheduled_job(fast_settings(db), crawlers={})
+    assert report.translation == "translated" and seen_before_translation == [0]
+    assert sorted(json.loads(body)["record"]["title_ko"] for _, body in receiver.posts) == \
+        ["리스테리아: " + title for title in WANT]

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from basecrawler.store.core import Store
-from basecrawler.watch import repository
+from basecrawler.watch import operators, repository
 from basecrawler.watch.channels import mail
 from basecrawler.watch.delivery import deliver
 from basecrawler.watch.model import Watch
@@ -23,6 +23,7 @@ aiosmtpd = pytest.importorskip("aiosmtpd.controller")
 from aiosmtpd.smtp import AuthResult  # noqa: E402
 
 EARLY = "2000-01-01T00:00:00+00:00"
+pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 
 
 def _free_port() -> int:
@@ -40,31 +41,67 @@ class Inbox:
         return "250 OK"
 
 
-@pytest.fixture
-def smtp(tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_tls.load_cert_chain(cert, key)
-    logins = []
+def _certificate(folder, name: str, san: str = "IP:127.0.0.1"):
+    """A throw-away self-signed certificate (openssl, as on any machine with TLS) and its key."""
+    cert, key = folder / f"{name}.pem", folder / f"{name}.key"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                        "-out", str(cert), "-days", "2", "-subj", f"/CN={name}", "-addext", f"subjectAltName={san}"],
+                       check=True, capture_output=True, timeout=60)
+    except FileNotFoundError:
+        pytest.skip("no openssl to make a test certificate")
+    return cert, key
 
-    def authenticator(server, session, envelope, mechanism, data):
-        logins.append((data.login, data.password))
-        return AuthResult(success=data.login == b"alerts" and data.password == b"pw-123")
 
-    inbox = Inbox()
-    port = _free_port()
-    controller = aiosmtpd.Controller(inbox, hostname="127.0.0.1", port=port, tls_context=server_tls,
-                                     require_starttls=True, authenticator=authenticator, auth_required=True)
-    controller.start()
-    client_tls = ssl.create_default_context(cafile=str(cert))
-    settings = mail.SmtpSettings(host="127.0.0.1", port=port, security="starttls", user="alerts",
+class Server:
+    """aiosmtpd on 127.0.0.1: STARTTLS (`implicit=False`, required before AUTH) or SMTP over TLS
+    from the first byte (`implicit=True`), with login; keeps each mail and each login tried."""
+
+    def __init__(self, cert, key, *, implicit: bool = False, tls: bool = True):
+        server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server_tls.load_cert_chain(cert, key)
+        self.logins, self.inbox = [], Inbox()
+
+        def authenticator(server, session, envelope, mechanism, data):
+            self.logins.append((data.login, data.password))
+            return AuthResult(success=data.login == b"alerts" and data.password == b"pw-123")
+
+        self.port = _free_port()
+        # (aiosmtpd counts only STARTTLS as TLS for AUTH: over implicit TLS it is told not to
+        # require it, and warns each connection, `pytestmark`.)
+        options = {"ssl_context": server_tls, "auth_require_tls": False} if implicit else \
+            {"tls_context": server_tls, "require_starttls": True} if tls else {"auth_require_tls": False}
+        self.controller = aiosmtpd.Controller(self.inbox, hostname="127.0.0.1", port=self.port,
+                                              authenticator=authenticator, auth_required=True, **options)
+        self.controller.start()
+
+    def settings(self, security: str, context=None, **extra) -> mail.SmtpSettings:
+        return mail.SmtpSettings(host="127.0.0.1", port=self.port, security=security, user="alerts",
                                  password=Secret("pw-123"), sender="basecrawler@example.org", timeout_s=10,
-                                 context=client_tls)
-    yield settings, inbox, logins
-    controller.stop()
+                                 context=context, **extra)
+
+    def close(self):
+        self.controller.stop()
+
+
+@pytest.fixture
+def servers():
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(Server(*args, **kwargs))
+        return made[-1]
+    yield make
+    for server in made:
+        server.close()
+
+
+@pytest.fixture
+def smtp(tmp_path, servers):
+    cert, key = _certificate(tmp_path, "localhost")
+    server = servers(cert, key)
+    settings = server.settings("starttls", ssl.create_default_context(cafile=str(cert)))
+    return settings, server.inbox, server.logins
 
 
 def _translate_all(store):
@@ -136,3 +173,96 @@ def test_a_wrong_password_is_a_retry_and_never_printed(tmp_path, smtp, caplog):
         assert mail.probe(settings) is not None
     finally:
         store.close()
+
+
+def _food_watch(store):
+    repository.add(store, Watch(name="food", channel="mail", target="me@example.org", record_type="product_alert",
+                                text="Listeria", facets=(("category", "Food"),), options={"as_soon_as_seen": True}),
+                   now=EARLY)
+    store_alerts(store, food_listeria_set())
+
+
+def _outbox(store) -> list[dict]:
+    return store.query("SELECT state, attempts, last_error, next_attempt_at FROM watch_outbox ORDER BY id")
+
+
+@pytest.mark.parametrize("security", ["ssl", "starttls"])
+def test_mail_over_tls_with_login_from_the_environment(tmp_path, servers, monkeypatch, security):
+    """SMTP over TLS from the first byte (SMTP_SSL) and STARTTLS, each with login, configured
+    the way an operator does (environment, the server's private CA in _CA_FILE)."""
+    cert, key = _certificate(tmp_path, "mail")
+    server = servers(cert, key, implicit=security == "ssl")
+    for name, value in {"HOST": "127.0.0.1", "PORT": str(server.port), "SECURITY": security, "USER": "alerts",
+                        "PASSWORD": "pw-123", "FROM": "alerts@example.org", "CA_FILE": str(cert)}.items():
+        monkeypatch.setenv(mail.ENV + name, value)
+    settings = mail.settings_from_env()
+    store = Store(str(tmp_path / "tls.db"))
+    try:
+        _food_watch(store)
+        assert mail.probe(settings) is None and server.inbox.messages == []   # doctor: logs in, sends nothing
+        report = deliver(store)
+        assert report.sent == 3 and len(server.inbox.messages) == 3
+        assert server.logins[-1] == (b"alerts", b"pw-123")
+        assert sorted(m["To"] for _, m in server.inbox.messages) == ["me@example.org"] * 3
+        assert all(r["state"] == "sent" for r in _outbox(store))
+        assert deliver(store).sent == 0 and len(server.inbox.messages) == 3
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("security", ["ssl", "starttls"])
+@pytest.mark.parametrize("wrong", ["untrusted", "other-name", "system-ca"])
+def test_a_wrong_certificate_is_refused_clearly_nothing_marked_sent_and_retried(tmp_path, servers, security, wrong):
+    """A certificate the client does not trust (another self-signed one; a trusted one for
+    another name; the system's CAs against a self-signed one) ends the connection before the
+    password or any mail: the delivery stays pending with a clear error, and goes out once
+    when the certificate is right, after its back-off."""
+    cert, key = _certificate(tmp_path, "mail", "DNS:mail.example.org" if wrong == "other-name" else "IP:127.0.0.1")
+    other, _ = _certificate(tmp_path, "other")
+    server = servers(cert, key, implicit=security == "ssl")
+    trusted = {"untrusted": str(other), "other-name": str(cert), "system-ca": None}[wrong]
+    refused = server.settings(security, ca_file=trusted)
+    store = Store(str(tmp_path / "bad.db"))
+    try:
+        _food_watch(store)
+        problem = mail.probe(refused)
+        assert problem.startswith("TLS certificate of 127.0.0.1:") and "refused" in problem, problem
+        report = deliver(store, smtp=refused, now="2001-01-01T00:00:00+00:00")
+        assert report.sent == 0 and report.retrying == 3 and server.inbox.messages == [] and server.logins == []
+        rows = _outbox(store)
+        assert [r["state"] for r in rows] == ["pending"] * 3 and all(r["attempts"] == 1 for r in rows)
+        assert all(r["last_error"].startswith("TLS certificate of 127.0.0.1:") for r in rows)
+        assert "3 pending" in operators.status_lines(operators.status(store))[0]
+        assert "(last error: TLS certificate of 127.0.0.1:" in operators.status_lines(operators.status(store))[0]
+        if wrong == "other-name":   # the operator fixes the server: a certificate for the name we connect to
+            cert, key = _certificate(tmp_path, "mail-ip")
+            server = servers(cert, key, implicit=security == "ssl")
+        good = server.settings(security, ca_file=str(cert))
+        assert deliver(store, smtp=good, now="2001-01-01T00:00:10+00:00").sent == 0   # still backing off
+        assert deliver(store, smtp=good, now="2001-01-01T01:00:00+00:00").sent == 3
+        assert len(server.inbox.messages) == 3 and server.logins == [(b"alerts", b"pw-123")] * 3
+        assert deliver(store, smtp=good, now="2001-01-01T02:00:00+00:00").sent == 0 and len(server.inbox.messages) == 3
+    finally:
+        store.close()
+
+
+def test_a_server_without_starttls_gets_no_password(tmp_path, servers):
+    """STARTTLS asked of a server that offers none (a downgrade): refused before AUTH."""
+    cert, key = _certificate(tmp_path, "mail")
+    server = servers(cert, key, tls=False)
+    settings = server.settings("starttls", ca_file=str(cert))
+    store = Store(str(tmp_path / "plain.db"))
+    try:
+        _food_watch(store)
+        assert deliver(store, smtp=settings).retrying == 3
+        assert server.logins == [] and server.inbox.messages == []
+        assert "offers no STARTTLS" in _outbox(store)[0]["last_error"]
+    finally:
+        store.close()
+
+
+def test_a_password_without_tls_is_a_configuration_error(monkeypatch):
+    for name, value in {"HOST": "127.0.0.1", "SECURITY": "none", "USER": "alerts", "PASSWORD": "pw-123"}.items():
+        monkeypatch.setenv(mail.ENV + name, value)
+    with pytest.raises(mail.ConfigError, match="in clear"):
+        mail.settings_from_env()

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.reading.search import RecordFilter, UnknownFilter, build_query, check_facets, short_index
 from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.watch import pg_terms
 from basecrawler.watch.model import Watch
 from basecrawler.watch.repository import all_watches, set_checked
 
@@ -160,6 +161,8 @@ def match(store, *, now: str | None = None, watches: list[Watch] | None = None) 
             if not candidates:
                 continue
             by_search: dict[RecordFilter, list[tuple[int, str]]] = {}
+            if pg_terms.usable(store, record_type):
+                by_search = pg_terms.matching_ids(store, record_type, [f for _, f in members], _CANDIDATES)
             for watch, filters in members:
                 if filters not in by_search:
                     by_search[filters] = _matching_ids(store, filters)
@@ -193,11 +196,15 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
             entry[version] = (row_id, state)
             entry["sent"] = entry.get("sent") or state == "sent"
     inserts, releases, supersede = [], [], []
+    described: dict[tuple[str, int], tuple[str, str]] = {}   # (type, record) → version, payload: once a record
     for watch, record_type, record_id in found:
         row = rows_by_type.get(record_type.name, {}).get(record_id)
         if row is None:   # removed between the two reads
             continue
-        version = version_of(record_type, row)
+        if (record_type.name, record_id) not in described:
+            described[record_type.name, record_id] = (
+                version_of(record_type, row), json.dumps(payload_of(record_type, row), ensure_ascii=False, default=str))
+        version, payload = described[record_type.name, record_id]
         waiting = bool(not watch.as_soon_as_seen and record_type.korean_columns and not row.get("translated_at"))
         entry = known.setdefault((watch.id, record_type.name, record_id), {})
         if version in entry:
@@ -209,7 +216,7 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
                       ((v, e) for v, e in entry.items() if v != "sent") if state in ("held", "pending")]
         inserts.append([delivery_id(watch, record_type.name, record_id, version), watch.id, record_type.name,
                         record_id, version, "changed" if entry.get("sent") else "new",
-                        json.dumps(payload_of(record_type, row), ensure_ascii=False, default=str),
+                        payload,
                         "held" if waiting else "pending", now])
         entry[version] = (None, "held" if waiting else "pending")
         report.queued += 1
@@ -217,10 +224,35 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
         report.per_watch[watch.name] = report.per_watch.get(watch.name, 0) + 1
     conn.executemany("UPDATE watch_outbox SET state = 'pending' WHERE id = ?", releases)
     conn.executemany("UPDATE watch_outbox SET state = 'superseded' WHERE id = ?", [s for s in supersede if s[0]])
-    conn.executemany(
-        "INSERT INTO watch_outbox (delivery_id, watch_id, record_type, record_id, version, change, payload, "
-        "state, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?) ON CONFLICT DO NOTHING", inserts)
+    _insert(conn, inserts)
     set_checked(db, watch_ids, now)
+
+
+_OUTBOX_COLUMNS = "delivery_id, watch_id, record_type, record_id, version, change, payload, state, created_at"
+_PAYLOAD = 6
+
+
+def _insert(conn, rows: list[list]) -> None:
+    """New outbox rows (a unique key already holding one is left as it is). PostgreSQL: one
+    statement per 5,000 rows, handed over as JSON texts the server takes apart, each record's
+    payload once however many watches it matched (`_PAYLOAD` is its column): an executemany
+    there is a statement a row, a VALUES list of 900 parameters is parsed again by psycopg each
+    time, and text arrays of the payloads are escaped character by character (each slower by
+    seconds for a pass of the bench, bench/README.md)."""
+    if getattr(conn, "dialect", "sqlite") != "postgresql":
+        conn.executemany(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", rows)
+        return
+    types = ("text", "bigint", "text", "bigint", "text", "text", None, "text", "text")
+    values = ", ".join("p.texts ->> (x ->> 6)::int" if t is None else f"(x ->> {n})::{t}" for n, t in enumerate(types))
+    for start in range(0, len(rows), 5_000):
+        chunk, payloads = [], {}
+        for row in rows[start:start + 5_000]:
+            chunk.append([*row[:_PAYLOAD], payloads.setdefault(row[_PAYLOAD], len(payloads)), *row[_PAYLOAD + 1:]])
+        conn.execute(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) SELECT {values}, 0 "
+                     "FROM (SELECT ?::jsonb AS texts OFFSET 0) AS p, jsonb_array_elements(?::jsonb) AS x "
+                     "ON CONFLICT DO NOTHING",
+                     [json.dumps(list(payloads), ensure_ascii=False), json.dumps(chunk, ensure_ascii=False)])
 
 
 def hold_hours() -> float:

@@ -20,7 +20,9 @@ def status(store) -> dict:
 def status_lines(watches: dict) -> list[str]:
     return [f"watch {name} ({e['channel']}): last delivery {e.get('last_delivery') or 'never'}, "
             f"{e.get('pending', 0)} pending, {e.get('held', 0)} waiting for Korean, {e.get('failed', 0)} failed"
-            + (f" (last error: {e['last_error'][:120]})" if e.get("last_error") and e.get("failed") else "")
+            # (a pending row's error is a retry on its way: a refused certificate shows here at once)
+            + (f" (last error: {e['last_error'][:160]})" if e.get("last_error") and (e.get("failed") or e.get("pending"))
+               else "")
             for name, e in watches.items()]
 
 

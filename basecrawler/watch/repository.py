@@ -61,4 +61,8 @@ def remove(store, name: str) -> int:
 
 def set_checked(db, watch_ids, until: str) -> None:
     """Inside the matching transaction: these watches have seen every change up to `until`."""
-    db.conn.executemany("UPDATE watches SET checked_until = ? WHERE id = ?", [[until, i] for i in watch_ids])
+    ids = list(watch_ids)
+    for start in range(0, len(ids), 500):   # one statement per 500 watches, not one a watch
+        chunk = ids[start:start + 500]
+        db.conn.execute(f"UPDATE watches SET checked_until = ? WHERE id IN ({','.join('?' * len(chunk))})",
+                        [until, *chunk])

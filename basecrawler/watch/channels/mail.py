@@ -2,7 +2,9 @@
 the original beside it, plain text and HTML parts, the delivery id as Message-ID (a receiver
 or a mail client spots a resend). Settings from the environment:
 BASECRAWLER_SMTP_HOST, _PORT, _SECURITY (starttls | ssl | none, default starttls), _USER,
-_PASSWORD (or _PASSWORD_FILE, owner-only), _FROM, _TIMEOUT_S."""
+_PASSWORD (or _PASSWORD_FILE, owner-only), _FROM, _TIMEOUT_S, _CA_FILE (a CA bundle to trust in
+place of the system's, for a server with a private CA). The server's certificate and host name
+are always verified: a refused certificate is a delivery to retry, never a mail sent unverified."""
 from __future__ import annotations
 
 import html
@@ -29,7 +31,8 @@ class SmtpSettings:
     password: Secret | None
     sender: str
     timeout_s: float = 30.0
-    context: ssl.SSLContext | None = None   # tests pass one trusting their own certificate
+    ca_file: str | None = None   # the CA bundle to trust in place of the system's (a private CA)
+    context: ssl.SSLContext | None = None   # tests may pass one trusting their own certificate
 
 
 def settings_from_env(environ=os.environ) -> SmtpSettings:
@@ -39,10 +42,13 @@ def settings_from_env(environ=os.environ) -> SmtpSettings:
     security = (environ.get(ENV + "SECURITY") or "starttls").lower()
     if security not in ("starttls", "ssl", "none"):
         raise ConfigError(f"{ENV}SECURITY={security!r}: use starttls, ssl or none")
+    if security == "none" and environ.get(ENV + "USER"):
+        raise ConfigError(f"{ENV}USER with {ENV}SECURITY=none would send the password in clear: use starttls or ssl")
     port = int(environ.get(ENV + "PORT") or (465 if security == "ssl" else 587))
     return SmtpSettings(host=host, port=port, security=security, user=environ.get(ENV + "USER"),
                         password=lookup(ENV + "PASSWORD"), sender=environ.get(ENV + "FROM") or f"basecrawler@{host}",
-                        timeout_s=float(environ.get(ENV + "TIMEOUT_S") or 30))
+                        timeout_s=float(environ.get(ENV + "TIMEOUT_S") or 30),
+                        ca_file=environ.get(ENV + "CA_FILE") or None)
 
 
 def _lines(row: dict) -> list[tuple[str, str]]:
@@ -87,17 +93,40 @@ def compose(rows: list[dict], watch_name: str, to: str, sender: str) -> EmailMes
     return message
 
 
+def _context(settings: SmtpSettings) -> ssl.SSLContext:
+    if settings.context is not None:
+        return settings.context
+    return ssl.create_default_context(cafile=settings.ca_file or None)
+
+
 def _connect(settings: SmtpSettings) -> smtplib.SMTP:
-    context = settings.context or ssl.create_default_context()
+    """Connected, TLS verified (certificate and host name) and logged in; the password is sent
+    only over the verified TLS (a server refusing STARTTLS gets none: smtplib raises first)."""
+    context = _context(settings)
     if settings.security == "ssl":
         client = smtplib.SMTP_SSL(settings.host, settings.port, timeout=settings.timeout_s, context=context)
     else:
         client = smtplib.SMTP(settings.host, settings.port, timeout=settings.timeout_s)
+    try:
         if settings.security == "starttls":
             client.starttls(context=context)
-    if settings.user:
-        client.login(settings.user, settings.password.reveal() if settings.password else "")
+        if settings.user:
+            client.login(settings.user, settings.password.reveal() if settings.password else "")
+    except BaseException:
+        client.close()   # (a refused certificate or login left the socket open)
+        raise
     return client
+
+
+def _problem(settings: SmtpSettings, exc: BaseException) -> str:
+    """What went wrong, for the outbox row, `status` and the log (never the password)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"TLS certificate of {settings.host}:{settings.port} refused ({exc.verify_message or exc}); "
+                f"nothing sent, retried later (a private CA: {ENV}CA_FILE)")
+    if isinstance(exc, smtplib.SMTPNotSupportedError) and settings.security == "starttls":
+        return (f"{settings.host}:{settings.port} offers no STARTTLS; nothing sent, no password given "
+                f"(an SMTP-over-TLS port: {ENV}SECURITY=ssl)")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def send(settings: SmtpSettings, message: EmailMessage) -> str | None:
@@ -106,7 +135,7 @@ def send(settings: SmtpSettings, message: EmailMessage) -> str | None:
         with _connect(settings) as client:
             client.send_message(message)
     except (OSError, smtplib.SMTPException) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _problem(settings, exc)
     return None
 
 
@@ -116,5 +145,5 @@ def probe(settings: SmtpSettings) -> str | None:
         with _connect(settings) as client:
             client.noop()
     except (OSError, smtplib.SMTPException) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return _problem(settings, exc)
     return None
