@@ -28,6 +28,7 @@ import psycopg
 from psycopg.adapt import Dumper
 from psycopg.postgres import types as pg_types
 
+from basecrawler.errors import CrawlerError
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UpsertPlan
 from basecrawler.store.engines.pg import is_connection_lost, is_retryable
@@ -171,8 +172,9 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
     return True
 
 
-class _Vanished(Exception):
+class _Vanished(CrawlerError):
     """A key the insert found taken has no row by the time it is read (deleted meanwhile)."""
+    kind = "row_vanished"
 
 
 def _copy(raw: psycopg.Connection, statement: str, params: Iterable[list]) -> None:
