@@ -131,3 +131,39 @@ def assert_adds_up(run: dict) -> None:
     if run["parsed"] == 0:
         assert run["fetched"] == run["skipped"] + run["unparseable"], run
     assert sum(json.loads(run["skip_reasons"] or "{}").values()) == run["skipped"], run
+
+
+# ---- a publisher's fixture API (fixtures/<source>/api.py) and the real samples ---------------
+def real_sample(name: str):
+    """Path of `../shared/real-samples/<name>` beside the checkout (or one level up, as in a
+    worktree); a path that does not exist when neither has it (the test then skips)."""
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[1]
+    folders = (repo.parent / "shared", repo.parents[1] / "shared")
+    return next((p for p in folders if (p / "real-samples" / name).exists()), folders[0]) / "real-samples" / name
+
+
+def fixture_api(source: str):
+    """fixtures/<source>/api.py loaded as a module: the LoopbackServer-style handlers of that
+    publisher's fake API (fixtures/ is not a package)."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "fixtures" / source / "api.py"
+    spec = importlib.util.spec_from_file_location(f"{source}_fixture_api", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def handler_transport(handle, requested: list | None = None):
+    """A LoopbackServer-style handler behind an httpx MockTransport; `requested` collects the URLs."""
+    import httpx
+
+    from basecrawler.testing import Request
+
+    def handler(request: httpx.Request):
+        if requested is not None:
+            requested.append(request.url)
+        reply = handle(Request("GET", request.url.raw_path.decode(), {}, 0.0))
+        return httpx.Response(reply.status, headers=reply.headers or {}, content=reply.body)
+    return httpx.MockTransport(handler)

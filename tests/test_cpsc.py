@@ -1,45 +1,25 @@
 """sources/cpsc.py: the CPSC Recall REST API in date windows → product alerts (authored recalls
 and the loopback API in fixtures/cpsc/, expected values in fixtures/cpsc/README.md)."""
 import datetime as dt
-import importlib.util
 import itertools
 import json
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 
 from basecrawler.testing import Request, fast_settings
 from sources.cpsc import CpscCrawler, grid, window_cap
 
-from support import FakeClock
+from support import FakeClock, fixture_api, handler_transport, real_sample
 
-REPO = Path(__file__).resolve().parents[1]
-REAL = next((p for p in (REPO.parent / "shared", REPO.parents[1] / "shared")
-             if (p / "real-samples" / "cpsc_recalls_2013_old_api.json").exists()),
-            REPO.parent / "shared") / "real-samples" / "cpsc_recalls_2013_old_api.json"
+REAL = real_sample("cpsc_recalls_2013_old_api.json")
 NOW = dt.datetime(2026, 12, 3, 12, tzinfo=dt.timezone.utc).timestamp()
 
 
-def _load_api():
-    spec = importlib.util.spec_from_file_location("cpsc_fixture_api", REPO / "fixtures" / "cpsc" / "api.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+api = fixture_api("cpsc")
 
 
-api = _load_api()
-
-
-def transport(handle, requested: list | None = None) -> httpx.MockTransport:
-    """A LoopbackServer-style handler (fixtures/cpsc/api.py) behind an httpx MockTransport."""
-    def handler(request: httpx.Request):
-        if requested is not None:
-            requested.append(request.url)
-        reply = handle(Request("GET", request.url.raw_path.decode(), {}, 0.0))
-        return httpx.Response(reply.status, headers=reply.headers or {}, content=reply.body)
-    return httpx.MockTransport(handler)
+transport = handler_transport
 
 
 def run(db_path, handle, requested=None, **kw):

@@ -1,44 +1,25 @@
 """sources/fda.py: openFDA enforcement reports walked by report_date windows → product alerts
 (authored records and the loopback API in fixtures/fda/, expected values in fixtures/fda/README.md)."""
 import datetime as dt
-import importlib.util
 import json
 import re
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 
-from basecrawler.testing import Request, fast_settings
+from basecrawler.testing import fast_settings
 from sources.fda import FdaCrawler, distribution, fda_date, search_query
 
-from support import FakeClock
+from support import FakeClock, fixture_api, handler_transport, real_sample
 
-REPO = Path(__file__).resolve().parents[1]
-REAL = next((p for p in (REPO.parent / "shared", REPO.parents[1] / "shared")
-             if (p / "real-samples" / "fda_enforcement_report_2012-06-13.jsonl").exists()),
-            REPO.parent / "shared") / "real-samples" / "fda_enforcement_report_2012-06-13.jsonl"
+REAL = real_sample("fda_enforcement_report_2012-06-13.jsonl")
 NOW = dt.datetime(2026, 12, 3, 12, tzinfo=dt.timezone.utc).timestamp()
 
 
-def _load_api():
-    spec = importlib.util.spec_from_file_location("fda_fixture_api", REPO / "fixtures" / "fda" / "api.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+api = fixture_api("fda")
 
 
-api = _load_api()
-
-
-def transport(handle, requested: list | None = None) -> httpx.MockTransport:
-    def handler(request: httpx.Request):
-        if requested is not None:
-            requested.append(request.url)
-        reply = handle(Request("GET", request.url.raw_path.decode(), {}, 0.0))
-        return httpx.Response(reply.status, headers=reply.headers or {}, content=reply.body)
-    return httpx.MockTransport(handler)
+transport = handler_transport
 
 
 class SmallPages(FdaCrawler):
