@@ -447,25 +447,7 @@ class Store:
         # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
         last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
                    if feed else None)   # only the SQLite index feed needs it
-        new_rows: list[tuple[dict, str]] = []
-        changed: list[tuple[dict, str]] = []
-        rehashed: list[tuple[str, int]] = []
-        decide = plan.decide
-        for row in rows:
-            old = stored.get(key(row))
-            outcome, merged = decide(old, row)   # the one merge rule: what is written is what is counted
-            if outcome == NEW:
-                new_rows.append((row, NEW))
-            elif outcome == UPDATED:
-                changed.append((merged, UPDATED))
-            else:
-                result.unchanged += 1
-                result.by_key[key(row)] = UNCHANGED
-                if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
-                    # Another input that changes nothing: the stored row now stands for this input
-                    # too (its hash is all that is written), so the next run recognises it
-                    # unvalidated. (A hash of its own values would name no input.)
-                    rehashed.append((row[INPUT_HASH], old["id"]))
+        new_rows, changed, rehashed = _judge(plan, rows, stored, result)
         # New rows by a plain INSERT (SQLite: no other writer can add their keys since the
         # lookup, BEGIN IMMEDIATE), changed ones by the update of the merged row; each group at
         # once, or bisected when a first attempt was refused (always, on PostgreSQL: only a
@@ -502,19 +484,9 @@ class Store:
         key = plan.key
         stored = self.rows_by_key(plan.record_type, [key(row) for row, _ in taken], ("id", INPUT_HASH, *plan.written),
                                   lock=True)
-        changed, rehashed = [], []
-        for row, error in taken:
-            old = stored.get(key(row))
-            outcome, merged = plan.decide(old, row)
-            if outcome == NEW:   # gone again: the insert's refusal stands
-                result.failed.append((row, error))
-            elif outcome == UPDATED:
-                changed.append((merged, UPDATED))
-            else:
-                result.unchanged += 1
-                result.by_key[key(row)] = UNCHANGED
-                if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
-                    rehashed.append((row[INPUT_HASH], old["id"]))
+        errors = {id(row): error for row, error in taken}
+        gone, changed, rehashed = _judge(plan, [row for row, _ in taken], stored, result)
+        result.failed += [(row, errors[id(row)]) for row, _ in gone]   # gone again: the insert's refusal stands
         for row, outcome in self._write_bisecting(db, plan, changed, now, plan.update_sql, plan.update_params):
             if outcome == UPDATED:
                 result.updated += 1
@@ -914,3 +886,27 @@ def __getattr__(name: str):
 
 
 __all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]
+
+
+def _judge(plan: UpsertPlan, rows: list[dict], stored: dict, result: UpsertResult
+           ) -> tuple[list[tuple[dict, str]], list[tuple[dict, str]], list[tuple[str, int]]]:
+    """The one merge rule over a batch against its stored rows: (new rows, merged rows to
+    update, (input hash, id) to repoint); unchanged rows are counted here, so what is written
+    is what is counted."""
+    new_rows, changed, rehashed = [], [], []
+    for row in rows:
+        old = stored.get(plan.key(row))
+        outcome, merged = plan.decide(old, row)
+        if outcome == NEW:
+            new_rows.append((row, NEW))
+        elif outcome == UPDATED:
+            changed.append((merged, UPDATED))
+        else:
+            result.unchanged += 1
+            result.by_key[plan.key(row)] = UNCHANGED
+            if row.get(GIVEN_HASH) and old[INPUT_HASH] != row[INPUT_HASH]:
+                # Another input that changes nothing: the stored row now stands for this input
+                # too (its hash is all that is written), so the next run recognises it
+                # unvalidated. (A hash of its own values would name no input.)
+                rehashed.append((row[INPUT_HASH], old["id"]))
+    return new_rows, changed, rehashed
