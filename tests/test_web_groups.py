@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler import BaseCrawler, Republishes
+from basecrawler import Republishes
 from basecrawler.cli import main
+import test_groups as groups_demo
 from basecrawler.reading.browse import WEB_DIR, BrowseServer, build_metadata
 from basecrawler.store.core import Store
 from basecrawler.testing import fast_settings
@@ -36,16 +37,8 @@ pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-class Original(BaseCrawler):
-    """The original publisher (its alert id is the number the republishers carry)."""
-
-    source = "origdemo"
-    country = "CA"
-    record_type = "product_alert"
-    items: list = []
-
-    def fetch(self, ctx):
-        yield from self.items
+class Original(groups_demo.Original):
+    """test_groups' original publisher, with a product and categories for the view to show."""
 
     def parse(self, ctx, raw):
         return {"alert_id": raw["nid"], "alert_date": raw.get("date", "2026-08-01"), "title_original": raw["title"],
@@ -53,20 +46,9 @@ class Original(BaseCrawler):
                 "category": raw.get("category", [])}
 
 
-class Republisher(BaseCrawler):
-    source = "repubdemo"
-    country = "XX"
-    record_type = "product_alert"
-    republishes = (Republishes("origdemo", country="CA", field="alert_id"),)
-    items: list = []
-
-    def fetch(self, ctx):
-        yield from self.items
-
+class Republisher(groups_demo.Republisher):
     def parse(self, ctx, raw):
-        return {"country": raw["country"], "alert_id": f"EN/{raw['country']}/{raw['nid']}",
-                "alert_date": "2026-08-02", "title_original": raw["title"], "product_original": raw["title"],
-                "recall_number": raw["nid"]}
+        return {**super().parse(ctx, raw), "product_original": raw["title"]}
 
 
 class Mirror(Republisher):
