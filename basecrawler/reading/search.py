@@ -146,7 +146,8 @@ def order_by(record_type: RecordType) -> str:
     return f"r.[{record_type.date_field}] DESC{nulls}, r.id DESC"
 
 
-def _like_pattern(text: str) -> str:
+def like_pattern(text: str) -> str:
+    """The LIKE pattern of a term: the term anywhere, its wildcards (and the escape) literal."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
@@ -274,7 +275,7 @@ def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: 
     its cap (collected first, 200,000 ids took 0.5 s)."""
     query = pg_windows_query(term) if windows and not walk else None
     if query is None:
-        params.append(_like_pattern(term))
+        params.append(like_pattern(term))
         if windows and walk:
             # The same ILIKE, wrapped: the planner takes a wrapped test to hold for half the
             # rows, so it walks the date index for a page. No statistics describe the text
@@ -282,7 +283,7 @@ def _pg_text_condition(record_type: RecordType, term: str, params: list, alias: 
             # same estimator) was taken for 1 row in 10,000: a pass and a sort, 1.3 s at 1M.
             return f"COALESCE(({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\', false)"
         return f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\'"
-    params.extend([query, _like_pattern(term)])
+    params.extend([query, like_pattern(term)])
     if not as_ids:
         return (f"({pg_windows_document(record_type).format(t=alias + '.')} @@ lower(?)::tsquery AND "
                 f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\')")
@@ -305,7 +306,7 @@ def _text_condition(record_type: RecordType, term: str, params: list, dialect: s
     if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))
         return f"{alias}.id IN (SELECT rowid FROM [{fts}] WHERE [{fts}] MATCH ?)"
-    pattern = _like_pattern(term)
+    pattern = like_pattern(term)
     params.extend([pattern] * len(columns))
     likes = [f"{alias}.[{col}] LIKE ? ESCAPE '\\'" for col in columns]
     if len(term) >= TRIGRAM and _has_case(term):
@@ -341,7 +342,7 @@ def _has_case(term: str) -> bool:
 
 
 def _either_language(column: str, value: str, params: list) -> str:
-    pattern = _like_pattern(value)
+    pattern = like_pattern(value)
     params.extend([pattern, pattern])
     return f"(r.[{column}_original] LIKE ? ESCAPE '\\' OR r.[{column}_ko] LIKE ? ESCAPE '\\')"
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from basecrawler.reading.search import (RecordFilter, build_query, pg_search_document, pg_windows_query,
-                                        short_index)
+from basecrawler.reading.search import (RecordFilter, build_query, like_pattern, pg_search_document,
+                                        pg_windows_query, short_index)
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import pg_windows_document, pg_windows_index_name
 
@@ -42,11 +42,6 @@ def usable(store, record_type: RecordType) -> bool:
     """Whether this path answers the type's searches: PostgreSQL with the windows index (a
     store keeping pg_trgm instead reads each watch's search as `search` does)."""
     return store.engine == "postgresql" and short_index(store.db.conn, record_type)
-
-
-def _like(term: str) -> str:
-    # The pattern `build_query` binds for a term: the term anywhere, its wildcards literal.
-    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _merge_pending(store, record_type: RecordType) -> None:
@@ -98,12 +93,12 @@ def _term_ids(store, record_type: RecordType, terms: list[str], candidates: str,
         windows, among = pg_windows_document(record_type).format(t="s."), f"s.id IN (SELECT id FROM {candidates}) AND "
     indexed = [t for t in terms if pg_windows_query(t) is not None]
     for term in (t for t in terms if pg_windows_query(t) is None):   # (İ, Σ: read with the ILIKE alone)
-        for row in store.query(f"SELECT s.id FROM {rows} WHERE {among}{document} ILIKE ? ESCAPE '\\'", [_like(term)]):
+        for row in store.query(f"SELECT s.id FROM {rows} WHERE {among}{document} ILIKE ? ESCAPE '\\'", [like_pattern(term)]):
             found[term].add(row["id"])
     for start in range(0, len(indexed), _TERMS_PER_STATEMENT):
         chunk = indexed[start:start + _TERMS_PER_STATEMENT]
         values = ", ".join("(?::int, ?::text, ?::text)" for _ in chunk)
-        params = [p for n, term in enumerate(chunk) for p in (n, pg_windows_query(term), _like(term))]
+        params = [p for n, term in enumerate(chunk) for p in (n, pg_windows_query(term), like_pattern(term))]
         sql = (f"SELECT t.n AS n, x.id AS id FROM (VALUES {values}) AS t(n, q, p) CROSS JOIN LATERAL "
                f"(SELECT s.id FROM {rows} WHERE {windows} @@ lower(t.q)::tsquery "
                f"AND {document} ILIKE t.p ESCAPE '\\') AS x")
