@@ -28,11 +28,11 @@ The one exit that is no error, `EXIT_OK`, is declared here too.
     ├── SchedulerAlreadyRunning (scheduler_running)       another `schedule` holds the daemon lock; also a RuntimeError
     ├── UnsafeXml (unsafe_xml)                            a document declaring a DTD, refused; also a ValueError
     ├── ArtifactError (artifact)                          basecrawler.fetch.artifacts: a document never became complete
-    ├── PdfError (pdf_unreadable)                         basecrawler.formats.pdf: not a readable PDF
+    ├── PdfError (pdf_unreadable)                         basecrawler.formats.pdfpage: not a readable PDF
     │   ├── OcrUnavailable (ocr_unavailable)              a scanned page but no tesseract / Japanese data
     │   ├── PdfEncrypted (encrypted)                      the document needs a password
     │   └── PdfTooBig (too_big)                           over BASECRAWLER_PDF_MAX_PAGES or _OCR_MAX_SECONDS
-    │       └── _OcrTimedOut (ocr_timeout)                internal: tesseract's own timeout hit inside a page
+    │       └── OcrTimedOut (ocr_timeout)                 internal: tesseract's own timeout hit inside a page
     ├── RangeMismatch (range_mismatch)                    internal (partials): a 206 that does not continue the copy
     ├── FetchError (fetch_error)                          an HTTP exchange failed; http.py's table is built
     │   │                                                 from the `statuses` each subclass declares
