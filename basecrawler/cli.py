@@ -2,16 +2,21 @@
 
 Thin wrappers over library calls. Each sub-command lives in `basecrawler/commands/<name>.py`
 with `register(subparsers)`; this module only builds the parser, sets up logging and turns
-errors into exit codes, one line each and never a traceback for an expected problem:
+errors into exit codes, one line each and never a traceback for an expected problem. A code
+is the `exit_code` of the error class in brackets (basecrawler.errors; tests/test_cli_exit.py
+checks this table against them):
 
-    0  ok
+    0  ok [EXIT_OK]
     1  a source failed or is suspect (a job failed); the database cannot be opened
+       [CrawlerError, SourceFailed]
     2  usage or configuration: bad option, unknown source, missing --replay folder,
        no database at PATH, or PATH is not a basecrawler database (read commands never
-       create, migrate or change one)
+       create, migrate or change one) [ConfigError, UnknownSource]
     3  a file, folder or port cannot be used: unwritable or missing folder, output is a
-       directory, port in use
+       directory, port in use, disk full; another crawl kept the run lock
+       [UnusablePath, RunLockTimeout]
   130  interrupted (Ctrl-C / SIGTERM): what was stored is kept, the run is `interrupted`
+       [Interrupted]
 """
 from __future__ import annotations
 
@@ -30,9 +35,8 @@ from basecrawler.config import Settings
 from basecrawler.operations.diskfull import NoTracebackForDiskFull
 from basecrawler.commands import READ_COMMANDS, check_existing_database, check_folder_of
 from basecrawler.store.engines import redact, scrub
-from basecrawler.errors import ConfigError
+from basecrawler.errors import EXIT_OK, ConfigError, CrawlerError, Interrupted, SourceFailed, UnusablePath
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_IO, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 COMMAND_ENTRY_POINTS = "basecrawler.commands"
 
 
@@ -52,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):  # argparse exits 2 on usage errors too; keep its message clear
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(ConfigError.exit_code, f"{self.prog}: error: {message}\n")
 
 
 def _global_options(parser: argparse.ArgumentParser, default) -> None:
@@ -86,8 +90,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     every run's start-up)."""
     parser = _Parser(prog="basecrawler", description="Collect public recall and safety data (vehicles, products, food, drugs, …) "
                                                        "from government publishers into one store, in Korean.",
-                     epilog="exit codes: 0 ok, 1 a source failed, 2 usage or configuration (also: no database), "
-                            "3 a file, folder or port cannot be used, 130 interrupted")
+                     epilog=f"exit codes: {EXIT_OK} ok, {SourceFailed.exit_code} a source failed, "
+                            f"{ConfigError.exit_code} usage or configuration (also: no database), "
+                            f"{UnusablePath.exit_code} a file, folder or port cannot be used, "
+                            f"{Interrupted.exit_code} interrupted")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
                         help="show the version and exit")
     _global_options(parser, lambda value: value)
@@ -168,20 +174,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
-        return EXIT_USAGE
+        return ConfigError.exit_code
     setup_logging(args.verbose, args.quiet)
     try:
         args.settings = Settings.from_env(db_path=args.db)
         check_folder_of(args.settings.db_path)
         if args.command in READ_COMMANDS:
             check_existing_database(args.settings)   # before any Store opens (and migrates) the file
-        return int(args.func(args) or 0)
-    except ConfigError as exc:
-        print(f"basecrawler: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(args.func(args) or EXIT_OK)
+    except CrawlerError as exc:   # ours: its class says the code
+        print(f"basecrawler: {_describe_os_error(exc) if isinstance(exc, OSError) else exc}", file=sys.stderr)
+        return exc.exit_code
     except sqlite3.DatabaseError as exc:  # OperationalError, and "file is not a database"
         print(f"basecrawler: database error on {args.settings.db_path}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return CrawlerError.exit_code
     except BrokenPipeError:
         # Output piped into `head` and closed early: not an error of ours.
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -190,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         # A path or port the user chose cannot be used: say which and why, no traceback.
         print(f"basecrawler: {_describe_os_error(exc)}", file=sys.stderr)
-        return EXIT_IO
+        return UnusablePath.exit_code
     except Exception as exc:
         # PostgreSQL unreachable, refusing, timed out or lost (any psycopg error): one line, like
         # SQLite's, naming the database without its password.
@@ -198,11 +204,11 @@ def main(argv: list[str] | None = None) -> int:
             text, db = scrub(" ".join(str(exc).split()), args.settings.db_path), redact(args.settings.db_path)
             print(f"basecrawler: {text}" if db in text else f"basecrawler: database error on {db}: {text}",
                   file=sys.stderr)
-            return EXIT_FAILED
+            return CrawlerError.exit_code
         raise
     except KeyboardInterrupt:
         print("basecrawler: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return Interrupted.exit_code
 
 
 def _describe_os_error(exc: OSError) -> str:

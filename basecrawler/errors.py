@@ -1,14 +1,18 @@
 """The one exception tree of the project: every error basecrawler, translate or a source raises.
 
 Every class has a distinct `.kind`, a short stable name: dead letters store it, logs and the
-translation report show it (tests/test_errors.py walks all packages to keep it so).
+translation report show it (tests/test_errors.py walks all packages to keep it so). Every class
+also carries the `.exit_code` a command ends with when it reaches the command line: 1 (failed)
+from the root unless a class says otherwise; `basecrawler.cli` maps an exception to its code
+from the class, and its docstring's table is checked against these classes (tests/test_cli_exit.py).
+The one exit that is no error, `EXIT_OK`, is declared here too.
 
-    CrawlerError (error)                                  root of everything below
+    CrawlerError (error)                                  root of everything below: exit code 1
     ├── ConfigError (config)                              bad configuration or usage: exit code 2
     │   ├── UnknownSource (unknown_source)                `--source xx` names no registered source
     │   └── NoBackendConfigured (no_backend)              translate.errors: no translation backend
     ├── Skip (skipped)                                    parse() says: not a recall by design (counted, not lost)
-    ├── Interrupted (interrupted)                         a stop was requested (SIGINT/SIGTERM): never a dead letter
+    ├── Interrupted (interrupted)                         a stop was requested (SIGINT/SIGTERM): never a dead letter; exit 130
     ├── Undecodable (undecodable)                         no charset decodes a text body without loss
     ├── ListUnreadable (unreadable_list)                  not one item of a list document could be read
     ├── NotAList (not_a_list)                             a list document whose top level is not an array
@@ -19,15 +23,16 @@ translation report show it (tests/test_errors.py walks all packages to keep it s
     ├── DuplicateSource (duplicate_source)                two classes claim the same `source` id
     ├── SourceFailed (source_failed)                      a whole source run failed (wraps the cause)
     ├── ReplayMiss (replay_miss)                          --replay has no recorded exchange for a request
-    ├── RunLockTimeout (run_lock_timeout)                 another crawl kept the run lock; also a TimeoutError
+    ├── UnusablePath (unusable_path)                      a file, folder or port cannot be used: exit code 3; also an OSError
+    ├── RunLockTimeout (run_lock_timeout)                 another crawl kept the run lock; also a TimeoutError; exit 3
     ├── SchedulerAlreadyRunning (scheduler_running)       another `schedule` holds the daemon lock; also a RuntimeError
     ├── UnsafeXml (unsafe_xml)                            a document declaring a DTD, refused; also a ValueError
     ├── ArtifactError (artifact)                          basecrawler.fetch.artifacts: a document never became complete
-    ├── PdfError (pdf_unreadable)                         basecrawler.formats.pdf: not a readable PDF
+    ├── PdfError (pdf_unreadable)                         basecrawler.formats.pdfpage: not a readable PDF
     │   ├── OcrUnavailable (ocr_unavailable)              a scanned page but no tesseract / Japanese data
     │   ├── PdfEncrypted (encrypted)                      the document needs a password
     │   └── PdfTooBig (too_big)                           over BASECRAWLER_PDF_MAX_PAGES or _OCR_MAX_SECONDS
-    │       └── _OcrTimedOut (ocr_timeout)                internal: tesseract's own timeout hit inside a page
+    │       └── OcrTimedOut (ocr_timeout)                 internal: tesseract's own timeout hit inside a page
     ├── RangeMismatch (range_mismatch)                    internal (partials): a 206 that does not continue the copy
     ├── FetchError (fetch_error)                          an HTTP exchange failed; http.py's table is built
     │   │                                                 from the `statuses` each subclass declares
@@ -56,17 +61,32 @@ database refuses, or an unexpected exception inside `SourceAPI.item()` under tho
 """
 from __future__ import annotations
 
+import signal
+
+EXIT_OK = 0   # the command did what was asked (also: output piped into `head` and closed early)
+
 
 class CrawlerError(Exception):
     """Root of every error the project raises."""
 
     kind = "error"
+    exit_code = 1   # failed: a source failed or is suspect, a job failed, the database cannot be opened
 
 
 class ConfigError(CrawlerError):
     """Configuration or command-line usage that cannot work."""
 
     kind = "config"
+    exit_code = 2   # argparse's own code for a usage error, so both kinds of usage error agree
+
+
+class UnusablePath(CrawlerError, OSError):
+    """A file, folder or port the user chose cannot be used (unwritable or missing folder,
+    output is a directory, port in use). The command line gives any other OSError this class's
+    exit code too."""
+
+    kind = "unusable_path"
+    exit_code = 3
 
 
 class UnknownSource(ConfigError):
@@ -96,6 +116,7 @@ class RunLockTimeout(CrawlerError, TimeoutError):
     """Another crawl held the run lock longer than BASECRAWLER_LOCK_TIMEOUT."""
 
     kind = "run_lock_timeout"
+    exit_code = UnusablePath.exit_code   # the database is in use elsewhere: like a path that cannot be used
 
 
 class SchedulerAlreadyRunning(CrawlerError, RuntimeError):
@@ -209,6 +230,7 @@ class Interrupted(CrawlerError):
     when a source's own `except Exception` around an item catches it."""
 
     kind = "interrupted"
+    exit_code = 128 + signal.SIGINT   # 130: what a shell reports for a Ctrl-C
 
 
 class Skip(CrawlerError):

@@ -2,23 +2,19 @@
 `basecrawler.formats.pdf` extracted. Two layouts: one recall per page block (labelled cells
 リコール届出番号 … above a vehicle table) and the monthly small-batch table (one row per
 届出番号). Works on JSON only (the pages as dicts), so a dead letter can be parsed again.
-An OCR'd number or date that is not trusted is left empty and flagged, never guessed.
+An OCR'd number or date that is not trusted is left empty and flagged, never guessed
+(sources/jp_cells.py reads one cell's value).
 """
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import re
-import unicodedata
-from dataclasses import dataclass
 
 from basecrawler.formats.dates import parse_date
 from basecrawler.formats.text import distinct_joined
+from sources.jp_cells import (Cell, cell_at, count_of, date_of, join_lines, recall_number_of, similar, split_range,
+                              squash)
 
-# OCR'd numbers and dates below this Tesseract confidence are not trusted (left empty, flagged).
-MIN_OCR_CONFIDENCE = 50.0
-# An OCR'd recall date this far from the press release is a misread digit, not a date.
-OCR_DATE_WINDOW = (dt.timedelta(days=-400), dt.timedelta(days=45))
 
 SINGLE_LABELS = {
     "recall_number": "リコール届出番号",
@@ -39,24 +35,13 @@ BATCH_HEADER = {
 _METHOD_RANK = {"text": 0, "text-fallback": 1, "ocr": 2}
 
 
-@dataclass
-class _Cell:
-    text: str
-    conf: float | None
-    method: str
-
-    @property
-    def ocr(self) -> bool:
-        return self.method == "ocr"
-
-
 def _rows(doc: dict):
     for p, page in enumerate(doc.get("pages") or []):
         confidence = page.get("confidence") or []
         for t, table in enumerate(page.get("tables") or []):
             for r, row in enumerate(table):
                 confs = confidence[t][r] if t < len(confidence) and r < len(confidence[t]) else []
-                yield p, [_Cell(text or "", confs[c] if c < len(confs) else None, page["method"])
+                yield p, [Cell(text or "", confs[c] if c < len(confs) else None, page["method"])
                           for c, text in enumerate(row)], row
 
 
@@ -74,7 +59,7 @@ def _text_label(squashed: str) -> tuple[str | None, str]:
         label = squash(SINGLE_LABELS[key])
         if line.startswith(label):
             return key, line[len(label):].lstrip(":：")
-        if _similar(line.rstrip(":："), label) >= 0.85:
+        if similar(line.rstrip(":："), label) >= 0.85:
             return key, ""
     return None, ""
 
@@ -130,7 +115,7 @@ def _fill_from_text_lines(recalls: list[dict], doc: dict) -> None:
         for recall, fields in zip(on_page, segments):
             for key, text in fields.items():
                 if not (recall["cells"].get(key) and recall["cells"][key].text):
-                    recall["cells"][key] = _Cell(text, None, pages[p].get("method", "text"))
+                    recall["cells"][key] = Cell(text, None, pages[p].get("method", "text"))
 
 
 def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
@@ -167,12 +152,12 @@ def records_from_list(doc: dict) -> tuple[list[dict], list[tuple[list, str]]]:
             _vehicle_row(current, cells, columns)
             current["rows"].append(raw_row)
         elif mode == "batch":
-            number = _cell(cells, columns, "number")
+            number = cell_at(cells, columns, "number")
             if number.text or current is None or current.get("layout") != "batch":
                 current = _new_recall("batch")
                 recalls.append(current)
                 for key in ("number", "date", "notifier", "component"):
-                    current["cells"][key] = _cell(cells, columns, key)
+                    current["cells"][key] = cell_at(cells, columns, key)
             _batch_vehicle(current, cells, columns)
             current["rows"].append(raw_row)
     _fill_from_text_lines(recalls, doc)
@@ -190,21 +175,12 @@ def _new_recall(layout: str) -> dict:
     return {"layout": layout, "cells": {}, "vehicles": [], "flags": {}, "methods": set(), "rows": [], "total": None}
 
 
-def squash(text: str | None) -> str:
-    """Text without white space, NFKC-normalised: how labels and headers are compared."""
-    return re.sub(r"\s+", "", unicodedata.normalize("NFKC", text or ""))
-
-
-def _similar(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, squash(a), squash(b)).ratio()
-
-
-def _header_columns(cells: list[_Cell], header: dict, required: tuple) -> dict | None:
+def _header_columns(cells: list[Cell], header: dict, required: tuple) -> dict | None:
     """Column index of each field when the row is that table's header (OCR may misread a
     character or two of a header, so the match is fuzzy)."""
     columns = {}
     for field, label in header.items():
-        scores = [(_similar(c.text, label), i) for i, c in enumerate(cells)]
+        scores = [(similar(c.text, label), i) for i, c in enumerate(cells)]
         score, index = max(scores) if scores else (0, None)
         if score >= 0.75:
             columns[field] = index
@@ -213,118 +189,46 @@ def _header_columns(cells: list[_Cell], header: dict, required: tuple) -> dict |
     return None
 
 
-def _label_pairs(cells: list[_Cell]) -> dict:
+def _label_pairs(cells: list[Cell]) -> dict:
     found = {}
     for i, cell in enumerate(cells[:-1]):
-        best = max(((_similar(cell.text, label), key) for key, label in SINGLE_LABELS.items()), default=(0, None))
+        best = max(((similar(cell.text, label), key) for key, label in SINGLE_LABELS.items()), default=(0, None))
         if best[0] >= 0.75:
             found[best[1]] = cells[i + 1]
     return found
 
 
-def _cell(cells: list[_Cell], columns: dict, key: str) -> _Cell:
-    index = columns.get(key)
-    if index is None or index >= len(cells):
-        return _Cell("", None, cells[0].method if cells else "text")
-    return cells[index]
-
-
-def _vehicle_row(recall: dict, cells: list[_Cell], columns: dict) -> None:
-    maker, type_code, name = (_cell(cells, columns, k) for k in ("maker", "type_code", "name"))
-    units = _cell(cells, columns, "units")
+def _vehicle_row(recall: dict, cells: list[Cell], columns: dict) -> None:
+    maker, type_code, name = (cell_at(cells, columns, k) for k in ("maker", "type_code", "name"))
+    units = cell_at(cells, columns, "units")
     recall["methods"].update(c.method for c in cells)
     if not type_code.text and not name.text:   # the 合計 (total) row
-        recall["total"] = _count(units, recall["flags"], "total_units")
+        recall["total"] = count_of(units, recall["flags"], "total_units")
         return
-    chassis, period = _split_range(_cell(cells, columns, "range").text)
+    chassis, period = split_range(cell_at(cells, columns, "range").text)
     previous = recall["vehicles"][-1] if recall["vehicles"] else {}
     recall["vehicles"].append({
         # A blank 車名 continues the one above (merged cells in many lists).
-        "maker": _join_lines(maker.text) or previous.get("maker"),
-        "type_code": _join_lines(type_code.text) or None,
-        "name": _join_lines(name.text) or None,
+        "maker": join_lines(maker.text) or previous.get("maker"),
+        "type_code": join_lines(type_code.text) or None,
+        "name": join_lines(name.text) or None,
         "chassis_range": chassis, "production_period": period,
-        "units": _count(units, recall["flags"], f"vehicles[{len(recall['vehicles'])}].units"),
-        "remarks": _join_lines(_cell(cells, columns, "remarks").text) or None,
+        "units": count_of(units, recall["flags"], f"vehicles[{len(recall['vehicles'])}].units"),
+        "remarks": join_lines(cell_at(cells, columns, "remarks").text) or None,
     })
 
 
-def _batch_vehicle(recall: dict, cells: list[_Cell], columns: dict) -> None:
-    lines = [line.strip() for line in _cell(cells, columns, "vehicle").text.split("\n") if line.strip()]
+def _batch_vehicle(recall: dict, cells: list[Cell], columns: dict) -> None:
+    lines = [line.strip() for line in cell_at(cells, columns, "vehicle").text.split("\n") if line.strip()]
     maker = lines[0] if lines else None
     type_code = lines[1] if len(lines) >= 3 else None
-    name = _join_lines("\n".join(lines[2:] if len(lines) >= 3 else lines[1:])) or None
+    name = join_lines("\n".join(lines[2:] if len(lines) >= 3 else lines[1:])) or None
     recall["methods"].update(c.method for c in cells)
     recall["vehicles"].append({
         "maker": maker, "type_code": type_code, "name": name,
-        "production_period": _join_lines(_cell(cells, columns, "period").text) or None,
-        "units": _count(_cell(cells, columns, "units"), recall["flags"], f"vehicles[{len(recall['vehicles'])}].units"),
+        "production_period": join_lines(cell_at(cells, columns, "period").text) or None,
+        "units": count_of(cell_at(cells, columns, "units"), recall["flags"], f"vehicles[{len(recall['vehicles'])}].units"),
     })
-
-
-def _split_range(text: str) -> tuple[str | None, str | None]:
-    """車台番号の範囲及び製作期間: chassis-number range line(s), then the production period."""
-    lines = [line.strip() for line in text.split("\n") if line.strip()]
-    dated = [i for i, line in enumerate(lines) if re.search(r"(令和|平成|昭和|\d{4}年)", line)]
-    if not dated:
-        return _join_lines("\n".join(lines)) or None, None
-    first = dated[0]
-    return _join_lines("\n".join(lines[:first])) or None, _join_lines("\n".join(lines[first:])) or None
-
-
-def _join_lines(text: str) -> str:
-    """A cell's wrapped lines as one string: Japanese wraps without a space, Latin words with one."""
-    out = ""
-    for line in (l.strip() for l in (text or "").split("\n")):
-        if not line:
-            continue
-        if out and out[-1].isascii() and out[-1].isalnum() and line[0].isascii() and line[0].isalnum():
-            out += " "
-        out += line
-    return out
-
-
-_COUNT_RE = re.compile(r"^(\d{1,3}(?:,\d{3})+|\d+)台?$")
-
-
-def _count(cell: _Cell, flags: dict, name: str) -> int | None:
-    """A vehicle count, or None with a flag: never a guess from an unreadable cell."""
-    text = squash(cell.text)
-    if not text:
-        return None
-    match = _COUNT_RE.match(text)
-    if match and not (cell.ocr and cell.conf is not None and cell.conf < MIN_OCR_CONFIDENCE):
-        return int(match[1].replace(",", ""))
-    flags[name] = cell.text
-    return None
-
-
-def _date(cell: _Cell | None, flags: dict, name: str, press_date: dt.date | None) -> dt.date | None:
-    if cell is None or not cell.text.strip():
-        return None
-    value = parse_date(squash(cell.text))
-    doubtful = cell.ocr and (
-        (cell.conf is not None and cell.conf < MIN_OCR_CONFIDENCE)
-        or (value and press_date and not (press_date + OCR_DATE_WINDOW[0] <= value <= press_date + OCR_DATE_WINDOW[1])))
-    if value is None or doubtful:
-        flags[name] = cell.text
-        return None
-    return value
-
-
-_NUMBER_RE = re.compile(r"^(外-)?\d{1,5}$")
-
-
-def _recall_number(cell: _Cell | None) -> str | None:
-    if cell is None:
-        return None
-    # Only a hyphen fits between 外 (imported vehicle) and the digits; OCR gives ー or 一.
-    text = re.sub(r"^外[‐-―−ー一~～]", "外-", squash(cell.text))
-    if _NUMBER_RE.match(text) and not (cell.ocr and cell.conf is not None and cell.conf < MIN_OCR_CONFIDENCE):
-        return text
-    if not cell.ocr and text:
-        return text   # a text layer says what it says, even in an unusual format
-    return None
 
 
 def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
@@ -332,13 +236,13 @@ def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
     methods = recall["methods"] | {c.method for c in cells.values()}
     method = max(methods, key=lambda m: _METHOD_RANK.get(m, 0)) if methods else "text"
     batch = recall["layout"] == "batch"
-    number = _recall_number(cells.get("number" if batch else "recall_number"))
+    number = recall_number_of(cells.get("number" if batch else "recall_number"))
     if number is None:
         raw = cells.get("number" if batch else "recall_number")
         return f"unreadable 届出番号 {raw.text if raw else ''!r} ({method})"
     date_cell = cells.get("date" if batch else "start_date")
     date_name = "notified_date" if batch else "recall_start_date"
-    date = _date(date_cell, flags, date_name, press_date)
+    date = date_of(date_cell, flags, date_name, press_date)
     vehicles = recall["vehicles"]
     units = [v["units"] for v in vehicles]
     affected = sum(units) if vehicles and all(u is not None for u in units) else None
@@ -352,7 +256,7 @@ def _finish(recall: dict, doc: dict, press_date: dt.date | None) -> dict | str:
 
     def text(key):
         cell = cells.get(key)
-        return _join_lines(cell.text) or None if cell else None
+        return join_lines(cell.text) or None if cell else None
 
     extra = {
         "layout": "small_batch" if batch else "single",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from basecrawler.formats import pdf
+from basecrawler.formats import pdf, pdfocr
 from basecrawler.formats.pdf import OcrUnavailable, PdfError, read_pdf, tidy_ocr_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "jp"
@@ -76,7 +76,7 @@ def test_missing_tesseract_binary_names_the_debian_packages(monkeypatch):
 def test_missing_japanese_data_names_its_debian_package(monkeypatch):
     import pytesseract
 
-    monkeypatch.setattr(pdf.shutil, "which", lambda cmd: "/usr/bin/tesseract")
+    monkeypatch.setattr(pdfocr.shutil, "which", lambda cmd: "/usr/bin/tesseract")
     monkeypatch.setattr(pytesseract, "get_languages", lambda config="": ["eng", "osd"])
     with pytest.raises(OcrUnavailable, match="tesseract-ocr-jpn"):
         pdf.check_ocr("jpn")

@@ -55,7 +55,7 @@ def test_a_stop_keeps_what_was_stored_and_starts_no_later_source(settings, store
 
 def test_the_scheduled_job_uses_the_runner_and_then_the_hooks(settings, monkeypatch):
     calls = []
-    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks", lambda: {"note": lambda store, **kw: calls.append("hook") or "noted"})
+    monkeypatch.setattr("basecrawler.operations.schedulejob.job_hooks", lambda: {"note": lambda store, **kw: calls.append("hook") or "noted"})
     report = run_scheduled_job(settings, crawlers={"aa": _source("aa", calls)})
     assert calls == ["aa", "hook"] and report.translation == "noted"
     assert report.summary.statuses() == {"aa": "succeeded"}

@@ -82,7 +82,7 @@ def translation(monkeypatch):
     backends = types.SimpleNamespace(backend_from_env=lambda: "fake-backend")
     monkeypatch.setattr(translate.backends, "backend_from_env", lambda: backends.backend_from_env())
     monkeypatch.setattr(translate.worker, "translate_pending", translate_pending)
-    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks",
+    monkeypatch.setattr("basecrawler.operations.schedulejob.job_hooks",
                         lambda: {"translate": translate.jobhook.translate_after_job})
     return types.SimpleNamespace(calls=calls, backends=backends, report=Report)
 

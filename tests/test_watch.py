@@ -354,7 +354,7 @@ def test_a_scheduled_job_delivers_what_its_translation_filled_in_korean(tmp_path
             "UPDATE product_alerts SET title_ko = '리스테리아: ' || title_original, "
             "translated_at = '2099-01-01T00:00:00+00:00', translation_status = 'translated'"))
         return "translated"
-    monkeypatch.setattr("basecrawler.operations.scheduler.job_hooks", lambda: {"translate": translate})
+    monkeypatch.setattr("basecrawler.operations.schedulejob.job_hooks", lambda: {"translate": translate})
     report = run_scheduled_job(fast_settings(db), crawlers={})
     assert report.translation == "translated" and seen_before_translation == [0]
     assert sorted(json.loads(body)["record"]["title_ko"] for _, body in receiver.posts) == \

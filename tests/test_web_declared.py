@@ -201,7 +201,7 @@ GADGET = RecordType(
 def test_metadata_card_and_best_text_follow_any_declaration(plugins, monkeypatch):
     web, facets, _ = plugins
     monkeypatch.setitem(web.TYPES, "gadget_alerts", GADGET)
-    monkeypatch.setattr("basecrawler.reading.browse.types_by_table", lambda: {"recalls": VEHICLE_RECALL, "gadget_alerts": GADGET})
+    monkeypatch.setattr("basecrawler.reading.webmeta.types_by_table", lambda: {"recalls": VEHICLE_RECALL, "gadget_alerts": GADGET})
     table = build_metadata("/nowhere/x.db")["databases"]["x"]["tables"]["gadget_alerts"]
     assert table["facets"] == [{"values": "country"}, {"values": "category"}, {"month": "alert_date"}]
     assert table["sort_desc"] == "alert_date" and table["columns"]["hazard_original"] == "Hazard"

@@ -9,11 +9,10 @@ import webbrowser
 
 from basecrawler.reading.browse import INSTALL_HINT, BrowseServer, SnapshotServer, datasette_available
 from basecrawler.config import db_directory
+from basecrawler.errors import EXIT_OK, ConfigError, UnusablePath
 from basecrawler.store.engines import is_postgres_url
 
 log = logging.getLogger("basecrawler")
-
-EXIT_NO_EXTRA = 2   # also a usage error (a bad --refresh)
 
 
 def register(sub) -> None:
@@ -33,15 +32,13 @@ def register(sub) -> None:
 
 def cmd_browse(args) -> int:
     if not datasette_available():
-        print(f"basecrawler: {INSTALL_HINT}", file=sys.stderr)
-        return EXIT_NO_EXTRA
+        raise ConfigError(INSTALL_HINT)   # a missing extra is configuration, like a bad option
     on_postgres = is_postgres_url(args.settings.db_path)
     if on_postgres and args.refresh <= 0:
-        print("basecrawler: --refresh must be a positive number of minutes", file=sys.stderr)
-        return EXIT_NO_EXTRA
+        raise ConfigError("--refresh must be a positive number of minutes")
     _check_port_free(args.host, args.port)
     # SIGTERM (service managers, `timeout`) must stop Datasette too, not orphan it.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK))
     if on_postgres:
         return _browse_snapshot(args)
     server = BrowseServer(args.settings.db_path, host=args.host, port=args.port,
@@ -54,7 +51,7 @@ def cmd_browse(args) -> int:
             webbrowser.open(server.table_url)
         return server.wait()
     except KeyboardInterrupt:
-        return 0
+        return EXIT_OK
     finally:
         server.stop()
 
@@ -71,14 +68,14 @@ def _browse_snapshot(args) -> int:
             webbrowser.open(server.server.table_url)
         return server.serve_forever(started=True)
     except KeyboardInterrupt:
-        return 0
+        return EXIT_OK
     finally:
         server.stop()
 
 
 def _check_port_free(host: str, port: int) -> None:
     """A port in use would only show as "datasette exited with code 1": say it plainly (an
-    OSError: one line, exit 3)."""
+    UnusablePath: one line, its exit code)."""
     import errno
     import socket
 
@@ -86,5 +83,5 @@ def _check_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as exc:
-            raise OSError(exc.errno or errno.EADDRINUSE,
+            raise UnusablePath(exc.errno or errno.EADDRINUSE,
                           f"port {port} on {host} is not free ({exc.strerror}); try --port {port + 1}") from None

@@ -8,14 +8,11 @@ import sys
 from pathlib import Path
 
 from basecrawler.operations.diskfull import disk_full_line
-from basecrawler.errors import ConfigError, UnknownSource
+from basecrawler.errors import EXIT_OK, ConfigError, Interrupted, SourceFailed, UnknownSource, UnusablePath
 from basecrawler.operations.progress import ProgressBar
 from basecrawler.pipeline.registry import discover
 from basecrawler.pipeline.runner import run_sources, stop_on_signals
 from basecrawler.commands import iso_date
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a Ctrl-C
-EXIT_DISK_FULL = 3      # a path that cannot be used, like the CLI's other OSErrors
 
 log = logging.getLogger("basecrawler")
 
@@ -56,10 +53,10 @@ def cmd_run(args) -> int:
                               progress_factory=lambda i: ProgressBar.for_terminal(f"{i} fetched", unit="items"))
     if summary.disk_full:
         print(f"basecrawler: {disk_full_line(settings.db_path)}", file=sys.stderr)
-        return EXIT_DISK_FULL
+        return UnusablePath.exit_code   # a place that cannot be written, like the CLI's other OSErrors
     if summary.stopped:
-        return EXIT_INTERRUPTED
-    return 0 if summary.ok else 1
+        return Interrupted.exit_code
+    return EXIT_OK if summary.ok else SourceFailed.exit_code
 
 
 def cmd_list(args) -> int:
@@ -75,14 +72,14 @@ def cmd_list(args) -> int:
                      "doc": summary_line(cls.__doc__)})
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return 0
+        return EXIT_OK
     print(render_table(["id", "country", "language", "endpoints", "description"],
                        [[row["id"], row["country"], row["language"],
                          (" ".join(f"{k}={v}" for k, v in row["endpoints"].items()) or "(none: local file)")
                          if row["configured"] else f"({row['not_configured']})",
                          row["doc"]]
                         for row in rows]))
-    return 0
+    return EXIT_OK
 
 
 def summary_line(doc: str | None) -> str:
