@@ -41,9 +41,10 @@ TYPE_WORDS = re.compile(r"\b(vehicle_recall|recall_number|recall_date|manufactur
                         r"model_original|model_year)\b")
 # Framework modules that name a type by design: the declaration API and its helpers
 # (basecrawler/recordtypes/, e.g. the default type of sources written before types), the
-# store's frozen history (migrations 1-8 built the one table there was), and the shim that
-# keeps `basecrawler.model` imports working.
-NAMES_TYPES_BY_DESIGN = ("basecrawler/recordtypes/", "basecrawler/store/migrations.py", "basecrawler/model.py")
+# store's frozen history (migrations 1-8 built the one table there was: migrations_early.py and
+# migrations.py), and the shim that keeps `basecrawler.model` imports working.
+NAMES_TYPES_BY_DESIGN = ("basecrawler/recordtypes/", "basecrawler/store/migrations.py",
+                         "basecrawler/store/migrations_early.py", "basecrawler/model.py")
 # Not generic yet: file → the words it may still use, and why. The list only shrinks: a file
 # that no longer uses a word must leave it (the test below says so). Empty since migration 10
 # renamed the dead-letter and enrichment-queue key columns.
