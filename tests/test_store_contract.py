@@ -147,13 +147,13 @@ def test_runs_ledger_meta_and_memory_round_trip(store):
     assert (last["id"], last["status"], last["new"], last["duration_s"]) == (run_id, "succeeded", 2, 1.5)
     assert json.loads(last["skip_reasons"]) == {"not a vehicle": 1}
 
-    store.ledger_list("demo", "w1", url="https://x/1", listed_date="2024-01-01", data={"n": 1})
-    store.ledger_list("demo", "w1", url=None, listed_date=None, data=None)        # a known item keeps its facts
+    store.ledger.note("demo", "w1", url="https://x/1", listed_date="2024-01-01", data={"n": 1})
+    store.ledger.note("demo", "w1", url=None, listed_date=None, data=None)        # a known item keeps its facts
     letter = store.add_dead_letter(source="demo", run_id=run_id, stage="fetch", kind="http", error="500", raw=None)
-    assert store.ledger_failed("demo", "w1", "500", max_attempts=2, letters=[letter]) == {"state": "failing", "attempts": 1}
-    assert store.ledger_items("demo", ["failing"])[0]["data"] == {"n": 1}
-    assert store.ledger_done("demo", ["w1"]) == 1 and store.open_dead_letters("demo") == []
-    assert store.ledger_counts("demo") == {"done": 1}
+    assert store.ledger.failed("demo", "w1", "500", max_attempts=2, letters=[letter]) == {"state": "failing", "attempts": 1}
+    assert store.ledger.items("demo", ["failing"])[0]["data"] == {"n": 1}
+    assert store.ledger.done("demo", ["w1"]) == 1 and store.open_dead_letters("demo") == []
+    assert store.ledger.counts("demo") == {"done": 1}
 
     store.set_meta("k", "v1")
     store.set_meta("k", "v2")
