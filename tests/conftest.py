@@ -100,15 +100,15 @@ def store(db_path):
 def row_by_row(monkeypatch):
     """The batches the store wrote by its row-by-row (bisecting) path, each a list of keys;
     empty when every batch went at once (SQLite) or by the merge (PostgreSQL)."""
-    from basecrawler.store.core import Store
+    from basecrawler.store.records import Records
 
     batches = []
-    real = Store._write_bisecting
+    real = Records.write_bisecting
 
     def spy(self, db, plan, items, now, *sql):
         batches.append([plan.key(row) for row, _ in items])
         return real(self, db, plan, items, now, *sql)
-    monkeypatch.setattr(Store, "_write_bisecting", spy)
+    monkeypatch.setattr(Records, "write_bisecting", spy)
     return batches
 
 

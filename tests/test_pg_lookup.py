@@ -30,7 +30,7 @@ def store(pg_url):  # noqa: F811
 
 
 def lookup(store, keys, columns=None):
-    with store._write_lock:
+    with store.lock:
         return pg_lookup.rows_by_key(store.db.conn, RT, keys, columns)
 
 
@@ -95,7 +95,7 @@ def test_values_by_key_are_the_rows_columns_as_tuples_under_the_same_stored_keys
     mixed = [("us", "US", "7"), ("us", "US", 42), ("us", "CA", "8"), ("eu", "US", "1"), ("us", "US", "5000")]
     one_prefix = [("us", "US", "7"), ("us", "US", 42), ("us", "US", "5000")]
     for keys in (mixed, one_prefix):   # the whole key read back, or only its last column
-        with store._write_lock:
+        with store.lock:
             values = pg_lookup.values_by_key(store.db.conn, RT, keys, ("input_hash", "recall_date"))
         rows = lookup(store, keys, ["input_hash", "recall_date"])
         assert values == {key: (row["input_hash"], row["recall_date"]) for key, row in rows.items()}

@@ -3,7 +3,7 @@ staging table, one INSERT … ON CONFLICT DO NOTHING per batch, the keys already
 one rule of recordtypes/upsert.py; keeps every rule of the row-by-row path, counts each key
 exactly, and leaves refused rows to the row-by-row path.
 
-`merge_path` records every batch that went row by row (`Store._write_bisecting`), so each test
+`merge_path` records every batch that went row by row (`Records.write_bisecting`), so each test
 also shows which path did the work.
 """
 import json

@@ -239,7 +239,7 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
                 yield entry
     # Besides the restart (which may land between transactions), one batch is cut for sure
     # inside its transaction, after its rows were written and before its COMMIT.
-    real_batch, batches = store._upsert_batch, []
+    real_batch, batches = store.records.write_batch, []
 
     def cut_once(db, plan, rows):
         outcome = real_batch(db, plan, rows)
@@ -247,7 +247,7 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
         if len(batches) == 60:
             _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
         return outcome
-    store._upsert_batch = cut_once
+    store.records.write_batch = cut_once
     try:
         with caplog.at_level(logging.INFO):
             result = Restarting(store, items=items, settings=settings, mode="full").run()

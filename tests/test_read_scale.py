@@ -186,7 +186,7 @@ def test_status_counts_from_partial_indexes_equal_the_stores_counts(filled):
         "UPDATE recalls SET translated_at = '2024-01-02', translation_status = CASE WHEN id % 3 = 0 THEN 'failed' "
         "WHEN id % 3 = 1 THEN NULL ELSE 'translated' END WHERE id % 2 = 0"))
     found = translation_by_source(conn)
-    assert found == {source: filled.translation_counts(source) for source in ("test", "other")}
+    assert found == {source: filled.lookup.translation_counts(source) for source in ("test", "other")}
     assert set(found["test"]) == {"pending", "failed", "translated"}
     recalls = get_record_type("vehicle_recall")
     assert date_unknown_by_source(conn, recalls) == {"other": 1}

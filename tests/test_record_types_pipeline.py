@@ -162,13 +162,13 @@ def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stor
                     yield raw
 
     marked = []
-    real_done = store.ledger_done
+    real_done = store.ledger.done
 
     def ledger_done(source, keys):
         for key in keys:   # when an item is marked done, its gadget alert is in the store already
             marked.append((key, store.get("gadget_alert", {"source": "listed", "alert_id": key}) is not None))
         return real_done(source, keys)
-    monkeypatch.setattr(store, "ledger_done", ledger_done)
+    monkeypatch.setattr(store.ledger, "done", ledger_done)
     result = Listed(store, items=[mixed(1), mixed(2), mixed(3)], settings=settings.with_(batch_size=2),
                     mode="full").run()
     assert result.counts.new == 6

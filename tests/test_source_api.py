@@ -87,8 +87,8 @@ def test_blocked_inside_item_passes_through_and_ends_the_run(store, settings):
 def test_item_failure_inside_a_ledger_attempt_marks_the_list_item_failing(store, settings):
     crawler = ItemDemo(store, settings=settings, error=NotFound("gone"), ledger=True)
     assert crawler.run().status == "succeeded"
-    assert [row["key"] for row in store.ledger_items("itemdemo", ("failing",))] == ["a"]
-    assert [row["key"] for row in store.ledger_items("itemdemo", ("done",))] == ["b"]
+    assert [row["key"] for row in store.ledger.items("itemdemo", ("failing",))] == ["a"]
+    assert [row["key"] for row in store.ledger.items("itemdemo", ("done",))] == ["b"]
 
 
 # ---- read_list_document ------------------------------------------------------------------------

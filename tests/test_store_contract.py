@@ -147,13 +147,18 @@ def test_runs_ledger_meta_and_memory_round_trip(store):
     assert (last["id"], last["status"], last["new"], last["duration_s"]) == (run_id, "succeeded", 2, 1.5)
     assert json.loads(last["skip_reasons"]) == {"not a vehicle": 1}
 
-    store.ledger_list("demo", "w1", url="https://x/1", listed_date="2024-01-01", data={"n": 1})
-    store.ledger_list("demo", "w1", url=None, listed_date=None, data=None)        # a known item keeps its facts
+    store.ledger.note("demo", "w1", url="https://x/1", listed_date="2024-01-01", data={"n": 1})
+    store.ledger.note("demo", "w1", url=None, listed_date=None, data=None)        # a known item keeps its facts
     letter = store.add_dead_letter(source="demo", run_id=run_id, stage="fetch", kind="http", error="500", raw=None)
-    assert store.ledger_failed("demo", "w1", "500", max_attempts=2, letters=[letter]) == {"state": "failing", "attempts": 1}
-    assert store.ledger_items("demo", ["failing"])[0]["data"] == {"n": 1}
-    assert store.ledger_done("demo", ["w1"]) == 1 and store.open_dead_letters("demo") == []
-    assert store.ledger_counts("demo") == {"done": 1}
+    assert store.ledger.failed("demo", "w1", "500", max_attempts=2, letters=[letter]) == {"state": "failing", "attempts": 1}
+    assert store.ledger.items("demo", ["failing"])[0]["data"] == {"n": 1}
+    assert store.ledger.done("demo", ["w1"]) == 1 and store.open_dead_letters("demo") == []
+    assert store.ledger.counts("demo") == {"done": 1}
+
+    assert store.ledger.failed("demo", "w2", "blocked", max_attempts=1, count=False) == {}   # never listed
+    store.ledger.note("demo", "w2", url=None, listed_date="2024-01-02", data=None)
+    assert store.ledger.failed("demo", "w2", "500", max_attempts=1) == {"state": "given_up", "attempts": 1}
+    assert store.ledger.requeue_given_up("demo") == 1 and store.ledger.counts("demo") == {"done": 1, "failing": 1}
 
     store.set_meta("k", "v1")
     store.set_meta("k", "v2")
@@ -166,6 +171,35 @@ def test_runs_ledger_meta_and_memory_round_trip(store):
     store.write(lambda db: memory.count_uses(db, "ja", {"制動": 2}))
     assert memory.lookup("ja", ["制動", "なし"]) == {"制動": "제동"}
     assert store.scalar("SELECT uses FROM translation_memory") == 2
+
+
+def test_the_enrichment_queue_keeps_its_ladder_and_resolves_only_its_records_letters(store):
+    queue, t = store.enrichment, "2026-01-01T00:00:0{}.000000+00:00".format
+    wanted = [("US", "R1", "2024-01-01"), ("US", "R2", "2024-03-01")]
+    assert queue.enqueue("demo", wanted, state="pending", now=t(0)) == 2
+    assert queue.enqueue("demo", [("US", "R1", "2024-05-01")], state="pending", now=t(1)) == 0   # kept, date follows
+    claimed = queue.claim("demo", due=["pending", "retry"], claimed="processing", now=t(2), limit=1)
+    assert [item["record_key"] for item in claimed] == ["R1"]   # the newest record first
+    assert queue.claim("demo", due=["pending"], claimed="processing", now=t(2), limit=0) == []
+    r2 = queue.claim("demo", due=["pending"], claimed="processing", now=t(2), limit=5)[0]
+    assert queue.counts("demo") == {"processing": 2}
+
+    queue.release(r2["id"], state="pending", due=t(5), now=t(3), attempted=True, error="timeout")
+    assert queue.claim("demo", due=["pending"], claimed="processing", now=t(4), limit=5) == []   # not due yet
+    for source in ("demo", "other"):
+        store.add_dead_letter(source=source, run_id=None, stage="detail", kind="k", error="e", raw=None, record_key="R1")
+    queue.settle("demo", claimed[0], state="done", level=0, due=None, now=t(4), attempted=True, error=None,
+                 resolve_letters=True)
+    assert [letter["source"] for letter in store.open_dead_letters()] == ["other"]
+    assert queue.reclaim("demo", claimed="processing", claimed_before=t(9), retry="retry", pending="pending",
+                         now=t(9)) == []   # R2 was released, R1 settled: nothing stuck
+    row = store.query("SELECT * FROM enrichment WHERE record_key = 'R2'")[0]
+    assert (row["state"], row["attempts"], row["transient_failures"], row["last_error"]) == ("pending", 1, 1, "timeout")
+    queue.settle("demo", r2, state="gone", level=4, due=None, now=t(6), attempted=True, error="404",
+                 resolve_letters=False)
+    assert queue.counts("demo") == {"done": 1, "gone": 1}
+    assert queue.requeue("demo", state="gone", to="pending", now=t(7)) == 1 and queue.counts("demo") == {
+        "done": 1, "pending": 1}
 
 
 def test_dead_crawl_runs_are_closed_alive_ones_kept(store):

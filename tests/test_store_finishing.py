@@ -116,12 +116,12 @@ def test_lookups_meanwhile_read_the_committed_file_less_the_keys_the_batch_is_ch
 def test_a_batch_whose_finishing_fails_is_rolled_back_whole_and_its_failure_raised_once(tmp_path):
     store = Store(tmp_path / "s.db")
     store.upsert(VEHICLE, BATCHES[0], source="us", behind=True)
-    store._feed_fts[VEHICLE.table] = "INSERT INTO no_such_index VALUES (?)"   # the feed will fail
+    store.records.fts_feeds[VEHICLE.table] = "INSERT INTO no_such_index VALUES (?)"   # the feed will fail
     result = store.upsert(VEHICLE, BATCHES[1], source="us", behind=True)
     assert isinstance(result.finishing.exception(10), sqlite3.OperationalError)
     with pytest.raises(sqlite3.OperationalError, match="no_such_index"):
         store.query("SELECT 1")
-    store._feed_fts.clear()
+    store.records.fts_feeds.clear()
     rows = stored(store)   # raised once; the store goes on, holding the first batch only
     assert len(rows) == 40 and rows[1]["summary_original"] == "Brake hose 24V001 may leak"
     assert store.upsert(VEHICLE, BATCHES[1], source="us", behind=True).new == 20
@@ -146,13 +146,13 @@ def test_a_run_whose_batch_is_lost_while_finishing_fails_and_counts_only_what_wa
     def second_batch_fails_finishing(*args, **kwargs):
         calls.append(kwargs.get("behind"))
         if len(calls) == 2:
-            store._feed_fts[VEHICLE.table] = "INSERT INTO no_such_index VALUES (?)"
+            store.records.fts_feeds[VEHICLE.table] = "INSERT INTO no_such_index VALUES (?)"
         return real_upsert(*args, **kwargs)
     monkeypatch.setattr(store, "upsert", second_batch_fails_finishing)
     result = ListCrawler(store, items=items, mode="full", settings=fast_settings(db_path, batch_size=10)).run()
     assert calls[:2] == [True, True]   # the pipeline stores behind
     assert result.status == "failed" and "no_such_index" in result.error
-    store._feed_fts.clear()
+    store.records.fts_feeds.clear()
     kept = store.count_recalls()
     assert kept == 10
     assert (result.counts.saved, result.counts.new) == (kept, kept)   # the lost batch is not counted
@@ -200,7 +200,7 @@ def test_committed_batches_reach_the_database_file_through_the_checkpointer_not_
     for batch in BATCHES:
         store.upsert(VEHICLE, batch, source="us", behind=True)
     store.settle()
-    store._finisher._checkpointer.idle()
+    store.finisher.wait_checkpointed()
     assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 10**9
     # The database file alone (without its WAL) holds every committed batch: copied by the
     # checkpointer's own connection, on its own thread.

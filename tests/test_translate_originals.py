@@ -71,7 +71,7 @@ def test_a_korean_source_is_never_sent_and_its_originals_are_its_korean_fields(d
     rows = store.query("SELECT * FROM recalls WHERE source = 'kodemo' ORDER BY recall_number")
     assert [(r["summary_ko"], r["manufacturer_ko"]) for r in rows] == [(r["title"], r["maker"]) for r in ROWS]
     assert {(r["translation_status"], r["translation_note"]) for r in rows} == {("translated", ORIGINAL_NOTE)}
-    assert store.translation_counts("kodemo") == {"translated": 2}
+    assert store.lookup.translation_counts("kodemo") == {"translated": 2}
 
 
 def test_korean_rows_are_counted_done_without_any_backend(db_path, monkeypatch, capsys):
@@ -83,8 +83,8 @@ def test_korean_rows_are_counted_done_without_any_backend(db_path, monkeypatch, 
     from basecrawler import Store
     store = Store(db_path)
     try:
-        assert store.translation_counts("kodemo") == {"translated": 2}
-        assert store.translation_backlog() == 0
+        assert store.lookup.translation_counts("kodemo") == {"translated": 2}
+        assert store.lookup.translation_backlog() == 0
     finally:
         store.close()
 

@@ -38,12 +38,12 @@ def freshness(store: Store, source_id: str, now: dt.datetime, types=()) -> dict:
     """Newest date per type the source stores (`types`; the default type's also as
     `newest_recall_date`, as before types), last successful run, stale flag, crashed /
     interrupted run counts."""
-    success = store.last_successful_run(source_id)
+    success = store.runs.last_successful_run(source_id)
     last_success = (success["finished_at"] or success["started_at"]) if success else None
-    problems = store.run_problem_counts(source_id)
-    newest = {name: store.newest_date(name, source_id, now.date()) for name in types}
+    problems = store.runs.run_problem_counts(source_id)
+    newest = {name: store.lookup.newest_date(name, source_id, now.date()) for name in types}
     return {
-        "newest_recall_date": newest.get(DEFAULT_RECORD_TYPE) or store.newest_recall_date(source_id, now.date()),
+        "newest_recall_date": newest.get(DEFAULT_RECORD_TYPE) or store.lookup.newest_date(DEFAULT_RECORD_TYPE, source_id, now.date()),
         "newest_dates": newest,
         "last_success": last_success,
         "stale": last_success is None or now - dt.datetime.fromisoformat(last_success) > STALE_AFTER,
@@ -60,9 +60,9 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
     translation = translation_by_source(store.db.conn)
     copies = copies_by_type_and_source(store.db.conn)
     sources = {}
-    known = set(source_ids) | store.sources_with_runs() | {s for counts in by_type.values() for s in counts}
+    known = set(source_ids) | store.runs.sources_with_runs() | {s for counts in by_type.values() for s in counts}
     for source_id in sorted(known):
-        last = store.last_run(source_id)
+        last = store.runs.last_run(source_id)
         per_type = {name: counts[source_id] for name, counts in by_type.items() if counts.get(source_id)}
         own_copies = sum(by_source.get(source_id, 0) for by_source in copies.values())
         entry = {
@@ -75,9 +75,9 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
             "date_unknown_by_type": {name: undated[name][source_id] for name in per_type
                                      if undated[name].get(source_id)},
             "last_run": None,
-            "dead_letters_open": store.count_open_dead_letters(source_id),
+            "dead_letters_open": store.dead_letters.count_open_dead_letters(source_id),
             **freshness(store, source_id, now, per_type),
-            "enrichment": store.enrichment_counts(source_id),
+            "enrichment": store.enrichment.counts(source_id),
             "translation": translation.get(source_id, {}),
         }
         entry["ledger"] = ledger_status(store, source_id)
@@ -108,8 +108,8 @@ def collect_status(store: Store, source_ids, *, now: dt.datetime | None = None) 
         "next_scheduled_run": store.get_meta("scheduler.next_run"),
         "last_scheduled_job": json.loads(last_job) if last_job else None,
         "scheduler_errors": json.loads(errors)[-5:] if errors else [],
-        "translation_backlog": store.translation_backlog(),
-        "dead_letters_open": store.count_open_dead_letters(),
+        "translation_backlog": store.lookup.translation_backlog(),
+        "dead_letters_open": store.dead_letters.count_open_dead_letters(),
         "sources": sources,
         "watches": _watches(store),
     }
@@ -127,7 +127,7 @@ def ledger_status(store: Store, source_id: str) -> dict:
     source keeps no ledger)."""
     from basecrawler.pipeline.ledger import STATES
 
-    found = store.ledger_counts(source_id)
+    found = store.ledger.counts(source_id)
     return {state: found.get(state, 0) for state in STATES} if found else {}
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from basecrawler.errors import Blocked, CredentialsRejected, Interrupted, NotFound, RateLimited, SourceFailed, Transient
-from basecrawler.store.core import decode_row
+from basecrawler.store.lookup import decode_row
 
 log = logging.getLogger(__name__)
 
@@ -103,34 +103,13 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
             log.warning("%s: %s not queued for detail: %s", crawler.source, row.get(rt.key[-1]), exc)
     if not wanted:
         return 0
-    now = timestamp(crawler.clock())
-
-    def op(db):
-        inserted = 0
-        for prefix, number, date in wanted:
-            cursor = db.conn.execute(
-                "INSERT INTO enrichment (source, key_prefix, record_key, record_date, state, level, attempts, "
-                "transient_failures, next_attempt_at, created_at, updated_at) VALUES (?,?,?,?,?,0,0,0,?,?,?) "
-                "ON CONFLICT(source, key_prefix, record_key) DO NOTHING",
-                [crawler.source, prefix, number, date, PENDING, now, now, now],
-            )
-            inserted += cursor.rowcount
-            db.conn.execute(
-                "UPDATE enrichment SET record_date = ? WHERE source = ? AND key_prefix = ? AND record_key = ? "
-                "AND record_date IS NOT ?",
-                [date, crawler.source, prefix, number, date],
-            )
-        return inserted
-    return crawler.store.write(op)
+    return crawler.store.enrichment.enqueue(crawler.source, wanted, state=PENDING, now=timestamp(crawler.clock()))
 
 
 # ---- queue maintenance -----------------------------------------------------------------
 def requeue_gone(crawler) -> int:
     """Put every `gone` item of the source back at the bottom of the ladder (full runs)."""
-    now = timestamp(crawler.clock())
-    count = crawler.store.write(lambda db: db.conn.execute(
-        "UPDATE enrichment SET state = ?, level = 0, next_attempt_at = ?, claimed_at = NULL, updated_at = ? "
-        "WHERE source = ? AND state = ?", [PENDING, now, now, crawler.source, GONE]).rowcount)
+    count = crawler.store.enrichment.requeue(crawler.source, state=GONE, to=PENDING, now=timestamp(crawler.clock()))
     if count:
         log.info("%s: full run re-queued %d enrichment item(s) marked gone", crawler.source, count)
     return count
@@ -140,14 +119,9 @@ def reclaim_stale(crawler) -> int:
     """Items left `processing` longer than the timeout belong to a worker that died: put them
     back at their level, due now. A crash is not the item's fault, so no level is added."""
     now = crawler.clock()
-    cutoff = timestamp(now - crawler.settings.processing_timeout_s)
-    stamp = timestamp(now)
-    rows = crawler.store.write(lambda db: [
-        r[0] for r in db.conn.execute(
-            "UPDATE enrichment SET state = CASE WHEN level > 0 THEN ? ELSE ? END, claimed_at = NULL, "
-            "next_attempt_at = ?, updated_at = ? WHERE source = ? AND state = ? AND claimed_at < ? "
-            "RETURNING record_key", [RETRY, PENDING, stamp, stamp, crawler.source, PROCESSING, cutoff]).fetchall()
-    ])
+    rows = crawler.store.enrichment.reclaim(crawler.source, claimed=PROCESSING,
+                                            claimed_before=timestamp(now - crawler.settings.processing_timeout_s),
+                                            retry=RETRY, pending=PENDING, now=timestamp(now))
     if rows:
         log.warning("%s: reclaimed %d enrichment item(s) stuck in processing (worker died?): %s",
                     crawler.source, len(rows), ", ".join(rows[:10]) + (" …" if len(rows) > 10 else ""))
@@ -158,22 +132,8 @@ def claim_due(crawler, limit: int | None = None) -> list[dict]:
     """Mark up to `limit` due items `processing` (newest recall first) and return them.
     One write transaction, so two claimers can never take the same item."""
     limit = crawler.settings.enrich_limit if limit is None else limit
-    now = timestamp(crawler.clock())
-
-    def op(db):
-        marks = ",".join("?" * len(DUE_STATES))
-        cursor = db.conn.execute(
-            f"SELECT * FROM enrichment WHERE source = ? AND state IN ({marks}) AND next_attempt_at <= ? "
-            # SKIP LOCKED (PostgreSQL): workers claiming at once each take other rows.
-            f"ORDER BY record_date DESC, id LIMIT ?{crawler.store.skip_locked}", [crawler.source, *DUE_STATES, now, limit])
-        names = [d[0] for d in cursor.description]
-        items = [dict(zip(names, values)) for values in cursor.fetchall()]
-        db.conn.executemany(
-            "UPDATE enrichment SET state = ?, claimed_at = ?, updated_at = ? WHERE id = ?",
-            [[PROCESSING, now, now, item["id"]] for item in items],
-        )
-        return items
-    return crawler.store.write(op) if limit > 0 else []
+    return crawler.store.enrichment.claim(crawler.source, due=DUE_STATES, claimed=PROCESSING,
+                                          now=timestamp(crawler.clock()), limit=limit)
 
 
 # ---- the ladder ------------------------------------------------------------------------
@@ -328,13 +288,8 @@ def _stay(crawler, item: dict, error, *, attempted: bool, delay: float | None = 
     delay = crawler.settings.transient_retry_delay_s if delay is None else delay
     state = RETRY if item["level"] > 0 else PENDING
     now = crawler.clock()
-    stamp = timestamp(now)
-    crawler.store.write(lambda db: db.conn.execute(
-        "UPDATE enrichment SET state = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
-        "attempts = attempts + ?, transient_failures = transient_failures + ?, "
-        "last_error = COALESCE(?, last_error) WHERE id = ?",
-        [state, timestamp(now + delay), stamp, int(attempted), int(attempted and error is not None),
-         str(error) if error is not None else None, item["id"]]))
+    crawler.store.enrichment.release(item["id"], state=state, due=timestamp(now + delay), now=timestamp(now),
+                                     attempted=attempted, error=str(error) if error is not None else None)
 
 
 def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
@@ -352,21 +307,11 @@ def _failed_once(crawler, item: dict, error, *, raw: Any, kind: str) -> None:
 
 def _settle(crawler, item: dict, state: str, *, attempted: bool = False, error: str | None = None,
             level: int | None = None, next_attempt: float | None = None) -> None:
-    now = crawler.clock()
-
-    def op(db):
-        db.conn.execute(
-            "UPDATE enrichment SET state = ?, level = ?, claimed_at = NULL, next_attempt_at = ?, updated_at = ?, "
-            "attempts = attempts + ?, last_error = ? WHERE id = ?",
-            [state, item["level"] if level is None else level,
-             timestamp(next_attempt) if next_attempt is not None else None, timestamp(now),
-             int(attempted), error, item["id"]])
-        if state in (DONE, EMPTY):  # an earlier unusable detail of this record is now settled
-            db.conn.execute(
-                "UPDATE dead_letters SET resolved_at = ? WHERE source = ? AND stage = 'detail' "
-                "AND record_key = ? AND resolved_at IS NULL",
-                [timestamp(now), crawler.source, item["record_key"]])
-    crawler.store.write(op)
+    crawler.store.enrichment.settle(
+        crawler.source, item, state=state, level=item["level"] if level is None else level,
+        due=timestamp(next_attempt) if next_attempt is not None else None, now=timestamp(crawler.clock()),
+        attempted=attempted, error=error,
+        resolve_letters=state in (DONE, EMPTY))   # an earlier unusable detail of this record is now settled
 
 
 def _log_summary(crawler, stats: dict) -> None:

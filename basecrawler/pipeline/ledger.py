@@ -75,13 +75,13 @@ class Ledger:
         # Items earlier runs left uncollected: whether this run finds them through the list
         # (AU fetches any recall not stored yet) or through `retries()`, their records are
         # kept whatever their date.
-        self._carried: set[str] = ({row["key"] for row in store.ledger_items(source, ("listed", "failing"))}
+        self._carried: set[str] = ({row["key"] for row in store.ledger.items(source, ("listed", "failing"))}
                                    if retries else set())
 
     # ---- what sources call ------------------------------------------------------------
     def list(self, key: str, *, url: str | None = None, listed_date=None, data: dict | None = None) -> None:
         """Note an item this run chose from the list (known items keep state and attempts)."""
-        self.store.ledger_list(self.source, key, url=url,
+        self.store.ledger.note(self.source, key, url=url,
                                listed_date=listed_date.isoformat() if hasattr(listed_date, "isoformat") else listed_date,
                                data=data)
 
@@ -93,7 +93,7 @@ class Ledger:
         chosen = set(chosen)
         items = [LedgerItem(key=row["key"], url=row["url"], listed_date=row["listed_date"], data=row["data"],
                             state=row["state"], attempts=row["attempts"], last_error=row["last_error"])
-                 for row in self.store.ledger_items(self.source, ("listed", "failing")) if row["key"] not in chosen]
+                 for row in self.store.ledger.items(self.source, ("listed", "failing")) if row["key"] not in chosen]
         if items:
             log.info("%s: %d list item(s) not yet collected are fetched again whatever their date: %s",
                      self.source, len(items), ", ".join(item.key for item in items[:10])
@@ -142,24 +142,24 @@ class Ledger:
     def commit(self) -> None:
         """Mark done the items whose records are now stored."""
         done, self._done = self._done, []
-        resolved = self.store.ledger_done(self.source, done)
+        resolved = self.store.ledger.done(self.source, done)
         if resolved:
             log.info("%s: %d dead letter(s) of earlier failed attempts resolved: their list items are collected",
                      self.source, resolved)
 
     def requeue_given_up(self) -> int:
-        count = self.store.ledger_requeue_given_up(self.source)
+        count = self.store.ledger.requeue_given_up(self.source)
         if count:
             log.info("%s: full run: %d given-up list item(s) re-queued", self.source, count)
         return count
 
     def counts(self) -> dict[str, int]:
-        found = self.store.ledger_counts(self.source)
+        found = self.store.ledger.counts(self.source)
         return {state: found.get(state, 0) for state in STATES}
 
     def _failed(self, attempt: Attempt, error: str, *, count: bool = True) -> None:
         key = attempt.key
-        outcome = self.store.ledger_failed(self.source, key, error, max_attempts=self.max_attempts, count=count,
+        outcome = self.store.ledger.failed(self.source, key, error, max_attempts=self.max_attempts, count=count,
                                            letters=attempt.letters)
         if outcome.get("state") == "given_up":
             log.error("%s: list item %s given up after %d failed attempts (last: %s); a full run tries it again",

@@ -1,7 +1,7 @@
 """Counts `status` shows, per source, each read from the partial index made for it
 (recordtypes/tables.py `partial_read_indexes`) instead of counted over the table (#23.5).
 
-The answers are those of `Store.translation_counts`: records of every translated type per
+The answers are those of `store.lookup.translation_counts` (store/lookup.py): records of every translated type per
 state — `pending` (no translation yet), else the status the worker set, `translated` when it
 set none.
 """

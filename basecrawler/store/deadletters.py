@@ -81,6 +81,23 @@ class DeadLetters:
                            "WHERE id = ?"), [error[:4000], at, letter_id]
         self.store.write(lambda db: db.conn.execute(sql, params))
 
+    # Resolving inside another table's write (the transaction `db` is open): what a letter lost
+    # is now stored, and the two changes commit together.
+    @staticmethod
+    def resolve(db, letter_ids: list[int], *, at: str) -> int:
+        """Resolve these letters (the list ledger's item they were written for is collected);
+        returns how many were still open."""
+        if not letter_ids:
+            return 0
+        return db.conn.execute(f"UPDATE dead_letters SET resolved_at = ? WHERE resolved_at IS NULL AND id IN "
+                               f"({','.join('?' * len(letter_ids))})", [at, *letter_ids]).rowcount
+
+    @staticmethod
+    def resolve_detail(db, source: str, record_key: str, *, at: str) -> None:
+        """Resolve the detail-stage letters of a record (its enrichment item is settled)."""
+        db.conn.execute("UPDATE dead_letters SET resolved_at = ? WHERE source = ? AND stage = 'detail' "
+                        "AND record_key = ? AND resolved_at IS NULL", [at, source, record_key])
+
     def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
                           limit: int = 100) -> list[dict]:
         """Newest first, with a preview of the raw input instead of all of it (`dead-letters list`)."""

@@ -49,15 +49,23 @@ class Finisher:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._checkpointer: Checkpointer | None = None
+        self._held: tuple[str, set[tuple]] = ("", set())
 
     @property
     def busy(self) -> bool:
         return self._pending is not None
 
-    def start(self, conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence]], file: Path) -> Future:
+    @property
+    def held(self) -> tuple[str, set[tuple]]:
+        """The table and the keys of the batch finishing (or last finished): a lookup meanwhile
+        leaves them out, as their rows are about to change."""
+        return self._held
+
+    def start(self, conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence]], file: Path,
+              held: tuple[str, set[tuple]] = ("", set())) -> Future:
         """Run `statements` and COMMIT on `conn` (inside the transaction the caller opened)
         behind the caller. The caller must have settled the previous batch. `file` is the
-        database's, for the checkpointer."""
+        database's, for the checkpointer; `held` the batch's table and keys."""
         assert self._pending is None, "a batch is still finishing"
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="basecrawler-store-finish")
@@ -66,8 +74,14 @@ class Finisher:
             # the pipeline waits for. The checkpointer does it on its own connection instead.
             conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
             self._checkpointer = Checkpointer(file)
+        self._held = held
         self._pending = self._pool.submit(_finish, conn, tuple(statements), self._checkpointer)
         return self._pending
+
+    def wait_checkpointed(self) -> None:
+        """Wait until every batch committed so far was copied into the database file."""
+        if self._checkpointer is not None:
+            self._checkpointer.idle()
 
     def settle(self) -> None:
         """Wait for the batch finishing (if any); raise its failure (once)."""

@@ -20,6 +20,7 @@ import httpx  # noqa: E402
 from basecrawler import Store  # noqa: E402
 from basecrawler.fetch.http import HttpClient  # noqa: E402
 from basecrawler.pipeline.registry import discover  # noqa: E402
+from basecrawler.store.records import Records  # noqa: E402
 from basecrawler.testing import fast_settings  # noqa: E402
 
 
@@ -50,7 +51,7 @@ def arm(point: str, crawler_class=None) -> None:
     if where == "fetch":  # a request about to go out, mid-listing
         after_nth_call(HttpClient, "_with_policy", n, before=True)
     elif where == "batch":  # rows written, transaction still open: dies before COMMIT
-        after_nth_call(Store, "_upsert_batch", n)
+        after_nth_call(Records, "write_batch", n)
     elif where == "enrich":  # item claimed (processing), detail not yet applied
         after_nth_call(crawler_class, "fetch_detail", n, before=True)
     elif where == "download":  # a document body half written to its temp file
