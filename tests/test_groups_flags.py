@@ -88,3 +88,18 @@ def test_postgresql_hides_copies_by_the_flag_too(pg_url):  # noqa: F811
         assert count(conn, alerts) == 3
     finally:
         store.close()
+
+
+def test_showing_every_copy_plans_a_common_term_as_the_grouped_search_does(db_path, store, monkeypatch):
+    """`--all-copies` only leaves the flag test out: a term in many records is still read walking
+    the newest-first index (not collected and sorted, seconds at a million records)."""
+    from basecrawler.reading import search as search_module
+
+    grouped(db_path)
+    monkeypatch.setattr(search_module, "WALK_MIN", 1)
+    conn = store.db.conn
+    assert search_module.plan_terms(conn, RecallFilter(record_type="product_alert", text="Peanut")) == {"Peanut"}
+    assert search_module.plan_terms(conn, RecallFilter(record_type="product_alert", text="Peanut",
+                                                       all_copies=True)) == {"Peanut"}
+    assert search_module.plan_terms(conn, RecallFilter(record_type="product_alert", text="Peanut",
+                                                       countries=("CA",))) == frozenset()

@@ -53,7 +53,7 @@ def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
     record_type = filters.declaration()
     terms = set(filters.terms())
     if not terms or not record_type.text_index_columns or \
-            replace(filters, text=None) != replace(RecallFilter(record_type=filters.record_type), text=None):
+            _besides_text(filters):
         return frozenset()
     top = conn.execute(f"SELECT max(id) FROM {record_type.table}").fetchone()[0] or 0
     sample = min(PG_SAMPLE_ROWS, top)
@@ -70,6 +70,13 @@ def best_text(record_type: RecordType, row: dict) -> str | None:
 
 
 
+def _besides_text(filters: RecallFilter) -> bool:
+    """Whether the query has a filter other than its text (which may make a walk long). Showing
+    every copy is none: it only leaves out a test."""
+    bare = RecallFilter(record_type=filters.record_type, all_copies=filters.all_copies)
+    return replace(filters, text=None) != bare
+
+
 def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     """The terms a page should test row by row while walking the newest-first index, instead
     of collecting every row that matches and sorting them.
@@ -84,7 +91,7 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     record_type = filters.declaration()
     terms = set(filters.terms())
     if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns or \
-            replace(filters, text=None) != replace(RecallFilter(record_type=filters.record_type), text=None):
+            _besides_text(filters):
         return frozenset()
     top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
     threshold = max(WALK_MIN, int(top * WALK_SHARE))

@@ -172,7 +172,13 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     for field, value in filters.facets:
         where.append(facet_condition(record_type, field, value, params, dialect, as_set=facet_sets))
     if hide_copies:
-        where.append(groups.hidden_copies_condition(record_type))
+        condition = groups.hidden_copies_condition(record_type)
+        if filters.terms() and dialect == "sqlite":
+            # A text term reads each candidate row anyway: its flag is tested there first (a copy
+            # then costs no text test), never by walking the flag's index and seeking each row.
+            where.insert(0, "+" + condition)
+        else:   # the flag's indexes (store/groups.py) answer the rest, a count without the rows
+            where.append(condition)
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if joined:
         sql = (f"SELECT {columns} FROM [{fts_table(record_type)}] JOIN {record_type.table} AS r "
