@@ -40,6 +40,8 @@ def timed(conn, filters, repeats: int) -> float:
 def link_copies(db_path: str, share: float) -> int:
     """Every k-th record becomes a copy of the record after it (k = 1 / share)."""
     from basecrawler import Store
+    from basecrawler.recordtypes import get_record_type
+    from basecrawler.store import groups
     step = max(1, round(1 / share))
     store = Store(db_path)
     try:
@@ -48,6 +50,7 @@ def link_copies(db_path: str, share: float) -> int:
             db.conn.execute("INSERT INTO record_groups (record_type, member_id, member_source, primary_id, "
                             "primary_source) SELECT 'vehicle_recall', id, source, id + 1, source FROM recalls "
                             "WHERE id % ? = 0", (step,))
+            groups.flag_copies(db, get_record_type("vehicle_recall"))   # as relink does: the flags, their indexes
             db.conn.execute("ANALYZE")
             return db.conn.execute("SELECT COUNT(*) FROM record_groups").fetchone()[0]
         return store.write(op)

@@ -30,6 +30,9 @@ BOOKKEEPING_COLUMNS: dict[str, type] = {
     # A digest of the incoming row that last wrote the record (upsert.py): the same input again
     # is `unchanged` without merging and comparing it column by column.
     "input_hash": str,
+    # 1 when the record is another publisher's copy in a group of records (store/groups.py keeps
+    # it with the `record_groups` table), NULL otherwise: readers hide copies with a column test.
+    "is_copy": int,
 }
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
