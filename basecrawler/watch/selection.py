@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from basecrawler.reading.search import RecordFilter, build_query, short_index
+from basecrawler.reading.search import RecordFilter, build_query, pg_search_document, short_index
 from basecrawler.recordtypes import RecordType
 from basecrawler.watch import pg_terms, textscan
 
@@ -55,10 +55,14 @@ def _folds_ascii_as_python(store) -> bool:
 
 
 def _scan(store, record_type: RecordType, candidates: str) -> textscan.TextScan:
-    names = record_type.text_index_columns
-    rows = store.query(f"SELECT r.id AS id, {', '.join(f'r.{c} AS {c}' for c in names)} FROM {record_type.table} AS r "
+    """The candidates' searched values joined with a space, each converted to text by the
+    engine (a number as LIKE and the index read it): PostgreSQL's is the very text it searches."""
+    text = " || ' ' || ".join(f"COALESCE(r.[{c}], '')" for c in record_type.text_index_columns)
+    if _dialect(store) == "postgresql":
+        text = pg_search_document(record_type, "r.")
+    rows = store.query(f"SELECT r.id AS id, {text} AS text FROM {record_type.table} AS r "
                        f"WHERE r.id IN (SELECT id FROM {candidates})")
-    return textscan.TextScan((row["id"], *(row[c] for c in names)) for row in rows)
+    return textscan.TextScan((row["id"], row["text"]) for row in rows)
 
 
 def _fill(store, table: str, ids) -> None:

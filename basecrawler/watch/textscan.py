@@ -25,7 +25,7 @@ import bisect
 import re
 
 _ASCII_UPPER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_SEPARATOR = "\n"   # between values and records: whitespace, so no term holds it
+_SEPARATOR = "\n"   # between words: whitespace, so no term holds it
 
 
 def _caseless(ch: str) -> bool:
@@ -65,40 +65,38 @@ def fold(text: str) -> str:
 
 
 class TextScan:
-    """The searched texts of some records, folded and joined, to find plain terms in.
+    """The searched texts of some records, to find plain terms in.
 
-    `rows`: (id, value, value, …) per record, the values of the type's searched columns;
-    records with a value that is not text, or with a character that folds into ASCII, are
-    left out and listed in `unsure`."""
+    `rows`: (id, text) per record, its searched values joined with whitespace. A term holds
+    no whitespace (`str.split`, as `RecordFilter.terms`), so each occurrence lies inside one
+    whitespace-separated word: the distinct words are searched, not the texts (they repeat:
+    far fewer characters), and a word leads to the records holding it. Records with a
+    character that folds into ASCII are left out and listed in `unsure`."""
 
     def __init__(self, rows):
-        parts: list[str] = []
-        self._starts: list[int] = []
-        self._ids: list[int] = []
+        postings: dict[str, list[int]] = {}
         self.unsure: set[int] = set()
-        offset = 0
-        for record_id, *values in rows:
-            texts = [v for v in values if v is not None]
-            joined = _SEPARATOR.join(texts) if all(isinstance(v, str) for v in texts) else None
-            if joined is None or (not joined.isascii() and _RISKY.search(joined)):
+        for record_id, text in rows:
+            text = text or ""
+            if not text.isascii() and _RISKY.search(text):
                 self.unsure.add(record_id)
                 continue
+            for word in set(fold(text).split()):
+                postings.setdefault(word, []).append(record_id)
+        self._postings = list(postings.values())
+        self._starts, offset = [], 0
+        for word in postings:
             self._starts.append(offset)
-            self._ids.append(record_id)
-            parts.append(joined)
-            offset += len(joined) + len(_SEPARATOR)
-        self._text = fold(_SEPARATOR.join(parts))
+            offset += len(word) + len(_SEPARATOR)
         self._starts.append(offset)
-
-    def __len__(self) -> int:
-        return len(self._ids)
+        self._words = _SEPARATOR.join(postings)
 
     def ids(self, term: str) -> set[int]:
         """The scanned records holding the plain `term` (unsure ones aside)."""
-        needle, text, starts, found = fold(term), self._text, self._starts, set()
-        at = text.find(needle)
+        needle, words, starts, found = fold(term), self._words, self._starts, set()
+        at = words.find(needle)
         while at >= 0:
             n = bisect.bisect_right(starts, at) - 1
-            found.add(self._ids[n])
-            at = text.find(needle, starts[n + 1])   # the record's next start: one hit per record
+            found.update(self._postings[n])
+            at = words.find(needle, starts[n + 1])   # the next word: each word once
         return found
