@@ -174,3 +174,22 @@ def test_outbox_rows_another_process_queued_meanwhile_are_kept(any_db):  # noqa:
         assert got == {1: "first", 2: "first", 3: "second"}
     finally:
         store.close()
+
+
+def test_versions_are_those_queued_before():
+    """A record's version is what earlier passes stored (a different digest would queue every
+    watched record again as changed): the sorted JSON of its data and Korean columns."""
+    import hashlib
+    import json
+
+    record_type = get_record_type("product_alert")
+    rng = random.Random(9)
+    for _ in range(200):
+        row = {c: rng.choice([None, "", 0, 1.5, _text(rng, 2), '["Food"]']) for c in record_type.column_types}
+        row["id"] = 1
+        values = {c: row.get(c) for c in (*record_type.data_columns, *record_type.korean_columns)}
+        before = hashlib.sha256(json.dumps(values, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()
+        assert matching.version_of(record_type, row) == before[:24]
+        fields = {c: row.get(c) for c in (*record_type.data_columns, *record_type.korean_columns)
+                  if row.get(c) not in (None, "", "[]", "{}")}
+        assert list(matching.payload_of(record_type, row)["fields"]) == list(fields)

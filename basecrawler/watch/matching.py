@@ -22,6 +22,7 @@ ones no translation reached within the hold time.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -56,8 +57,15 @@ class MatchReport:
     per_watch: dict = field(default_factory=dict)   # name → rows queued
 
 
+@functools.lru_cache(maxsize=64)
+def _described_columns(record_type: RecordType) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*record_type.data_columns, *record_type.korean_columns)))
+
+
 def version_of(record_type: RecordType, row: dict) -> str:
-    values = {c: row.get(c) for c in (*record_type.data_columns, *record_type.korean_columns)}
+    """A digest of the record's data and Korean columns (the JSON of them, keys sorted)."""
+    columns = _described_columns(record_type)
+    values = dict(zip(columns, map(row.get, columns)))
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()[:24]
 
 
@@ -77,8 +85,8 @@ def payload_of(record_type: RecordType, row: dict) -> dict:
     and every non-empty field, as stored when it matched."""
     korean, original = record_type.best_text(row)
     url = next((row.get(f) for f in record_type.url_fields if row.get(f)), None)
-    fields = {c: row.get(c) for c in (*record_type.data_columns, *record_type.korean_columns)
-              if row.get(c) not in (None, "", "[]", "{}")}
+    columns = _described_columns(record_type)
+    fields = {c: v for c, v in zip(columns, map(row.get, columns)) if v not in (None, "", "[]", "{}")}
     for column in record_type.json_columns:
         if isinstance(fields.get(column), str):
             try:
@@ -206,8 +214,9 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
             if state == "held" and not waiting:   # translated without Korean: release it as it is
                 releases.append([row_id])
             continue
-        supersede += [[row_id] for v, (row_id, state) in
-                      ((v, e) for v, e in entry.items() if v != "sent") if state in ("held", "pending")]
+        if entry:
+            supersede += [[row_id] for v, (row_id, state) in
+                          ((v, e) for v, e in entry.items() if v != "sent") if state in ("held", "pending")]
         inserts.append([delivery_id(watch, record_type.name, record_id, version), watch.id, record_type.name,
                         record_id, version, "changed" if entry.get("sent") else "new",
                         payload,
