@@ -1,7 +1,8 @@
 """Matching many watches at once selects, for each watch, exactly the records its search
-selects (issue #33): on PostgreSQL the watches' terms and their other filters are looked up
-apart for all watches together (`watch/pg_terms.py`); on SQLite each search is one query.
-Both engines, against the reading side's own search (`iter_recalls`)."""
+selects (issue #33): the watches' terms and their other filters are looked up apart for all
+watches together (`watch/selection.py`; terms Python cannot answer alone through
+`watch/pg_terms.py` on PostgreSQL). Both engines, against the reading side's own search
+(`iter_recalls`); randomised in test_watch_equivalence.py."""
 from __future__ import annotations
 
 import random
@@ -59,7 +60,7 @@ def texts(request, monkeypatch):
 
 def test_every_watch_gets_exactly_what_its_search_selects(any_db, texts):  # noqa: F811
     if texts == "own index" and not any_db.startswith("postgresql"):
-        pytest.skip("SQLite reads each search with its own query")
+        pytest.skip("SQLite has one way to read a term")
     rng = random.Random(33)
     store = Store(any_db)
     try:

@@ -2,11 +2,11 @@
 selects, and one outbox row per (watch, record version).
 
 The search itself is the reading side's (`reading/search.py` `build_query`): a watch is a
-RecordFilter, and its SQL is read restricted to the candidate ids (the records whose
-`updated_at` or `translated_at` moved since the watch's `checked_until`, a little before it
-to cover a batch committed after its timestamp was taken) kept in a temporary table, so a
-watch costs a lookup among the new records, not a search of the store. Watches with the same
-search share one query.
+RecordFilter, answered among the candidate ids (the records whose `updated_at` or
+`translated_at` moved since the watch's `checked_until`, a little before it to cover a batch
+committed after its timestamp was taken) kept in a temporary table, so a watch costs a lookup
+among the new records, not a search of the store; all watches of a type are answered together
+(`selection.py`: each distinct term found once, the other filters as sets).
 
 A record's version is a digest of its data and Korean columns: an unchanged re-run (which
 writes nothing, so `updated_at` stays) adds nothing; a changed remedy, date or translation is
@@ -22,6 +22,7 @@ ones no translation reached within the hold time.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import logging
@@ -30,9 +31,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from basecrawler.formats.dates import utc_now_iso
-from basecrawler.reading.search import RecordFilter, UnknownFilter, build_query, check_facets, short_index
+from basecrawler.reading.search import RecordFilter, UnknownFilter, check_facets
 from basecrawler.recordtypes import RecordType, record_types
-from basecrawler.watch import pg_terms
+from basecrawler.watch import outbox, selection
 from basecrawler.watch.model import Watch
 from basecrawler.watch.repository import all_watches, set_checked
 
@@ -42,6 +43,7 @@ OVERLAP = dt.timedelta(minutes=10)
 HOLD_ENV = "BASECRAWLER_WATCH_HOLD_HOURS"
 DEFAULT_HOLD_HOURS = 48.0
 _NAMESPACE = uuid.UUID("6f2d3c1e-8b7a-5d4c-9e0f-3a2b1c0d9e8f")
+_NAMESPACE_BYTES = _NAMESPACE.bytes
 _CANDIDATES = "watch_candidates"
 _CHUNK = 500
 
@@ -55,13 +57,27 @@ class MatchReport:
     per_watch: dict = field(default_factory=dict)   # name → rows queued
 
 
+@functools.lru_cache(maxsize=64)
+def _described_columns(record_type: RecordType) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*record_type.data_columns, *record_type.korean_columns)))
+
+
 def version_of(record_type: RecordType, row: dict) -> str:
-    values = {c: row.get(c) for c in (*record_type.data_columns, *record_type.korean_columns)}
+    """A digest of the record's data and Korean columns (the JSON of them, keys sorted)."""
+    columns = _described_columns(record_type)
+    values = dict(zip(columns, map(row.get, columns)))
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str, ensure_ascii=False).encode()).hexdigest()[:24]
 
 
 def delivery_id(watch: Watch, type_name: str, record_id: int, version: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"{watch.id}:{watch.created_at}:{type_name}:{record_id}:{version}"))
+    """uuid5 of the (watch, record version) in `_NAMESPACE`, its text computed without a UUID
+    object (one per match: a third of a pass's Python time before)."""
+    name = f"{watch.id}:{watch.created_at}:{type_name}:{record_id}:{version}".encode()
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name).digest()[:16])
+    digest[6] = digest[6] & 0x0F | 0x50   # version 5
+    digest[8] = digest[8] & 0x3F | 0x80   # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def payload_of(record_type: RecordType, row: dict) -> dict:
@@ -69,8 +85,8 @@ def payload_of(record_type: RecordType, row: dict) -> dict:
     and every non-empty field, as stored when it matched."""
     korean, original = record_type.best_text(row)
     url = next((row.get(f) for f in record_type.url_fields if row.get(f)), None)
-    fields = {c: row.get(c) for c in (*record_type.data_columns, *record_type.korean_columns)
-              if row.get(c) not in (None, "", "[]", "{}")}
+    columns = _described_columns(record_type)
+    fields = {c: v for c, v in zip(columns, map(row.get, columns)) if v not in (None, "", "[]", "{}")}
     for column in record_type.json_columns:
         if isinstance(fields.get(column), str):
             try:
@@ -122,16 +138,6 @@ def _fill_candidates(store, record_type: RecordType, cutoff: str | None) -> int:
     return store.scalar(f"SELECT COUNT(*) FROM {_CANDIDATES}")
 
 
-def _matching_ids(store, filters: RecordFilter) -> list[tuple[int, str]]:
-    # `grams`: the type's padded (SQLite) or windows (PostgreSQL) index answers the terms, as
-    # in `search`; without it PostgreSQL read each term with an ILIKE over the whole table.
-    grams = short_index(store.db.conn, filters.declaration())
-    sql, params = build_query(filters, columns="r.id AS id, r.source AS source", ordered=False,
-                              dialect=getattr(store.db.conn, "dialect", "sqlite"), grams=grams)
-    rows = store.query(f"SELECT m.id, m.source FROM ({sql}) AS m WHERE m.id IN (SELECT id FROM {_CANDIDATES})", params)
-    return [(r["id"], r["source"]) for r in rows]
-
-
 def _rows(store, record_type: RecordType, ids) -> dict[int, dict]:
     ids, found = sorted(ids), {}
     for start in range(0, len(ids), _CHUNK):
@@ -160,12 +166,8 @@ def match(store, *, now: str | None = None, watches: list[Watch] | None = None) 
             report.candidates += candidates
             if not candidates:
                 continue
-            by_search: dict[RecordFilter, list[tuple[int, str]]] = {}
-            if pg_terms.usable(store, record_type):
-                by_search = pg_terms.matching_ids(store, record_type, [f for _, f in members], _CANDIDATES)
+            by_search = selection.matching_ids(store, record_type, [f for _, f in members], _CANDIDATES)
             for watch, filters in members:
-                if filters not in by_search:
-                    by_search[filters] = _matching_ids(store, filters)
                 for record_id, source in by_search[filters]:
                     if not watch.sources or source in watch.sources:
                         found.append((watch, record_type, record_id))
@@ -212,8 +214,9 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
             if state == "held" and not waiting:   # translated without Korean: release it as it is
                 releases.append([row_id])
             continue
-        supersede += [[row_id] for v, (row_id, state) in
-                      ((v, e) for v, e in entry.items() if v != "sent") if state in ("held", "pending")]
+        if entry:
+            supersede += [[row_id] for v, (row_id, state) in
+                          ((v, e) for v, e in entry.items() if v != "sent") if state in ("held", "pending")]
         inserts.append([delivery_id(watch, record_type.name, record_id, version), watch.id, record_type.name,
                         record_id, version, "changed" if entry.get("sent") else "new",
                         payload,
@@ -224,35 +227,8 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
         report.per_watch[watch.name] = report.per_watch.get(watch.name, 0) + 1
     conn.executemany("UPDATE watch_outbox SET state = 'pending' WHERE id = ?", releases)
     conn.executemany("UPDATE watch_outbox SET state = 'superseded' WHERE id = ?", [s for s in supersede if s[0]])
-    _insert(conn, inserts)
+    outbox.insert_new(conn, inserts)
     set_checked(db, watch_ids, now)
-
-
-_OUTBOX_COLUMNS = "delivery_id, watch_id, record_type, record_id, version, change, payload, state, created_at"
-_PAYLOAD = 6
-
-
-def _insert(conn, rows: list[list]) -> None:
-    """New outbox rows (a unique key already holding one is left as it is). PostgreSQL: one
-    statement per 5,000 rows, handed over as JSON texts the server takes apart, each record's
-    payload once however many watches it matched (`_PAYLOAD` is its column): an executemany
-    there is a statement a row, a VALUES list of 900 parameters is parsed again by psycopg each
-    time, and text arrays of the payloads are escaped character by character (each slower by
-    seconds for a pass of the bench, bench/README.md)."""
-    if getattr(conn, "dialect", "sqlite") != "postgresql":
-        conn.executemany(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) "
-                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING", rows)
-        return
-    types = ("text", "bigint", "text", "bigint", "text", "text", None, "text", "text")
-    values = ", ".join("p.texts ->> (x ->> 6)::int" if t is None else f"(x ->> {n})::{t}" for n, t in enumerate(types))
-    for start in range(0, len(rows), 5_000):
-        chunk, payloads = [], {}
-        for row in rows[start:start + 5_000]:
-            chunk.append([*row[:_PAYLOAD], payloads.setdefault(row[_PAYLOAD], len(payloads)), *row[_PAYLOAD + 1:]])
-        conn.execute(f"INSERT INTO watch_outbox ({_OUTBOX_COLUMNS}, attempts) SELECT {values}, 0 "
-                     "FROM (SELECT ?::jsonb AS texts OFFSET 0) AS p, jsonb_array_elements(?::jsonb) AS x "
-                     "ON CONFLICT DO NOTHING",
-                     [json.dumps(list(payloads), ensure_ascii=False), json.dumps(chunk, ensure_ascii=False)])
 
 
 def hold_hours() -> float:

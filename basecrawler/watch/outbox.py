@@ -16,6 +16,63 @@ BACKOFF_CAP_S = 3600.0
 CLAIM_STALE = dt.timedelta(minutes=15)   # a claim older than this belongs to a process that died
 
 
+OUTBOX_COLUMNS = ("delivery_id", "watch_id", "record_type", "record_id", "version", "change", "payload", "state",
+                  "created_at")
+_UNIQUE_VIOLATION = "23505"
+
+
+def insert_new(conn, rows: list[list]) -> None:
+    """New outbox rows (values in OUTBOX_COLUMNS order; a unique key already holding one is
+    left as it is), inside the caller's transaction. PostgreSQL: one COPY, in a savepoint; a
+    row another process queued meanwhile fails it, and the rows go again as one INSERT …
+    ON CONFLICT DO NOTHING (`_insert_json`). The COPY costs half of that INSERT, most of which
+    is the speculative insertion ON CONFLICT makes into each unique index (bench/README.md)."""
+    if not rows:
+        return
+    columns = ", ".join(OUTBOX_COLUMNS)
+    if getattr(conn, "dialect", "sqlite") != "postgresql":
+        conn.executemany(f"INSERT INTO watch_outbox ({columns}, attempts) "
+                         f"VALUES ({', '.join('?' * len(OUTBOX_COLUMNS))}, 0) ON CONFLICT DO NOTHING", rows)
+        return
+    sql = f"COPY watch_outbox ({columns}, attempts) FROM STDIN"
+
+    def copy(raw):
+        with raw.cursor().copy(sql) as copying:
+            for row in rows:
+                copying.write_row((*row, 0))
+    conn.execute("SAVEPOINT watch_outbox_copy")
+    try:
+        conn.run_statement(sql, copy)
+    except Exception as exc:
+        if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
+            raise
+        conn.execute("ROLLBACK TO SAVEPOINT watch_outbox_copy")
+        _insert_json(conn, rows)
+    conn.execute("RELEASE SAVEPOINT watch_outbox_copy")
+
+
+_PAYLOAD = OUTBOX_COLUMNS.index("payload")
+
+
+def _insert_json(conn, rows: list[list]) -> None:
+    """PostgreSQL, INSERT … ON CONFLICT DO NOTHING: one statement per 5,000 rows, handed over
+    as JSON texts the server takes apart, each record's payload once however many watches it
+    matched: an executemany there is a statement a row, a VALUES list of 900 parameters is
+    parsed again by psycopg each time, and text arrays of the payloads are escaped character
+    by character (each slower by seconds for a pass of the bench, bench/README.md)."""
+    types = ("text", "bigint", "text", "bigint", "text", "text", None, "text", "text")
+    values = ", ".join(f"p.texts ->> (x ->> {_PAYLOAD})::int" if t is None else f"(x ->> {n})::{t}"
+                       for n, t in enumerate(types))
+    for start in range(0, len(rows), 5_000):
+        chunk, payloads = [], {}
+        for row in rows[start:start + 5_000]:
+            chunk.append([*row[:_PAYLOAD], payloads.setdefault(row[_PAYLOAD], len(payloads)), *row[_PAYLOAD + 1:]])
+        conn.execute(f"INSERT INTO watch_outbox ({', '.join(OUTBOX_COLUMNS)}, attempts) SELECT {values}, 0 "
+                     "FROM (SELECT ?::jsonb AS texts OFFSET 0) AS p, jsonb_array_elements(?::jsonb) AS x "
+                     "ON CONFLICT DO NOTHING",
+                     [json.dumps(list(payloads), ensure_ascii=False), json.dumps(chunk, ensure_ascii=False)])
+
+
 def max_attempts() -> int:
     try:
         return max(1, int(os.environ.get(MAX_ATTEMPTS_ENV) or DEFAULT_MAX_ATTEMPTS))

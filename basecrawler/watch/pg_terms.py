@@ -1,16 +1,12 @@
-"""PostgreSQL: the candidates every watch's search selects, in a few statements for all watches.
+"""PostgreSQL: the candidates holding each of many terms, in a few statements for all of them
+(the terms `watch/selection.py` leaves to the store).
 
-A watch's search is the reading side's (`build_query`): its terms AND its other filters. On
-PostgreSQL a term selects exactly the rows whose searched text ILIKE-matches it (the windows
-index only finds them faster, `reading/search.py`), so the search splits without changing
-which rows match: the filters other than the text (facets, sources, countries) are one
-`build_query` per distinct set of them (a handful for a thousand watches), and every distinct
-term of every watch is looked up in the windows index in one statement (a VALUES list joined
-to the index), both restricted to the candidates; a watch's matches are the intersection.
-When the candidates are few beside the table (`OWN_INDEX_RATIO`), their texts and windows go
-into a temporary table with a GIN index of its own, so a term costs its candidates' rows, not
-its rows in the whole table.
-One query per watch cost a round trip, a plan and an index lookup each (bench/README.md).
+On PostgreSQL a term selects exactly the rows whose searched text ILIKE-matches it (the
+windows index only finds them faster, `reading/search.py`): every term is looked up in the
+windows index in one statement (a VALUES list joined to the index), restricted to the
+candidates. When the candidates are few beside the table (`OWN_INDEX_RATIO`), their texts and
+windows go into a temporary table with a GIN index of its own, so a term costs its candidates'
+rows, not its rows in the whole table.
 
 Two things the lookups need, both from the new records being new: their index entries sit in
 the GIN index's pending list, which every lookup reads whole until it is merged into the index
@@ -21,10 +17,8 @@ run it once per term: the term statement runs with sequential scans off (`SET LO
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
-from basecrawler.reading.search import (RecordFilter, build_query, like_pattern, pg_search_document,
-                                        pg_windows_query, short_index)
+from basecrawler.reading.search import like_pattern, pg_search_document, pg_windows_query, short_index
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import pg_windows_document, pg_windows_index_name
 
@@ -50,13 +44,6 @@ def _merge_pending(store, record_type: RecordType) -> None:
                     [f'"{pg_windows_index_name(record_type)}"'])
     except Exception as exc:   # (not the index's owner: the lookups only read the pending list)
         log.debug("watches: the windows index's pending list was not merged: %s", exc)
-
-
-def _filter_ids(store, filters: RecordFilter, candidates: str) -> dict[int, str]:
-    sql, params = build_query(filters, columns="r.id AS id, r.source AS source", ordered=False,
-                              dialect="postgresql", grams=True)
-    rows = store.query(f"SELECT m.id, m.source FROM ({sql}) AS m WHERE m.id IN (SELECT id FROM {candidates})", params)
-    return {r["id"]: r["source"] for r in rows}
 
 
 def _own_index(store, record_type: RecordType, candidates: str) -> bool:
@@ -113,26 +100,12 @@ def _term_ids(store, record_type: RecordType, terms: list[str], candidates: str,
     return found
 
 
-def matching_ids(store, record_type: RecordType, searches, candidates: str) -> dict[RecordFilter, list[tuple[int, str]]]:
-    """For each search (RecordFilter of `record_type`), the (id, source) of the candidates
-    (ids in the temporary table `candidates`) it selects: the rows `build_query` selects."""
-    searches = list(dict.fromkeys(searches))
-    by_rest = {s: replace(s, text=None) for s in searches}
-    rest_ids = {rest: _filter_ids(store, rest, candidates) for rest in dict.fromkeys(by_rest.values())}
-    terms = list(dict.fromkeys(t for s in searches for t in s.terms()))
-    term_ids: dict[str, set[int]] = {}
-    if terms:
-        own = _own_index(store, record_type, candidates)
-        if own:
-            _index_candidates(store, record_type, candidates)
-        else:
-            _merge_pending(store, record_type)
-        term_ids = _term_ids(store, record_type, terms, candidates, own)
-    out: dict[RecordFilter, list[tuple[int, str]]] = {}
-    for search in searches:
-        rest = rest_ids[by_rest[search]]
-        ids = set(rest)
-        for term in search.terms():
-            ids &= term_ids[term]
-        out[search] = [(i, rest[i]) for i in sorted(ids)]
-    return out
+def term_ids(store, record_type: RecordType, terms: list[str], candidates: str) -> dict[str, set[int]]:
+    """The candidates (ids in the temporary table `candidates`) holding each term: exactly
+    the rows the term's ILIKE selects among them, read from the windows index."""
+    own = _own_index(store, record_type, candidates)
+    if own:
+        _index_candidates(store, record_type, candidates)
+    else:
+        _merge_pending(store, record_type)
+    return _term_ids(store, record_type, list(dict.fromkeys(terms)), candidates, own)
