@@ -353,3 +353,25 @@ def test_a_python_without_fast_pickling_still_hashes_every_record_alike(monkeypa
     assert made.entry(VEHICLE, recall("24V2")).input_hash != first
     assert made.entry(VEHICLE, recall("24V1", extra={"vehicles": [shared, shared]})).input_hash == first
     assert made.entry(VEHICLE, recall("24V1", affected_units="7")).input_hash not in (first, None)
+
+
+def test_a_first_import_of_a_source_looks_nothing_up_and_counts_its_repeats_as_ever(tmp_path, monkeypatch):
+    """No stored row of the source when the run first meets the type: nothing the lookup could
+    find but this run's own rows, so it is not asked; a repeated input (a later round, a later
+    batch) still counts merged, and the next run looks up and recognises everything."""
+    asked = []
+    real = Store.known_inputs
+    monkeypatch.setattr(Store, "known_inputs", lambda self, record_type, keys, **kw: asked.append(len(keys))
+                        or real(self, record_type, keys, **kw))
+    monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", "2")
+    monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", 1)
+    store = Store(tmp_path / "s.db")
+    other = ListCrawler(store, [recall("24V9")])
+    other.source = "another"   # a row of another source does not count as this one's
+    assert other.run().counts.new == 1 and asked == []
+    items = [recall("24V1"), recall("24V2"), recall("24V3"), recall("24V1")]
+    first = run(store, items, mode="full")
+    assert asked == []
+    assert (first.counts.new, first.counts.merged, first.counts.saved, first.counts.unchanged) == (3, 1, 3, 0)
+    again = run(store, items, mode="full")
+    assert sum(asked) == 4 and (again.counts.unchanged, again.counts.merged, again.counts.saved) == (3, 1, 3)

@@ -63,6 +63,7 @@ class Intake:
         # The batch last stored while its commit finishes behind, and the counts it added.
         self._finishing: tuple[Future, dict[str, int]] | None = None
         self._contexts: dict[str, str] = {}   # by type name
+        self._fresh: dict[str, bool] = {}   # type name → no stored row of it from this source at first sight
         # Fixed for the run: asked once, not per item.
         self._default_type = crawler.default_type()
         self._defaults = tuple(crawler.record_defaults().items())
@@ -192,17 +193,33 @@ class Intake:
 
     def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, tuple]]:
         """(input hash, date) of the stored rows at the raw keys of the parsed entries, by
-        type name (one keyed query per 500 keys); the date only when the window has an end."""
+        type name (one keyed query per 500 keys); the date only when the window has an end.
+        Not asked for a type of which the store held no row from this source when the run
+        first met it (`_nothing_stored`)."""
         wanted: dict[str, tuple[RecordType, set[tuple]]] = {}
+        fresh = self._fresh
         for item in parsed:
             for entry in item.entries:
                 if entry.raw_key is not None:
                     keys = wanted.get(entry.record_type.name)
                     if keys is None:
+                        if fresh.get(entry.record_type.name) or self._nothing_stored(entry.record_type):
+                            continue
                         keys = wanted[entry.record_type.name] = (entry.record_type, set())
                     keys[1].add(entry.raw_key)
         store, dates = self.crawler.store, self._windowed
         return {name: store.known_inputs(record_type, keys, dates=dates) for name, (record_type, keys) in wanted.items()}
+
+    def _nothing_stored(self, record_type: RecordType) -> bool:
+        """Whether the store held no record of this type from this source when the run first
+        met the type (before any of its records was batched). Then every stored row the lookup
+        could find was written by this run, under the run lock: a record repeating one goes the
+        whole way instead, and the store's verdict (unchanged) is counted merged, as the
+        recognised record would have been. A first import asks nothing per 500 records."""
+        fresh = self._fresh.get(record_type.name)
+        if fresh is None:
+            fresh = self._fresh[record_type.name] = self.crawler.store.count(record_type, self.crawler.source) == 0
+        return fresh
 
     def _count_recognised(self, recognised: list[tuple[Entry, tuple, bool]]) -> None:
         """Records made from the input their stored rows were: counted unchanged, each as
@@ -249,7 +266,7 @@ class Intake:
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
         # Dates never read stay in; so do records of a list item an earlier run left.
-        if not (in_window(record_type, record, self.window) or item.beyond_window):
+        if self._windowed and not (in_window(record_type, record, self.window) or item.beyond_window):
             self.crawler.counts.out_of_range += 1
             return
         raw = item.item.data if isinstance(item.item, Raw) else item.item
@@ -309,8 +326,7 @@ class Intake:
         outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
                                        input_hashes=[input_hash for _, _, input_hash in batch], behind=behind)
         counts.merged += outcome.merged  # same key twice in this batch: folded into one row
-        for key, what in outcome.by_key.items():
-            self.count(record_type, key, what)
+        self._count_stored(record_type, outcome.by_key)
         if outcome.finishing is not None:
             after = _stored_tally(counts)
             self._finishing = (outcome.finishing, {name: after[name] - before[name] for name in after})
@@ -341,24 +357,34 @@ class Intake:
                 raise
 
     def count(self, record_type: RecordType, key: tuple, what: str) -> None:
-        """One stored record: new, updated or unchanged; a key this run already counted is
-        merged, and a record it counted unchanged that a later input of the run changed
-        counts as updated (whichever batch or lookup round each fell in)."""
+        """One stored record: new, updated or unchanged (see `_count_stored`)."""
+        self._count_stored(record_type, {key: what})
+
+    def _count_stored(self, record_type: RecordType, by_key: dict[tuple, str]) -> None:
+        """A batch's stored records, each new, updated or unchanged; a key this run already
+        counted is merged, and a record it counted unchanged that a later input of the run
+        changed counts as updated (whichever batch or lookup round each fell in)."""
         counts = self.crawler.counts
         seen = self._stored_keys.get(record_type.name)
         if seen is None:
             seen = self._stored_keys[record_type.name] = {}
-        earlier = seen.get(key)
-        if earlier is not None:
+        tally = {"new": 0, "updated": 0, "unchanged": 0}
+        for key, what in by_key.items():
+            earlier = seen.get(key)
+            if earlier is None:
+                seen[key] = what
+                tally[what] += 1
+                continue
             counts.merged += 1   # same key already stored by an earlier batch of this run
             if earlier == "unchanged" and what != "unchanged":
-                counts.unchanged -= 1
-                counts.updated += 1
+                tally["unchanged"] -= 1
+                tally["updated"] += 1
                 seen[key] = "updated"
-            return
-        seen[key] = what
-        setattr(counts, what, getattr(counts, what) + 1)
-        counts.saved += 1
+        for what, added in tally.items():
+            if added:
+                setattr(counts, what, getattr(counts, what) + added)
+        # (A key met again only moves from unchanged to updated, or is merged: saved once.)
+        counts.saved += tally["new"] + tally["unchanged"] + tally["updated"]
 
 
 # What a record the store cannot serialise raises (a value nested past the interpreter's
