@@ -210,5 +210,5 @@ def _share_group(group: dict) -> None:
     group["shared"] = True
 
 
-__all__ = ["NUMBER", "SHARED", "SHARED_MAX", "bound_shared", "SHARE_AFTER_ROWS", "MAX_FIELD_BYTES", "shared", "open_csv", "count_rows",
-           "group_rows"]
+__all__ = ["NUMBER", "SHARED", "SHARED_MAX", "bound_shared", "SHARE_AFTER_ROWS", "MAX_FIELD_BYTES", "shared", "open_csv",
+           "count_rows", "group_rows"]

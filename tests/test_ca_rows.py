@@ -117,7 +117,7 @@ def test_a_column_of_equal_cells_is_handed_on_as_that_one_cell(tmp_path):
 
 # ---- vehicles shared between recalls (issue #23: a batch's memory) ---------------------------
 def input_hash(record):
-    from basecrawler.pipeline.records import input_hash_of
+    from basecrawler.pipeline.inputhash import input_hash_of
 
     return input_hash_of(record, "")
 

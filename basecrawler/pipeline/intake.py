@@ -2,21 +2,20 @@
 counted and batched per type in item order.
 
 Each fetched item is parsed at once (a failing parse() is its dead letter at once); its records
-wait, as typed entries with their input hashes (records.py), until a round of them is looked up
-together, by their key as parse() gave it. A record whose input hash is the one its stored row was last written from is
-**unchanged without being validated, prepared or compared** (issue #23.3: a re-run of unchanged
+wait, as typed entries with their input hashes (inputhash.py), until a round of them is looked
+up together, by their key as parse() gave it. A record whose input hash is the one its stored
+row was last written from is **unchanged without being validated, prepared or compared** (issue #23.3: a re-run of unchanged
 data costs parse() and one indexed lookup per 500 records); its stored date still decides the
 window, so the counts are the ones the whole way would give. Everything else is validated,
 prepared, windowed and batched as before. A recognised record whose key is also in a record
 waiting to be stored goes the whole way too, so the batch folds them as it always did.
 
 The crawler (crawler.py) decides when to flush; `flush()` stores the batches and counts what the
-store said.
+store said (storing.py).
 """
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
@@ -28,8 +27,9 @@ from basecrawler.errors import OverLimit, Skip
 from basecrawler.formats import jsonlimits
 from basecrawler.formats.jsonlimits import Refused
 from basecrawler.pipeline import deadletters
-from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Window, as_date, entries, hash_context,
-                                          in_window, prepare, stored_input_hash, validate)
+from basecrawler.pipeline.inputhash import DATE_KNOWN, EntryMaker, hash_context, stored_input_hash
+from basecrawler.pipeline.records import Entry, Raw, Window, as_date, entries, in_window, prepare, validate
+from basecrawler.pipeline.storing import Storing
 from basecrawler.recordtypes import RecordType
 
 
@@ -58,10 +58,8 @@ class Intake:
         self.batches: dict[RecordType, list[tuple[BaseModel, Any, str | None]]] = {}
         self.batched = 0
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
-        self._stored_keys: dict[str, dict[tuple, str]] = {}   # type name → key → how this run counted it
         self._recognised_for_detail: list[SimpleNamespace] = []
-        # The batch last stored while its commit finishes behind, and the counts it added.
-        self._finishing: tuple[Future, dict[str, int]] | None = None
+        self.storing = Storing(crawler)   # writes the batches and counts what the store said
         self._contexts: dict[str, str] = {}   # by type name
         self._fresh: dict[str, bool] = {}   # type name → no stored row of it from this source at first sight
         # Fixed for the run: asked once, not per item.
@@ -226,7 +224,7 @@ class Intake:
         `count` would (a key this run already counted is merged), or out of range by the
         stored date: a known own date is the stored date (records.stored_input_hash); an
         unknown one is always inside the window."""
-        counts, window, stored_keys = self.crawler.counts, self.window, self._stored_keys
+        counts, window, stored_keys = self.crawler.counts, self.window, self.storing.stored_keys
         detail = self.crawler.has_detail_phase() and self.crawler.record_type
         unchanged = 0
         for entry, (input_hash, date), beyond_window in recognised:
@@ -273,18 +271,22 @@ class Intake:
         key = _key_of(record_type, record, self.crawler.source)
         # A key this run already stored is merged into by another input: the stored row keeps
         # naming the first one (else each run would swap the two and write every time).
-        input_hash = (None if key in self._stored_keys.get(record_type.name, _NOTHING)
+        input_hash = (None if key in self.storing.stored_keys.get(record_type.name, _NOTHING)
                       else stored_input_hash(record_type, entry.input_hash, record))
         self.batches.setdefault(record_type, []).append((record, raw, input_hash))
         self._batched_keys.setdefault(record_type.name, set()).add(key)
         self.batched += 1
 
     # ---- store ----------------------------------------------------------------------------
+    def confirm(self, *, raise_failure: bool = True) -> None:
+        """Wait until the batch last stored is committed (Storing.confirm)."""
+        self.storing.confirm(raise_failure=raise_failure)
+
     def flush(self) -> None:
         """Every waiting record stored, one commit per type's batch, and counted."""
         self.resolve()
         for record_type, batch in self.batches.items():
-            self._flush(record_type, batch)
+            self.storing.store_batch(record_type, batch)
         self.batches.clear()
         self._batched_keys.clear()
         self.batched = 0
@@ -294,116 +296,6 @@ class Intake:
             # Recognised records skipped the store, not the detail queue (a no-op when queued).
             recognised, self._recognised_for_detail = self._recognised_for_detail, []
             enrichment.enqueue(self.crawler, recognised)
-
-    def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]]) -> None:
-        if not batch:
-            return
-        crawler = self.crawler
-        self.confirm()
-        try:
-            self._store(record_type, batch, behind=True)
-        except _RECORD_FAULTS as exc:
-            # One record the store cannot even serialise (its row, its hash) refuses the whole
-            # batch before anything is written: each record again on its own, so exactly that
-            # one is a dead letter and the run goes on. (A database failure is not one of these.)
-            log.warning("%s: a batch of %d %s records was refused (%s: %.200s); storing them one by one",
-                        crawler.source, len(batch), record_type.name, type(exc).__name__, exc)
-            for one in batch:
-                try:
-                    self._store(record_type, [one], behind=False)
-                except _RECORD_FAULTS as error:
-                    record, raw, _ = one
-                    crawler.counts.store_failed += 1
-                    crawler.dead_letter(raw, error, stage="store", kind="store_error", record_type=record_type.name,
-                                        key=_safe_key(record_type, record))
-
-    def _store(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]], *, behind: bool) -> None:
-        crawler, counts = self.crawler, self.crawler.counts
-        records = [record for record, _, _ in batch]
-        before = _stored_tally(counts)
-        # The batch's index feed and commit finish behind us while we make the next batch
-        # (store/finishing.py); its counts stand once it is confirmed stored.
-        outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
-                                       input_hashes=[input_hash for _, _, input_hash in batch], behind=behind)
-        counts.merged += outcome.merged  # same key twice in this batch: folded into one row
-        self._count_stored(record_type, outcome.by_key)
-        if outcome.finishing is not None:
-            after = _stored_tally(counts)
-            self._finishing = (outcome.finishing, {name: after[name] - before[name] for name in after})
-        for row, error in outcome.failed:
-            counts.store_failed += 1
-            # The letter's key column holds the last key field (the publisher's number).
-            crawler.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
-                                key=row.get(record_type.key[-1]))
-        if crawler.has_detail_phase() and record_type.name == crawler.record_type:
-            from basecrawler.pipeline import enrichment
-
-            enrichment.enqueue(crawler, records, failed=[row for row, _ in outcome.failed])
-
-    def confirm(self, *, raise_failure: bool = True) -> None:
-        """Wait until the batch last stored is committed. If it was not (its finishing failed,
-        e.g. on a full disk, and it was rolled back whole), its records' counts are taken
-        back, so the run's counts say what the database holds, and the failure is raised."""
-        if self._finishing is None:
-            return
-        (finishing, counted), self._finishing = self._finishing, None
-        try:
-            finishing.result()
-        except Exception:
-            counts = self.crawler.counts
-            for name, added in counted.items():
-                setattr(counts, name, getattr(counts, name) - added)
-            if raise_failure:
-                raise
-
-    def count(self, record_type: RecordType, key: tuple, what: str) -> None:
-        """One stored record: new, updated or unchanged (see `_count_stored`)."""
-        self._count_stored(record_type, {key: what})
-
-    def _count_stored(self, record_type: RecordType, by_key: dict[tuple, str]) -> None:
-        """A batch's stored records, each new, updated or unchanged; a key this run already
-        counted is merged, and a record it counted unchanged that a later input of the run
-        changed counts as updated (whichever batch or lookup round each fell in)."""
-        counts = self.crawler.counts
-        seen = self._stored_keys.get(record_type.name)
-        if seen is None:
-            seen = self._stored_keys[record_type.name] = {}
-        tally = {"new": 0, "updated": 0, "unchanged": 0}
-        for key, what in by_key.items():
-            earlier = seen.get(key)
-            if earlier is None:
-                seen[key] = what
-                tally[what] += 1
-                continue
-            counts.merged += 1   # same key already stored by an earlier batch of this run
-            if earlier == "unchanged" and what != "unchanged":
-                tally["unchanged"] -= 1
-                tally["updated"] += 1
-                seen[key] = "updated"
-        for what, added in tally.items():
-            if added:
-                setattr(counts, what, getattr(counts, what) + added)
-        # (A key met again only moves from unchanged to updated, or is merged: saved once.)
-        counts.saved += tally["new"] + tally["unchanged"] + tally["updated"]
-
-
-# What a record the store cannot serialise raises (a value nested past the interpreter's
-# recursion, a type JSON cannot write): the record's fault, never the database's.
-_RECORD_FAULTS = (RecursionError, ValueError, TypeError, OverflowError)
-
-
-def _safe_key(record_type: RecordType, record: BaseModel) -> str | None:
-    value = record.__dict__.get(record_type.key[-1])
-    return value if value is None or value.__class__ is str else str(value)[:200]
-
-
-# The counts storing a batch moves (count(), and `merged` for keys folded in the batch).
-_STORED_COUNTS = ("saved", "new", "updated", "unchanged", "merged")
-
-
-def _stored_tally(counts) -> dict[str, int]:
-    return {name: getattr(counts, name) for name in _STORED_COUNTS}
-
 
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as
