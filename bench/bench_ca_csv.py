@@ -1,6 +1,12 @@
 """Benchmark of the `ca` source on a full-size CSV: rows/s and peak memory of a full run.
 
     python bench/bench_ca_csv.py [--rows 800000] [--keep DIR] [--profile N]
+    python bench/bench_ca_csv.py --real [--keep DIR]
+
+`--real`: the published file's shape (issue #35 item 8): 332,354 rows of 1–5 per recall (about
+110,800 recalls) with comments as long as the published ones (~200 MB), and besides the
+in-process crawl the whole process `python -m basecrawler run --source ca --mode full` under
+`/usr/bin/time -v` (start-up included: its wall time, CPU time and maximum RSS).
 
 Generates a ~200 MB CSV in the real Transport Canada column layout (quoted cells, multi-line
 comments, French accents, recalls of 1–60 rows, a few recalls with non-adjacent rows), serves it
@@ -49,8 +55,9 @@ def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
 
-def generate(path: Path, rows: int, seed: int = 5) -> int:
-    """Write the CSV; returns the number of recalls."""
+def generate(path: Path, rows: int, seed: int = 5, most_per_recall: int = 45, wordy: int = 1) -> int:
+    """Write the CSV; returns the number of recalls. A recall has 1 to `most_per_recall` rows;
+    `wordy` multiplies the length of its comments."""
     rng = random.Random(seed)
     recalls = 0
     held: list[list[str]] = []      # rows written later, away from their recall (non-adjacent)
@@ -67,13 +74,13 @@ def generate(path: Path, rows: int, seed: int = 5) -> int:
             units = f"{rng.randint(1, 90000):,}.00"
             year = rng.randint(1990, 2024)
             date = f"{min(year + 1, 2024)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-            comment_e = (f"Issue: {sentence(rng, rng.randint(1, 3))}\n"
-                         f"Safety Risk: {sentence(rng, rng.randint(1, 2))}\n"
-                         f"Corrective Actions: {sentence(rng, rng.randint(1, 2))}")
-            comment_f = "Problème : " + sentence(rng, rng.randint(1, 2))
+            comment_e = (f"Issue: {sentence(rng, rng.randint(1, 3) * wordy)}\n"
+                         f"Safety Risk: {sentence(rng, rng.randint(1, 2) * wordy)}\n"
+                         f"Corrective Actions: {sentence(rng, rng.randint(1, 2) * wordy)}")
+            comment_f = "Problème : " + sentence(rng, rng.randint(1, 2) * wordy)
             fixed = [str(number), "", f"{rng.randint(10, 99)}V-{rng.randint(100, 999)}", category[0], category[1], make, "",
                      units, system[0], system[1], "Safety Mfr", "Sécurité - fabricant", comment_e, comment_f, date]
-            for _ in range(min(rng.randint(1, 45), rows - written)):
+            for _ in range(min(rng.randint(1, most_per_recall), rows - written)):
                 row = list(fixed)
                 row[1] = str(year + rng.randint(0, 4))
                 row[6] = rng.choice(MAKES[make])
@@ -133,9 +140,28 @@ def parse_only(path: str, out_path: str | None = None) -> None:
     print(json.dumps({"records": records, "seconds": elapsed, "cpu_seconds": cpu, "peak_rss_mb": benchkit.peak_rss_mb()}))
 
 
+def whole_process(url: str, db: Path) -> dict:
+    """`python -m basecrawler run --source ca --mode full` as a user runs it, under
+    `/usr/bin/time -v`: wall time, CPU time (user + system) and maximum RSS of the process."""
+    env = {**os.environ, "BASECRAWLER_CA_DATA_URL": url, "PYTHONPATH": str(REPO)}
+    for stale in db.parent.glob(db.name + "*"):
+        stale.unlink()
+    proc = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "basecrawler", "run", "--source", "ca",
+                           "--mode", "full", "--db", str(db), "-q"], capture_output=True, text=True, cwd=REPO, env=env)
+    if proc.returncode != 0:
+        sys.exit(f"run --source ca failed:\n{proc.stderr[-3000:]}")
+    fields = dict(line.strip().rsplit(": ", 1) for line in proc.stderr.splitlines() if ": " in line and line.startswith("\t"))
+    wall = fields["Elapsed (wall clock) time (h:mm:ss or m:ss)"].split(":")
+    return {"seconds": sum(float(part) * 60 ** i for i, part in enumerate(reversed(wall))),
+            "cpu_seconds": float(fields["User time (seconds)"]) + float(fields["System time (seconds)"]),
+            "peak_rss_mb": int(fields["Maximum resident set size (kbytes)"]) / 1024}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=800_000)
+    parser.add_argument("--real", action="store_true",
+                        help="the published file's shape (332,354 rows, ~110,800 recalls, ~200 MB), and the whole `run --source ca` process")
     benchkit.whole_run_arguments(parser, profile="print the crawl's N costliest functions")
     parser.add_argument("--crawl", nargs=2, metavar=("URL", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--parse", metavar="CSV", help=argparse.SUPPRESS)
@@ -146,14 +172,16 @@ def main() -> None:
     if args.parse:
         parse_only(args.parse, args.records_to)
         return
+    if args.real:
+        args.rows = 332_354
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench_ca_"))
     work.mkdir(parents=True, exist_ok=True)
-    csv_path = work / "vrdb_full_monthly.csv"
+    csv_path = work / ("vrdb_full_monthly_real.csv" if args.real else "vrdb_full_monthly.csv")
     t0 = time.monotonic()
     if args.keep and csv_path.exists():   # the generator is deterministic: reuse its file
         recalls, gen_s = _count_recalls(csv_path), 0.0
     else:
-        recalls = generate(csv_path, args.rows)
+        recalls = generate(csv_path, args.rows, **({"most_per_recall": 5, "wordy": 7} if args.real else {}))
         gen_s = time.monotonic() - t0
     server = benchkit.serve(benchkit.file_handler(csv_path, "text/csv"))
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -163,6 +191,7 @@ def main() -> None:
     try:
         proc = subprocess.run([sys.executable, __file__, "--crawl", url, str(db), "--profile", str(args.profile)],
                               capture_output=True, text=True, cwd=REPO)
+        whole = whole_process(url, work / "cli.db") if args.real and shutil.which("/usr/bin/time") else None
     finally:
         server.shutdown()
     if proc.returncode != 0:
@@ -190,6 +219,14 @@ def main() -> None:
          f"peak RSS {parsed['peak_rss_mb']:.0f} MB"),
         ("database size", f"{db.stat().st_size / 1e6:.0f} MB"),
     ]
+    if whole is not None:
+        table += [
+            ("`run --source ca`, whole process: wall", f"{whole['seconds']:.1f} s: {args.rows / whole['seconds']:,.0f} rows/s "
+             "(target ≥ 60,000)"),
+            ("`run --source ca`, whole process: CPU", f"{whole['cpu_seconds']:.1f} s: "
+             f"{args.rows / whole['cpu_seconds']:,.0f} rows per CPU s"),
+            ("`run --source ca`, whole process: max RSS", f"{whole['peak_rss_mb']:.0f} MB (target < 150 MB)"),
+        ]
     benchkit.print_table(table)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

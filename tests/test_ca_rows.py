@@ -72,7 +72,7 @@ def test_the_first_non_empty_text_of_any_row_is_taken_in_row_order(tmp_path):
 
 def held_rows(path):
     """The rows of the open recalls just before the last one completes (what pass two holds)."""
-    import sources.ca as ca
+    import sources.ca_csv as ca
 
     seen = []
     original = ca._as_columns
@@ -117,15 +117,15 @@ def test_a_column_of_equal_cells_is_handed_on_as_that_one_cell(tmp_path):
 
 # ---- vehicles shared between recalls (issue #23: a batch's memory) ---------------------------
 def input_hash(record):
-    from basecrawler.pipeline.records import input_hash_of
+    from basecrawler.pipeline.inputhash import input_hash_of
 
     return input_hash_of(record, "")
 
 
 def test_a_vehicle_named_by_several_recalls_is_one_object_and_a_repeat_within_one_is_its_own(tmp_path):
-    import sources.ca as ca
+    import sources.ca_csv as ca
 
-    ca._shared.clear()
+    ca.SHARED.clear()
     first, second = (parse(g) for g in groups(write(tmp_path / "f.csv", [
         row("2020001"), row("2020001", model="PILOT"), row("2020001"),       # CIVIC listed twice
         row("2020002", model="PILOT"), row("2020002")])))
@@ -135,21 +135,21 @@ def test_a_vehicle_named_by_several_recalls_is_one_object_and_a_repeat_within_on
 
 
 def test_a_recall_pickles_to_the_same_bytes_whatever_was_read_before_it(tmp_path, monkeypatch):
-    import sources.ca as ca
+    import sources.ca_csv as ca
 
     rows = [row("2020002", model="PILOT"), row("2020002", make=" HONDA"), row("2020002", model="PILOT")]
-    ca._shared.clear()
+    ca.SHARED.clear()
     (alone,) = groups(write(tmp_path / "alone.csv", rows))
     expected = input_hash(parse(alone))
     for table_size in (3, ca.SHARED_MAX):     # emptied between recalls, or not at all
         monkeypatch.setattr(ca, "SHARED_MAX", table_size)
-        ca._shared.clear()
+        ca.SHARED.clear()
         *before, after = groups(write(tmp_path / "after.csv", [row("2020001"), row("2020001", model="PILOT"),
                                                                 row("2020001", year="2021")] + rows))
         for group in before:
             parse(group)
         assert input_hash(parse(after)) == expected
-        assert len(ca._shared) <= table_size + 8   # one recall's cells and vehicles beyond the bound, at most
+        assert len(ca.SHARED) <= table_size + 8   # one recall's cells and vehicles beyond the bound, at most
 
 
 def test_whole_adjacent_recalls_and_row_by_row_ones_are_handed_on_in_file_order(tmp_path, caplog):

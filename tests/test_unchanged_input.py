@@ -9,7 +9,7 @@ import random
 import pytest
 
 from basecrawler import BaseCrawler, Store
-from basecrawler.pipeline import records
+from basecrawler.pipeline import inputhash, records
 from basecrawler.pipeline.intake import LOOKUP_EVERY
 from basecrawler.recordtypes import Record
 from basecrawler.recordtypes.registry import get_record_type
@@ -91,7 +91,7 @@ def test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_
     items = [recall(f"24V{n:04d}") for n in range(20)]
     run(store, items, mode="full")
     before = stored(store)
-    monkeypatch.setattr(records, "code_fingerprint", lambda record_type: "a fixed model")
+    monkeypatch.setattr(inputhash, "code_fingerprint", lambda record_type: "a fixed model")
     validations.clear()
     assert run(store, items, mode="full").counts.unchanged == 20
     assert len(validations) == 20               # the new code judged every record …
@@ -241,8 +241,8 @@ def test_recognising_changes_no_count_and_no_stored_value_against_the_whole_way(
 
 
 # ---- the input hash: its bytes, its fallbacks, a store hashed the old way ----------------------
-def maker(source: str = "tst", defaults=(("country", "US"), ("source_lang", "en"))) -> records.EntryMaker:
-    return records.EntryMaker(source, defaults, lambda record_type: f"context of {record_type.name}|")
+def maker(source: str = "tst", defaults=(("country", "US"), ("source_lang", "en"))) -> inputhash.EntryMaker:
+    return inputhash.EntryMaker(source, defaults, lambda record_type: f"context of {record_type.name}|")
 
 
 def test_the_run_s_entry_maker_gives_input_hash_of_its_fields_and_a_changed_value_another(tmp_path):
@@ -255,11 +255,11 @@ def test_the_run_s_entry_maker_gives_input_hash_of_its_fields_and_a_changed_valu
     hashes = set()
     for fields in [base, *variants]:
         entry = made.entry(VEHICLE, fields)
-        assert entry.input_hash == records.input_hash_of(entry.fields, context) and len(entry.input_hash) == 32
+        assert entry.input_hash == inputhash.input_hash_of(entry.fields, context) and len(entry.input_hash) == 32
         hashes.add(entry.input_hash)
     assert len(hashes) == 1 + len(variants)                                   # every change tells
     assert made.entry(VEHICLE, recall("24V1")).input_hash == made.entry(VEHICLE, base).input_hash   # equal input, equal hash
-    other = records.EntryMaker("tst", (("country", "US"), ("source_lang", "en")), lambda rt: "another context|")
+    other = inputhash.EntryMaker("tst", (("country", "US"), ("source_lang", "en")), lambda rt: "another context|")
     assert other.entry(VEHICLE, base).input_hash != made.entry(VEHICLE, base).input_hash
 
 
@@ -269,7 +269,7 @@ def test_the_input_hash_does_not_depend_on_which_values_are_shared_objects():
     two = recall("24V1", extra={"vehicles": [{"make": "HONDA", "model": "CIVIC"}, {"make": "HONDA", "model": "CIVIC"}]})
     made = maker()
     assert made.entry(VEHICLE, one).input_hash == made.entry(VEHICLE, two).input_hash
-    assert records.input_hash_of(one, "c") == records.input_hash_of(two, "c")
+    assert inputhash.input_hash_of(one, "c") == inputhash.input_hash_of(two, "c")
 
 
 def test_a_value_fast_pickling_refuses_falls_back_to_a_plain_pickle_and_the_next_record_is_hashed_as_ever():
@@ -277,9 +277,9 @@ def test_a_value_fast_pickling_refuses_falls_back_to_a_plain_pickle_and_the_next
     cyclic.append(cyclic)
     made, context = maker(), "context of vehicle_recall|"
     entry = made.entry(VEHICLE, recall("24V1", extra={"loop": cyclic}))
-    assert entry.input_hash is not None and entry.input_hash == records.input_hash_of(entry.fields, context)
+    assert entry.input_hash is not None and entry.input_hash == inputhash.input_hash_of(entry.fields, context)
     after = made.entry(VEHICLE, recall("24V2"))
-    assert after.input_hash == records.input_hash_of(after.fields, context)
+    assert after.input_hash == inputhash.input_hash_of(after.fields, context)
     assert made.entry(VEHICLE, recall("24V3", extra={"node": Unpicklable()})).input_hash is None
     assert made.entry(VEHICLE, recall("24V2")).input_hash == after.input_hash
 
@@ -307,7 +307,7 @@ def test_a_store_whose_hashes_an_earlier_version_made_goes_the_whole_way_once_wr
 
     store = Store(tmp_path / "s.db")
     items = [recall(f"24V{n:04d}") for n in range(30)] + [recall("UNDATED", recall_date="soon")]
-    real = records.EntryMaker.entry
+    real = inputhash.EntryMaker.entry
 
     def earlier_version(self, record_type, given):
         entry = real(self, record_type, given)
@@ -316,7 +316,7 @@ def test_a_store_whose_hashes_an_earlier_version_made_goes_the_whole_way_once_wr
         return entry
 
     with monkeypatch.context() as patch:
-        patch.setattr(records.EntryMaker, "entry", earlier_version)
+        patch.setattr(inputhash.EntryMaker, "entry", earlier_version)
         run(store, items, mode="full")
     old_hashes = {row["recall_number"]: row["input_hash"] for row in store.query("SELECT * FROM recalls")}
     before, changes = stored(store), store.db.conn.total_changes
@@ -346,10 +346,32 @@ def test_a_python_without_fast_pickling_still_hashes_every_record_alike(monkeypa
         @fast.setter
         def fast(self, value):
             raise AttributeError("fast")
-    monkeypatch.setattr(records.pickle, "Pickler", NoFastMode)
+    monkeypatch.setattr(inputhash.pickle, "Pickler", NoFastMode)
     made = maker()
     shared = {"make": "HONDA"}
     first = made.entry(VEHICLE, recall("24V1", extra={"vehicles": [shared, shared]})).input_hash
     assert made.entry(VEHICLE, recall("24V2")).input_hash != first
     assert made.entry(VEHICLE, recall("24V1", extra={"vehicles": [shared, shared]})).input_hash == first
     assert made.entry(VEHICLE, recall("24V1", affected_units="7")).input_hash not in (first, None)
+
+
+def test_a_first_import_of_a_source_looks_nothing_up_and_counts_its_repeats_as_ever(tmp_path, monkeypatch):
+    """No stored row of the source when the run first meets the type: nothing the lookup could
+    find but this run's own rows, so it is not asked; a repeated input (a later round, a later
+    batch) still counts merged, and the next run looks up and recognises everything."""
+    asked = []
+    real = Store.known_inputs
+    monkeypatch.setattr(Store, "known_inputs", lambda self, record_type, keys, **kw: asked.append(len(keys))
+                        or real(self, record_type, keys, **kw))
+    monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", "2")
+    monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", 1)
+    store = Store(tmp_path / "s.db")
+    other = ListCrawler(store, [recall("24V9")])
+    other.source = "another"   # a row of another source does not count as this one's
+    assert other.run().counts.new == 1 and asked == []
+    items = [recall("24V1"), recall("24V2"), recall("24V3"), recall("24V1")]
+    first = run(store, items, mode="full")
+    assert asked == []
+    assert (first.counts.new, first.counts.merged, first.counts.saved, first.counts.unchanged) == (3, 1, 3, 0)
+    again = run(store, items, mode="full")
+    assert sum(asked) == 4 and (again.counts.unchanged, again.counts.merged, again.counts.saved) == (3, 1, 3)

@@ -2,21 +2,20 @@
 counted and batched per type in item order.
 
 Each fetched item is parsed at once (a failing parse() is its dead letter at once); its records
-wait, as typed entries with their input hashes (records.py), until a round of them is looked up
-together, by their key as parse() gave it. A record whose input hash is the one its stored row was last written from is
-**unchanged without being validated, prepared or compared** (issue #23.3: a re-run of unchanged
+wait, as typed entries with their input hashes (inputhash.py), until a round of them is looked
+up together, by their key as parse() gave it. A record whose input hash is the one its stored
+row was last written from is **unchanged without being validated, prepared or compared** (issue #23.3: a re-run of unchanged
 data costs parse() and one indexed lookup per 500 records); its stored date still decides the
 window, so the counts are the ones the whole way would give. Everything else is validated,
 prepared, windowed and batched as before. A recognised record whose key is also in a record
 waiting to be stored goes the whole way too, so the batch folds them as it always did.
 
 The crawler (crawler.py) decides when to flush; `flush()` stores the batches and counts what the
-store said.
+store said (storing.py).
 """
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Future
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
@@ -28,8 +27,9 @@ from basecrawler.errors import OverLimit, Skip
 from basecrawler.formats import jsonlimits
 from basecrawler.formats.jsonlimits import Refused
 from basecrawler.pipeline import deadletters
-from basecrawler.pipeline.records import (DATE_KNOWN, Entry, EntryMaker, Raw, Window, as_date, entries, hash_context,
-                                          in_window, prepare, stored_input_hash, validate)
+from basecrawler.pipeline.inputhash import DATE_KNOWN, EntryMaker, hash_context, stored_input_hash
+from basecrawler.pipeline.records import Entry, Raw, Window, as_date, entries, in_window, prepare, validate
+from basecrawler.pipeline.storing import Storing
 from basecrawler.recordtypes import RecordType
 
 
@@ -58,11 +58,10 @@ class Intake:
         self.batches: dict[RecordType, list[tuple[BaseModel, Any, str | None]]] = {}
         self.batched = 0
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
-        self._stored_keys: dict[str, dict[tuple, str]] = {}   # type name → key → how this run counted it
         self._recognised_for_detail: list[SimpleNamespace] = []
-        # The batch last stored while its commit finishes behind, and the counts it added.
-        self._finishing: tuple[Future, dict[str, int]] | None = None
+        self.storing = Storing(crawler)   # writes the batches and counts what the store said
         self._contexts: dict[str, str] = {}   # by type name
+        self._fresh: dict[str, bool] = {}   # type name → no stored row of it from this source at first sight
         # Fixed for the run: asked once, not per item.
         self._default_type = crawler.default_type()
         self._defaults = tuple(crawler.record_defaults().items())
@@ -192,24 +191,40 @@ class Intake:
 
     def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, tuple]]:
         """(input hash, date) of the stored rows at the raw keys of the parsed entries, by
-        type name (one keyed query per 500 keys); the date only when the window has an end."""
+        type name (one keyed query per 500 keys); the date only when the window has an end.
+        Not asked for a type of which the store held no row from this source when the run
+        first met it (`_nothing_stored`)."""
         wanted: dict[str, tuple[RecordType, set[tuple]]] = {}
+        fresh = self._fresh
         for item in parsed:
             for entry in item.entries:
                 if entry.raw_key is not None:
                     keys = wanted.get(entry.record_type.name)
                     if keys is None:
+                        if fresh.get(entry.record_type.name) or self._nothing_stored(entry.record_type):
+                            continue
                         keys = wanted[entry.record_type.name] = (entry.record_type, set())
                     keys[1].add(entry.raw_key)
         store, dates = self.crawler.store, self._windowed
         return {name: store.known_inputs(record_type, keys, dates=dates) for name, (record_type, keys) in wanted.items()}
+
+    def _nothing_stored(self, record_type: RecordType) -> bool:
+        """Whether the store held no record of this type from this source when the run first
+        met the type (before any of its records was batched). Then every stored row the lookup
+        could find was written by this run, under the run lock: a record repeating one goes the
+        whole way instead, and the store's verdict (unchanged) is counted merged, as the
+        recognised record would have been. A first import asks nothing per 500 records."""
+        fresh = self._fresh.get(record_type.name)
+        if fresh is None:
+            fresh = self._fresh[record_type.name] = self.crawler.store.count(record_type, self.crawler.source) == 0
+        return fresh
 
     def _count_recognised(self, recognised: list[tuple[Entry, tuple, bool]]) -> None:
         """Records made from the input their stored rows were: counted unchanged, each as
         `count` would (a key this run already counted is merged), or out of range by the
         stored date: a known own date is the stored date (records.stored_input_hash); an
         unknown one is always inside the window."""
-        counts, window, stored_keys = self.crawler.counts, self.window, self._stored_keys
+        counts, window, stored_keys = self.crawler.counts, self.window, self.storing.stored_keys
         detail = self.crawler.has_detail_phase() and self.crawler.record_type
         unchanged = 0
         for entry, (input_hash, date), beyond_window in recognised:
@@ -249,25 +264,29 @@ class Intake:
     def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
         record_type = entry.record_type
         # Dates never read stay in; so do records of a list item an earlier run left.
-        if not (in_window(record_type, record, self.window) or item.beyond_window):
+        if self._windowed and not (in_window(record_type, record, self.window) or item.beyond_window):
             self.crawler.counts.out_of_range += 1
             return
         raw = item.item.data if isinstance(item.item, Raw) else item.item
         key = _key_of(record_type, record, self.crawler.source)
         # A key this run already stored is merged into by another input: the stored row keeps
         # naming the first one (else each run would swap the two and write every time).
-        input_hash = (None if key in self._stored_keys.get(record_type.name, _NOTHING)
+        input_hash = (None if key in self.storing.stored_keys.get(record_type.name, _NOTHING)
                       else stored_input_hash(record_type, entry.input_hash, record))
         self.batches.setdefault(record_type, []).append((record, raw, input_hash))
         self._batched_keys.setdefault(record_type.name, set()).add(key)
         self.batched += 1
 
     # ---- store ----------------------------------------------------------------------------
+    def confirm(self, *, raise_failure: bool = True) -> None:
+        """Wait until the batch last stored is committed (Storing.confirm)."""
+        self.storing.confirm(raise_failure=raise_failure)
+
     def flush(self) -> None:
         """Every waiting record stored, one commit per type's batch, and counted."""
         self.resolve()
         for record_type, batch in self.batches.items():
-            self._flush(record_type, batch)
+            self.storing.store_batch(record_type, batch)
         self.batches.clear()
         self._batched_keys.clear()
         self.batched = 0
@@ -277,107 +296,6 @@ class Intake:
             # Recognised records skipped the store, not the detail queue (a no-op when queued).
             recognised, self._recognised_for_detail = self._recognised_for_detail, []
             enrichment.enqueue(self.crawler, recognised)
-
-    def _flush(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]]) -> None:
-        if not batch:
-            return
-        crawler = self.crawler
-        self.confirm()
-        try:
-            self._store(record_type, batch, behind=True)
-        except _RECORD_FAULTS as exc:
-            # One record the store cannot even serialise (its row, its hash) refuses the whole
-            # batch before anything is written: each record again on its own, so exactly that
-            # one is a dead letter and the run goes on. (A database failure is not one of these.)
-            log.warning("%s: a batch of %d %s records was refused (%s: %.200s); storing them one by one",
-                        crawler.source, len(batch), record_type.name, type(exc).__name__, exc)
-            for one in batch:
-                try:
-                    self._store(record_type, [one], behind=False)
-                except _RECORD_FAULTS as error:
-                    record, raw, _ = one
-                    crawler.counts.store_failed += 1
-                    crawler.dead_letter(raw, error, stage="store", kind="store_error", record_type=record_type.name,
-                                        key=_safe_key(record_type, record))
-
-    def _store(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]], *, behind: bool) -> None:
-        crawler, counts = self.crawler, self.crawler.counts
-        records = [record for record, _, _ in batch]
-        before = _stored_tally(counts)
-        # The batch's index feed and commit finish behind us while we make the next batch
-        # (store/finishing.py); its counts stand once it is confirmed stored.
-        outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
-                                       input_hashes=[input_hash for _, _, input_hash in batch], behind=behind)
-        counts.merged += outcome.merged  # same key twice in this batch: folded into one row
-        for key, what in outcome.by_key.items():
-            self.count(record_type, key, what)
-        if outcome.finishing is not None:
-            after = _stored_tally(counts)
-            self._finishing = (outcome.finishing, {name: after[name] - before[name] for name in after})
-        for row, error in outcome.failed:
-            counts.store_failed += 1
-            # The letter's key column holds the last key field (the publisher's number).
-            crawler.dead_letter(row.get("_raw"), error, stage="store", kind="store_error", record_type=record_type.name,
-                                key=row.get(record_type.key[-1]))
-        if crawler.has_detail_phase() and record_type.name == crawler.record_type:
-            from basecrawler.pipeline import enrichment
-
-            enrichment.enqueue(crawler, records, failed=[row for row, _ in outcome.failed])
-
-    def confirm(self, *, raise_failure: bool = True) -> None:
-        """Wait until the batch last stored is committed. If it was not (its finishing failed,
-        e.g. on a full disk, and it was rolled back whole), its records' counts are taken
-        back, so the run's counts say what the database holds, and the failure is raised."""
-        if self._finishing is None:
-            return
-        (finishing, counted), self._finishing = self._finishing, None
-        try:
-            finishing.result()
-        except Exception:
-            counts = self.crawler.counts
-            for name, added in counted.items():
-                setattr(counts, name, getattr(counts, name) - added)
-            if raise_failure:
-                raise
-
-    def count(self, record_type: RecordType, key: tuple, what: str) -> None:
-        """One stored record: new, updated or unchanged; a key this run already counted is
-        merged, and a record it counted unchanged that a later input of the run changed
-        counts as updated (whichever batch or lookup round each fell in)."""
-        counts = self.crawler.counts
-        seen = self._stored_keys.get(record_type.name)
-        if seen is None:
-            seen = self._stored_keys[record_type.name] = {}
-        earlier = seen.get(key)
-        if earlier is not None:
-            counts.merged += 1   # same key already stored by an earlier batch of this run
-            if earlier == "unchanged" and what != "unchanged":
-                counts.unchanged -= 1
-                counts.updated += 1
-                seen[key] = "updated"
-            return
-        seen[key] = what
-        setattr(counts, what, getattr(counts, what) + 1)
-        counts.saved += 1
-
-
-# What a record the store cannot serialise raises (a value nested past the interpreter's
-# recursion, a type JSON cannot write): the record's fault, never the database's.
-_RECORD_FAULTS = (RecursionError, ValueError, TypeError, OverflowError)
-
-
-def _safe_key(record_type: RecordType, record: BaseModel) -> str | None:
-    value = record.__dict__.get(record_type.key[-1])
-    return value if value is None or value.__class__ is str else str(value)[:200]
-
-
-# The counts storing a batch moves (count(), and `merged` for keys folded in the batch).
-_STORED_COUNTS = ("saved", "new", "updated", "unchanged", "merged")
-
-
-def _stored_tally(counts) -> dict[str, int]:
-    return {name: getattr(counts, name) for name in _STORED_COUNTS}
-
 
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as

@@ -2,22 +2,16 @@
 the date window, making validated records of any type from what `parse()` returned (`make`),
 and what every record goes through (`prepare`: plausible dates, http(s)-only links, public
 links). The pipeline (crawler.py), dead-letter retry (deadletters.py) and the enrichment ladder
-all make records here, so a record is made the same way whichever path it comes by."""
+all make records here, so a record is made the same way whichever path it comes by. The input
+hash by which an unchanged record is recognised unvalidated is inputhash.py's."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import hashlib
-import io
 import logging
 import marshal
-import os
-import pickle
-import sys
 from dataclasses import dataclass
 from operator import itemgetter
-from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -59,7 +53,7 @@ class Window:
 _DEFAULTS: dict[tuple, dict] = {}
 
 
-def _defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]) -> dict:
+def defaults_for(record_type: RecordType, defaults: tuple[tuple[str, Any], ...]) -> dict:
     """The source's defaults (country, source_lang) a type's model has fields for. Cached by
     the type's name (a str hashes once; the declaration's own hash is a Python call)."""
     cached = _DEFAULTS.get((record_type.name, defaults))
@@ -85,12 +79,12 @@ class Entry:
 
 
 def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
-            maker: "EntryMaker | None" = None) -> list[Entry]:
+            maker: Any = None) -> list[Entry]:
     """What `parse()` returned as typed entries: a dict (a record of the source's default
     type, the source's `defaults` filled in), a model instance, a `Record(type, fields)`,
     several of these, or None. Raises `Skip`, or an unknown type's or a foreign model's error:
     the item is then one dead letter, whole. With the run's `maker` (its `defaults` are the
-    ones given here), every dict entry carries its input hash and its stored key."""
+    ones given here: inputhash.EntryMaker), every dict entry carries its input hash and its stored key."""
     if produced.__class__ is dict:   # the usual item: one record of the default type
         listed = (produced,)
     elif produced is None:
@@ -115,7 +109,7 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
         elif maker is not None:
             made.append(maker.entry(record_type, fields))
         else:
-            made.append(Entry(record_type, _with_defaults(fields, _defaults_for(record_type, frozen))))
+            made.append(Entry(record_type, _with_defaults(fields, defaults_for(record_type, frozen))))
     return made
 
 
@@ -131,7 +125,7 @@ def _with_defaults(given: Any, defaults: dict) -> dict:
     return fields
 
 
-def _raw_key(record_type: RecordType, fields: dict, source: str) -> tuple | None:
+def key_as_given(record_type: RecordType, fields: dict, source: str) -> tuple | None:
     """The stored key as parse() gave it (text stripped), or None where the store keeps it in
     another form: not looked up (EntryMaker.entry takes the usual all-text key in C)."""
     key = [source]
@@ -145,15 +139,15 @@ def _raw_key(record_type: RecordType, fields: dict, source: str) -> tuple | None
     return tuple(key)
 
 
-_KEY_GETTERS: dict[tuple, Callable[[dict], tuple]] = {}
+_RAW_KEY_GETTERS: dict[tuple, Callable[[dict], tuple]] = {}
 
 
-def _key_getter(record_type: RecordType) -> Callable[[dict], tuple]:
+def raw_key_getter(record_type: RecordType) -> Callable[[dict], tuple]:
     """The key fields of a dict as a tuple, in one C call (cached by the key's names)."""
     names = record_type.key
-    getter = _KEY_GETTERS.get(names)
+    getter = _RAW_KEY_GETTERS.get(names)
     if getter is None:
-        getter = _KEY_GETTERS[names] = (itemgetter(*names) if len(names) > 1
+        getter = _RAW_KEY_GETTERS[names] = (itemgetter(*names) if len(names) > 1
                                         else (lambda fields, get=itemgetter(names[0]): (get(fields),)))
     return getter
 
@@ -162,180 +156,15 @@ def validate(entry: Entry) -> BaseModel:
     """The entry as a validated model instance (raises a ValidationError)."""
     if isinstance(entry.fields, BaseModel):
         return entry.fields
-    return entry.record_type.model.model_validate(entry.fields)
+    # The model's compiled validator itself: what `model_validate` calls with its defaults,
+    # without the Python wrapper around it (asked once for every record that is not recognised).
+    return entry.record_type.model.__pydantic_validator__.validate_python(entry.fields)
 
 
 def make(produced: Any, *, default_type: RecordType, defaults: dict) -> list[tuple[RecordType, BaseModel]]:
     """`entries`, validated: raises on the first failure (the item is then one dead letter, whole)."""
     return [(entry.record_type, validate(entry)) for entry in entries(produced, default_type=default_type,
                                                                         defaults=defaults)]
-
-
-# ---- the input hash ------------------------------------------------------------------------
-# A record's input hash says "this record was made from exactly this input, by exactly this
-# code". Equal to the hash of the input that last wrote the stored row, it means merging the
-# record again would change nothing (the COALESCE merge is idempotent), so the pipeline counts
-# it as unchanged without validating, preparing or comparing it (issue #23.3). The stored value
-# ends in one letter saying what the record's own date was (see `stored_input_hash`).
-DATE_KNOWN, DATE_NOT_KNOWN, UNDATED = "k", "u", "-"
-
-
-def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tuple[str, str]]) -> str:
-    """What besides parse()'s output decides the record: the code that validates and prepares
-    it (`code_fingerprint`), the source, and where links are rebased to."""
-    return f"{code_fingerprint(record_type)}|{source}|{sorted(public_bases)!r}|"
-
-
-class _Digesting:
-    """Where the run's pickler writes: straight into the record's digest (no bytes kept)."""
-
-    __slots__ = ("digest",)
-
-    def write(self, data) -> None:
-        self.digest.update(data)
-
-
-class EntryMaker:
-    """The dict entries of one run (one thread: an `Intake` holds its own): each with the
-    source's defaults, its input hash (`input_hash_of(fields, context_of(type))`, cheaper) and
-    its raw stored key, what a type needs for them kept by its name.
-
-    One pickler serves every record, in fast mode (no memo: a value is written whole wherever
-    it occurs, so the bytes do not depend on which objects are shared, and one record's memo
-    never reaches the next), writing into a SHA-256 already fed the type's context; a value
-    fast mode refuses (a cyclic structure) falls back to a plain pickle, one pickle cannot
-    write at all to no hash."""
-
-    def __init__(self, source: str, defaults: tuple[tuple[str, Any], ...], context_of: Callable[[RecordType], str]):
-        self.source = source
-        self._defaults = defaults
-        self._context_of = context_of
-        self._by_type: dict[str, tuple[dict, Any, Callable[[dict], tuple]]] = {}
-        self._new_pickler()
-
-    def _new_pickler(self) -> None:
-        self._sink = _Digesting()
-        self._pickler, self._fast = _fast_pickler(self._sink)
-
-    def _for_type(self, record_type: RecordType) -> tuple[dict, Any, Callable[[dict], tuple]]:
-        """(its defaults, a digest fed its hash context, its key getter)"""
-        found = self._by_type[record_type.name] = (
-            _defaults_for(record_type, self._defaults), hashlib.sha256(self._context_of(record_type).encode()),
-            _key_getter(record_type))
-        return found
-
-    def entry(self, record_type: RecordType, given: Any) -> Entry:
-        defaults, seeded, key_of = self._by_type.get(record_type.name) or self._for_type(record_type)
-        fields = given.copy() if given.__class__ is dict else {**given}   # as _with_defaults, inline
-        for name, value in defaults.items():
-            if name not in fields:
-                fields[name] = value
-        digest = self._sink.digest = seeded.copy()
-        try:
-            if not self._fast:   # (no fast mode in this Python: no memo kept across records)
-                self._pickler.clear_memo()
-            self._pickler.dump(fields)
-            input_hash = digest.hexdigest()[:HASH_CHARS]
-        except Exception:   # cyclic, or a value pickle cannot write: this pickler is not trusted again
-            self._new_pickler()
-            input_hash = input_hash_of(fields, self._context_of(record_type))
-        try:   # the usual key: text only (str.strip refuses anything else)
-            raw_key = (self.source, *map(str.strip, key_of(fields)))
-        except (KeyError, TypeError):
-            raw_key = _raw_key(record_type, fields, self.source)
-        return Entry(record_type, fields, input_hash, raw_key)
-
-
-# The stored hash: 128 bits of SHA-256, in hex, and the date letter (`stored_input_hash`).
-HASH_CHARS = 32
-
-
-def _fast_pickler(sink) -> tuple[pickle.Pickler, bool]:
-    """A protocol-5 pickler in fast mode (no memo), and whether it is. `Pickler.fast` is
-    documented as deprecated: a Python without it gets a plain pickler, whose bytes differ only
-    where one record shares an object between fields (such a record may then look changed once
-    and go the whole way; nothing is lost)."""
-    pickler = pickle.Pickler(sink, protocol=5)
-    try:
-        pickler.fast = True
-    except AttributeError:
-        return pickler, False
-    return pickler, True
-
-
-def _serialised(fields: dict) -> bytes:
-    """The bytes `EntryMaker` digests: a fast-mode pickle (protocol 5), or where fast mode
-    refuses (a cycle) a plain one. The two cannot coincide for different values: each decodes
-    to its value."""
-    out = io.BytesIO()
-    pickler, _ = _fast_pickler(out)
-    try:
-        pickler.dump(fields)
-        return out.getvalue()
-    except ValueError:   # fast mode refuses cycles; pickle's memo writes them
-        return pickle.dumps(fields, protocol=5)
-
-
-def input_hash_of(fields: dict, context: str) -> str | None:
-    """The hash of one dict parse() returned (defaults filled in), or None when it cannot be
-    serialised (a value pickle refuses: the record then simply goes the whole way). Pickle
-    writes every value as it is (no repr that shortens or shows an address) and is 2–3× faster
-    than `repr` on a big record; equal input gives equal bytes (fast mode: an object shared
-    between two fields is written twice, as an equal copy would be). A pickled object whose
-    reduction differs run to run only makes the record look changed (it is then validated and
-    compared as before)."""
-    try:
-        data = _serialised(fields)
-    except Exception:   # an object pickle cannot write (a parser node, a generator…)
-        return None
-    return hashlib.sha256(context.encode() + data).hexdigest()[:HASH_CHARS]
-
-
-def stored_input_hash(record_type: RecordType, input_hash: str | None, record: BaseModel) -> str | None:
-    """The value kept in the stored row for a record made from the input `input_hash`: the
-    hash and whether the record's own date was known ("k": the stored date is that date, so a
-    hit can be windowed by it), unknown ("u": always inside the window) or the type has none
-    ("-"). None when the record cannot be recognised later by its input: no dict input, or a
-    date `prepare` found implausible (that judgement moves with today's date)."""
-    if input_hash is None:
-        return None
-    if record_type.date_field is None:
-        return input_hash + UNDATED
-    if f"implausible_{record_type.date_field}" in (record.__dict__.get("extra") or {}):
-        return None
-    return input_hash + (DATE_NOT_KNOWN if is_date_unknown(record_type, record) else DATE_KNOWN)
-
-
-# The framework's own files that validate and prepare a record, besides the type's modules.
-_FRAMEWORK_FILES = ("recordtypes/fields.py", "formats/dates.py", "pipeline/records.py")
-
-
-@functools.lru_cache(maxsize=None)
-def code_fingerprint(record_type: RecordType) -> str:
-    """A digest of the code a record of this type is made with: the modules of its model and
-    of the model's bases (the type's own validators), the framework's field helpers and this
-    module, and the versions of pydantic and Python. A fix to any of them changes every input hash, so the next
-    run validates everything again instead of keeping what the old code made. A model without
-    a source file (made at runtime) gets a value unique to this process: never recognised."""
-    import pydantic
-
-    digest = hashlib.blake2b(f"{pydantic.VERSION} {sys.version}".encode(), digest_size=16)   # pickle may change with Python
-    package = Path(__file__).resolve().parents[1]
-    files = [package / name for name in _FRAMEWORK_FILES]
-    for cls in record_type.model.__mro__:
-        module = sys.modules.get(cls.__module__)
-        if module is None or cls.__module__.startswith(("pydantic", "builtins")):
-            continue
-        path = getattr(module, "__file__", None)
-        if path is None:
-            return os.urandom(8).hex()
-        files.append(Path(path))
-    for path in dict.fromkeys(files):
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            return os.urandom(8).hex()
-    return digest.hexdigest()
 
 
 def is_date_unknown(record_type: RecordType, record: BaseModel) -> bool:
@@ -464,5 +293,5 @@ def as_date(value) -> dt.date | None:
     return dt.date.fromisoformat(str(value))
 
 
-__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "hash_context", "input_hash_of", "EntryMaker",
-           "stored_input_hash", "code_fingerprint", "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
+__all__ = ["Raw", "Window", "Entry", "entries", "validate", "make", "defaults_for", "key_as_given", "raw_key_getter",
+           "prepare", "in_window", "is_date_unknown", "rebase", "origin", "as_date"]
