@@ -260,9 +260,9 @@ class PgDatabase:
         self.conn.executescript(sql)
 
     def table_names(self) -> list[str]:
-        return [r[0] for r in self.conn.execute(
+        return [r[0] for r in self.conn.execute(POSTGRES.query(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-            "ORDER BY table_name").fetchall()]
+            "ORDER BY table_name")).fetchall()]
 
 
 __all__ = ["PgConnection", "PgDatabase", "Cursor", "ConnectionLost", "DatabaseUnreachable", "InvalidDatabaseUrl",

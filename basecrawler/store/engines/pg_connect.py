@@ -30,6 +30,7 @@ import psycopg
 
 from basecrawler.errors import ConfigError, CrawlerError
 from basecrawler.store.engines import redact, scrub
+from basecrawler.store.engines.dialect import POSTGRES
 
 APPLICATION_PREFIX = "basecrawler"
 
@@ -186,7 +187,7 @@ def connect(url: str, *, statement_timeout: bool = True) -> psycopg.Connection:
             # that accepted the startup and then stalls is cut after the connect timeout.
             fired = watchdog.watch(raw, float(params["connect_timeout"]))
             try:
-                raw.execute(f"SET statement_timeout = {ms}")
+                raw.execute(POSTGRES.write(f"SET statement_timeout = {ms}"))
             except psycopg.OperationalError:
                 if fired:
                     raw.close()
