@@ -203,10 +203,13 @@ def test_the_converted_modules_never_reach_the_fallback_on_postgres(pg_url, tmp_
     from translate.targets import translation_targets
     from translate.testing import seed, statuses
 
+    from basecrawler.store.engines.transfer import copy_store
+    source = Store(str(tmp_path / "source.db"))
+    seed(source, 3)
     pg_translate.unstated.clear()
     store = Store(pg_url)   # migrate_pg, the type tables
     try:
-        seed(store, 3)
+        assert copy_store(source, store)["recalls"].ok   # `migrate --to` PostgreSQL
         archive = Archive(store, tmp_path / "archive")
         archive.record(url="https://example.test/a", method="GET", status=200, content_type="text/plain",
                        etag='"e"', last_modified=None, sha256=None, size=1)
@@ -229,5 +232,6 @@ def test_the_converted_modules_never_reach_the_fallback_on_postgres(pg_url, tmp_
         coverage.coverage(store.query, "us", 30, dt.datetime.now(dt.timezone.utc))
     finally:
         store.close()
+        source.close()
     converted = {name.removesuffix(".py").replace("/", ".") for name in CONVERTED}
     assert {module for module in pg_translate.unstated if module in converted} == set()
