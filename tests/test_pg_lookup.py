@@ -73,7 +73,7 @@ def test_the_plan_probes_the_key_index_with_every_key_column_on_a_young_table(st
 def test_the_keys_of_one_source_and_country_go_as_one_list_of_numbers(store, monkeypatch):
     sent = []
     real = store.db.conn.run_statement
-    monkeypatch.setattr(store.db.conn, "run_statement", lambda sql, run: sent.append(sql) or real(sql, run))
+    monkeypatch.setattr(store.db.conn, "run_statement", lambda sql, run, read_only=None: sent.append(sql) or real(sql, run, read_only))
     found = lookup(store, [("us", "CA", str(n)) for n in range(10)], ["input_hash"])
     assert len(found) == 10 and len(sent) == 1 and "json_array_elements_text(%s::json)" in sent[0]
 

@@ -49,9 +49,9 @@ def statements(store, monkeypatch):
     conn = store.db.conn
     real = conn.run_statement
 
-    def spy(sql, run):
+    def spy(sql, run, read_only=None):
         sent.append(sql[:40])
-        return real(sql, run)
+        return real(sql, run, read_only)
     monkeypatch.setattr(conn, "run_statement", spy)
     return sent
 

@@ -26,6 +26,7 @@ import uuid
 
 from basecrawler.errors import ConfigError
 from basecrawler.store.core import pid_alive
+from basecrawler.store.engines.dialect import dialect_of
 
 from .targets import Target
 
@@ -62,6 +63,7 @@ class Claims:
         self.claimer = f"{self.host} {os.getpid()} {uuid.uuid4().hex[:12]}"
         self._keeper: threading.Thread | None = None
         self._halt = threading.Event()
+        self.sql = dialect_of(store)
 
     # ---- taking rows -------------------------------------------------------------------
     def claim(self, target: Target, position, size: int) -> list[dict]:
@@ -76,48 +78,55 @@ class Claims:
                 break
         if not ids:
             return []
-        marks = ",".join("?" * len(ids))
-        rows = self.store.query(f"SELECT {target.select_columns()} FROM {target.table} WHERE id IN ({marks})", ids)
+        d = self.sql
+        rows = self.store.query(d.query(f"SELECT {target.select_columns()} FROM {target.table} "
+                                        f"WHERE id IN ({d.params(len(ids))})"), ids)
         rows.sort(key=lambda r: (r["sort_key"], r["id"]), reverse=True)   # RETURNING has no order
         return rows
 
     def _where_pending(self, target: Target, position) -> tuple[str, list]:
+        p = self.sql.p
         where = (f"t.translated_at IS NULL AND NOT EXISTS "
-                 f"(SELECT 1 FROM {TABLE} c WHERE c.tbl = ? AND c.row_id = t.id)")
+                 f"(SELECT 1 FROM {TABLE} c WHERE c.tbl = {p} AND c.row_id = t.id)")
         params: list = [target.table]
         if position is not None:
-            where += f" AND ({target.order} < ? OR ({target.order} = ? AND t.id < ?))"
+            where += f" AND ({target.order} < {p} OR ({target.order} = {p} AND t.id < {p}))"
             params += [position[0], position[0], position[1]]
         return where, params
 
     def _claim_ids(self, target: Target, position, size: int) -> list[int]:
         where, params = self._where_pending(target, position)
         lock = " FOR UPDATE OF t SKIP LOCKED" if self.store.engine == "postgresql" else ""
-        sql = (f"INSERT INTO {TABLE} (tbl, row_id, claimed_by, claimed_at) "
-               f"SELECT ?, t.id, ?, ? FROM {target.table} t WHERE {where} "
-               f"ORDER BY {target.order} DESC, t.id DESC LIMIT ?{lock} "
-               f"ON CONFLICT (tbl, row_id) DO NOTHING RETURNING row_id")
+        d = self.sql
+        sql = d.write(f"INSERT INTO {TABLE} (tbl, row_id, claimed_by, claimed_at) "
+                      f"SELECT {d.p}, t.id, {d.p}, {d.p} FROM {target.table} t WHERE {where} "
+                      f"ORDER BY {target.order} DESC, t.id DESC LIMIT {d.p}{lock} "
+                      f"ON CONFLICT (tbl, row_id) DO NOTHING RETURNING row_id")
         rows = self.store.write_returning(sql, [target.table, self.claimer, time.time(), *params, size])
         return [row["row_id"] for row in rows]
 
     def _claimable(self, target: Target, position) -> bool:
         where, params = self._where_pending(target, position)
-        return bool(self.store.scalar(f"SELECT 1 FROM {target.table} t WHERE {where} LIMIT 1", params))
+        return bool(self.store.scalar(self.sql.query(f"SELECT 1 FROM {target.table} t WHERE {where} LIMIT 1"), params))
 
     # ---- giving rows back ----------------------------------------------------------------
+    @property
+    def _delete_by_claimer(self):
+        return self.sql.write(f"DELETE FROM {TABLE} WHERE claimed_by = {self.sql.p}")
+
     def done(self, db, target: Target, ids) -> None:
         """Inside the worker's write transaction: these rows are finished (or skipped)."""
         ids = list(ids)
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            db.conn.execute(f"DELETE FROM {TABLE} WHERE tbl = ? AND row_id IN ({','.join('?' * len(chunk))})",
-                            [target.table, *chunk])
+            db.conn.execute(self.sql.write(f"DELETE FROM {TABLE} WHERE tbl = {self.sql.p} "
+                                           f"AND row_id IN ({self.sql.params(len(chunk))})"), [target.table, *chunk])
 
     def release(self) -> None:
         """Give back every row this worker claimed and did not write (a stop, a limit, a down
         backend); on failure the claims return when the lease runs out."""
         try:
-            self.store.write(lambda db: db.conn.execute(f"DELETE FROM {TABLE} WHERE claimed_by = ?", [self.claimer]))
+            self.store.write(lambda db: db.conn.execute(self._delete_by_claimer, [self.claimer]))
         except Exception as exc:
             log.warning("translate: could not release claimed rows (they return after the %.0fs lease): %s",
                         self.lease_s, exc)
@@ -125,17 +134,18 @@ class Claims:
     def reclaim_dead(self) -> int:
         """Take back the claims of workers that are gone; returns how many rows came back."""
         cutoff = time.time() - self.lease_s
-        claimers = [row["claimed_by"] for row in self.store.query(f"SELECT DISTINCT claimed_by FROM {TABLE}")]
+        d = self.sql
+        claimers = [row["claimed_by"] for row in self.store.query(d.query(f"SELECT DISTINCT claimed_by FROM {TABLE}"))]
         dead = [c for c in claimers if c != self.claimer and self._process_gone(c)]
-        stale = self.store.scalar(f"SELECT COUNT(*) FROM {TABLE} WHERE claimed_at < ? AND claimed_by <> ?",
+        stale = self.store.scalar(d.query(f"SELECT COUNT(*) FROM {TABLE} WHERE claimed_at < {d.p} AND claimed_by <> {d.p}"),
                                   [cutoff, self.claimer])
         if not dead and not stale:
             return 0
 
         def op(db):
-            taken = sum(db.conn.execute(f"DELETE FROM {TABLE} WHERE claimed_by = ?", [c]).rowcount for c in dead)
+            taken = sum(db.conn.execute(self._delete_by_claimer, [c]).rowcount for c in dead)
             # Re-checked in the DELETE: a worker that renewed since the count keeps its rows.
-            return taken + db.conn.execute(f"DELETE FROM {TABLE} WHERE claimed_at < ? AND claimed_by <> ?",
+            return taken + db.conn.execute(d.write(f"DELETE FROM {TABLE} WHERE claimed_at < {d.p} AND claimed_by <> {d.p}"),
                                            [cutoff, self.claimer]).rowcount
         taken = self.store.write(op)
         if taken:
@@ -150,8 +160,9 @@ class Claims:
 
     # ---- the lease -----------------------------------------------------------------------
     def renew(self) -> None:
+        d = self.sql
         self.store.write(lambda db: db.conn.execute(
-            f"UPDATE {TABLE} SET claimed_at = ? WHERE claimed_by = ?", [time.time(), self.claimer]))
+            d.write(f"UPDATE {TABLE} SET claimed_at = {d.p} WHERE claimed_by = {d.p}"), [time.time(), self.claimer]))
 
     def keep_alive(self) -> None:
         """Start renewing the lease every quarter lease, until `stop_keeping`."""

@@ -6,11 +6,13 @@ translations that passed the guards are remembered.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import Dialect, dialect_of
 
 _SPACES = re.compile(r"\s+")
 
@@ -39,10 +41,10 @@ class TranslationMemory:
         hashes = list(by_hash)
         for start in range(0, len(hashes), 500):
             chunk = hashes[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self.store.query(
+            d = dialect_of(self.store)
+            rows = self.store.query(d.query(
                 f"SELECT source_hash, source_text, translated_text FROM translation_memory "
-                f"WHERE source_lang = ? AND target_lang = ? AND source_hash IN ({marks})",
+                f"WHERE source_lang = {d.p} AND target_lang = {d.p} AND source_hash IN ({d.params(len(chunk))})"),
                 [source_lang, self.target_lang, *chunk],
             )
             for row in rows:
@@ -62,8 +64,9 @@ class TranslationMemory:
                      for t, ko in entries.items()]
         for lang, counts in uses.items():
             work += [((lang, text_hash(t)), 1, (n, lang, self.target_lang, text_hash(t))) for t, n in counts.items()]
+        statements = _statements(dialect_of(db.conn))
         for _, kind, params in sorted(work, key=lambda item: (item[0], item[1])):
-            db.conn.execute(_INSERT if kind == 0 else _COUNT_USE, params)
+            db.conn.execute(statements[kind], params)
 
 
     def remember(self, db, source_lang: str, entries: dict[str, str], backend: str) -> None:
@@ -73,8 +76,11 @@ class TranslationMemory:
         self.write(db, {}, {source_lang: uses}, "")
 
 
-_INSERT = ("INSERT INTO translation_memory (source_lang, target_lang, source_hash, source_text, translated_text, "
-           "backend, created_at, uses) VALUES (?,?,?,?,?,?,?,0) "
-           "ON CONFLICT(source_lang, target_lang, source_hash) DO NOTHING")
-_COUNT_USE = ("UPDATE translation_memory SET uses = uses + ? "
-              "WHERE source_lang = ? AND target_lang = ? AND source_hash = ?")
+@functools.cache
+def _statements(d: Dialect) -> tuple[str, str]:
+    """(insert an entry unless there, add to its use count) in dialect `d`."""
+    return (d.write("INSERT INTO translation_memory (source_lang, target_lang, source_hash, source_text, translated_text, "
+                    f"backend, created_at, uses) VALUES ({d.params(7)}, 0) "
+                    "ON CONFLICT(source_lang, target_lang, source_hash) DO NOTHING"),
+            d.write(f"UPDATE translation_memory SET uses = uses + {d.p} "
+                    f"WHERE source_lang = {d.p} AND target_lang = {d.p} AND source_hash = {d.p}"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,10 @@ class Target:
 
 def _existing_tables(store) -> set[str]:
     if store.engine == "postgresql":
-        rows = store.query("SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()")
+        rows = store.query(POSTGRES.query(
+            "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()"))
     else:
-        rows = store.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+        rows = store.query(SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'table'"))
     return {row["name"] for row in rows}
 
 

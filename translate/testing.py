@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from basecrawler import Recall
+from basecrawler.store.engines.dialect import dialect_of
 from translate.backends import LibreTranslateBackend
 
 
@@ -38,8 +39,8 @@ def count_writes(store) -> None:
 
 
 def writes_per_row(store) -> dict[int, int]:
-    return {r["recall_id"]: r["n"] for r in store.query(
-        "SELECT recall_id, COUNT(*) AS n FROM translation_writes GROUP BY recall_id")}
+    return {r["recall_id"]: r["n"] for r in store.query(dialect_of(store).query(
+        "SELECT recall_id, COUNT(*) AS n FROM translation_writes GROUP BY recall_id"))}
 
 
 def libre(server, **kw) -> LibreTranslateBackend:
@@ -50,6 +51,6 @@ def libre(server, **kw) -> LibreTranslateBackend:
 
 
 def statuses(store) -> dict[str, int]:
-    return {(r["s"] or "pending"): r["n"] for r in store.query(
+    return {(r["s"] or "pending"): r["n"] for r in store.query(dialect_of(store).query(
         "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE translation_status END AS s, COUNT(*) AS n "
-        "FROM recalls GROUP BY s")}
+        "FROM recalls GROUP BY s"))}

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import dialect_of
 
 log = logging.getLogger(__name__)
 
@@ -97,17 +98,19 @@ class Archive:
 
     def record(self, *, url: str, method: str, status: int, content_type: str | None, etag: str | None,
                last_modified: str | None, sha256: str | None, size: int | None) -> None:
-        self.store.write(lambda db: db.conn.execute(
+        d = dialect_of(self.store)
+        self.store.write(lambda db: db.conn.execute(d.write(
             "INSERT INTO responses (url, method, status, content_type, etag, last_modified, sha256, size, fetched_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
+            f"VALUES ({d.params(9)})"),
             [url, method, status, content_type, etag, last_modified, sha256, size, utc_now_iso()],
         ))
 
     def validators_for(self, url: str) -> dict | None:
         """The newest archived 200 for this URL with ETag/Last-Modified and its body present."""
-        rows = self.store.query(
-            "SELECT etag, last_modified, sha256, content_type FROM responses WHERE url = ? AND status = 200 "
-            "AND sha256 IS NOT NULL AND (etag IS NOT NULL OR last_modified IS NOT NULL) ORDER BY id DESC LIMIT 1",
+        d = dialect_of(self.store)
+        rows = self.store.query(d.query(
+            f"SELECT etag, last_modified, sha256, content_type FROM responses WHERE url = {d.p} AND status = 200 "
+            "AND sha256 IS NOT NULL AND (etag IS NOT NULL OR last_modified IS NOT NULL) ORDER BY id DESC LIMIT 1"),
             [url],
         )
         if rows and self.has(rows[0]["sha256"]):
@@ -119,10 +122,11 @@ class Archive:
         if retention_days <= 0 or not self.enabled:
             return 0
         cutoff = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=retention_days)).isoformat(timespec="seconds")
-        old = self.store.query(
-            "SELECT DISTINCT sha256 FROM responses WHERE fetched_at < ? AND sha256 IS NOT NULL AND sha256 NOT IN "
-            "(SELECT sha256 FROM responses WHERE fetched_at >= ? AND sha256 IS NOT NULL) AND sha256 NOT IN "
-            "(SELECT response_sha256 FROM dead_letters WHERE resolved_at IS NULL AND response_sha256 IS NOT NULL)",
+        d = dialect_of(self.store)
+        old = self.store.query(d.query(
+            f"SELECT DISTINCT sha256 FROM responses WHERE fetched_at < {d.p} AND sha256 IS NOT NULL AND sha256 NOT IN "
+            f"(SELECT sha256 FROM responses WHERE fetched_at >= {d.p} AND sha256 IS NOT NULL) AND sha256 NOT IN "
+            "(SELECT response_sha256 FROM dead_letters WHERE resolved_at IS NULL AND response_sha256 IS NOT NULL)"),
             [cutoff, cutoff],
         )
         removed = 0
@@ -131,7 +135,7 @@ class Archive:
             if path.exists():
                 path.unlink()
                 removed += 1
-        self.store.write(lambda db: db.conn.execute("DELETE FROM responses WHERE fetched_at < ?", [cutoff]))
+        self.store.write(lambda db: db.conn.execute(d.write(f"DELETE FROM responses WHERE fetched_at < {d.p}"), [cutoff]))
         if removed:
             log.info("archive: pruned %d bodies older than %d days", removed, retention_days)
         return removed

@@ -15,6 +15,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Callable
 
+from basecrawler.store.engines.dialect import Dialect, dialect_of
+
 
 
 def message(kind: str, lang: str | None = None, **values) -> str:
@@ -58,12 +60,14 @@ def _moment(text: str | None) -> dt.datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
 
 
-def coverage(query: Query, source_id: str, days: int, now: dt.datetime) -> dict:
+def coverage(query: Query, source_id: str, days: int, now: dt.datetime, dialect: Dialect | None = None) -> dict:
     """The coverage of one rolling-window source: every successful run's covered window (newest
     last), the gaps between them, and the current loss (`lost`, None while the last run is
-    recent enough). Dates are ISO days; `message` is the line a reader sees."""
-    rows = query("SELECT id, started_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
-                 "ORDER BY id DESC LIMIT ?", [source_id, MAX_RUNS])
+    recent enough). Dates are ISO days; `message` is the line a reader sees. `dialect`: the
+    store's, by default the one of the store whose method `query` is (`store.query`), else SQLite's."""
+    d = dialect or dialect_of(getattr(query, "__self__", None))
+    rows = query(d.query(f"SELECT id, started_at FROM crawl_runs WHERE source = {d.p} AND status = 'succeeded' "
+                         f"ORDER BY id DESC LIMIT {d.p}"), [source_id, MAX_RUNS])
     window = dt.timedelta(days=days)
     started = sorted((m, row["id"]) for m, row in ((_moment(row["started_at"]), row) for row in rows) if m)
     starts = [moment for moment, _ in started]

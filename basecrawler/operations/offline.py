@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from basecrawler.recordtypes import record_types
 from basecrawler.store.engines import is_postgres_url
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE, Dialect
 
 
 def reaches_no_publisher(results: list, offline_fix: str) -> bool:
@@ -35,15 +36,16 @@ def store_records(db_path: str) -> int | None:
 
             store = Store(db_path)
             try:
-                return sum(_count(lambda sql: store.query(sql, [])[0]["n"], t.table) for t in record_types().values())
+                return sum(_count(lambda sql: store.query(POSTGRES.query(sql), [])[0]["n"], t.table)
+                           for t in record_types().values())
             finally:
                 store.close()
         if not Path(db_path).is_file():
             return None
         conn = sqlite3.connect(f"file:{Path(db_path).resolve()}?mode=ro", uri=True)
         try:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            return sum(_count(lambda sql: conn.execute(sql).fetchone()[0], t.table)
+            tables = {row[0] for row in conn.execute(SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'table'"))}
+            return sum(_count(lambda sql: conn.execute(SQLITE.query(sql)).fetchone()[0], t.table)
                        for t in record_types().values() if t.table in tables)
         finally:
             conn.close()
@@ -52,7 +54,8 @@ def store_records(db_path: str) -> int | None:
 
 
 def _count(run, table: str) -> int:
-    return int(run(f'SELECT COUNT(*) AS n FROM "{table}"') or 0)
+    """`run(sql)` of the count of `table`, spelled the same on both engines (the caller states it)."""
+    return int(run(f'SELECT COUNT(*) AS n FROM {Dialect.quote(table)}') or 0)
 
 
 __all__ = ["reaches_no_publisher", "offline_detail", "store_records"]

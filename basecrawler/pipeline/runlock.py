@@ -27,6 +27,7 @@ import zlib
 from pathlib import Path
 
 from basecrawler.store.engines import is_postgres_url, redact
+from basecrawler.store.engines.dialect import POSTGRES
 from basecrawler.errors import CrawlerError, RunLockTimeout
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,9 @@ class RunLockLost(CrawlerError):
 # First half of every two-key advisory lock this project takes, so its locks cannot collide
 # with another application's on the same database ("bc").
 LOCK_NAMESPACE = 0x6263
+# (the lock's own psycopg connection, not the store's: PostgreSQL's spelling, no adapter)
+_TRY_LOCK = POSTGRES.write("SELECT pg_try_advisory_lock(%s, %s)")
+_LOCK = POSTGRES.write("SELECT pg_advisory_lock(%s, %s)")
 
 
 class PgRunLock(RunLock):
@@ -133,14 +137,14 @@ class PgRunLock(RunLock):
 
     def _connect(self):
         if self._conn is None:
-            from basecrawler.store.engines.pg import connect
+            from basecrawler.store.engines.pg_connect import connect
             # No statement timeout: waiting in the lock queue is this connection's job
             # (bounded by lock_timeout when BASECRAWLER_LOCK_TIMEOUT is set).
             self._conn = connect(self.url, statement_timeout=False)
         return self._conn
 
     def try_acquire(self) -> bool:
-        taken = bool(self._connect().execute("SELECT pg_try_advisory_lock(%s, %s)",
+        taken = bool(self._connect().execute(_TRY_LOCK,
                                              [LOCK_NAMESPACE, self.key]).fetchone()[0])
         if taken:
             self._watch()
@@ -152,25 +156,25 @@ class PgRunLock(RunLock):
 
         conn = self._connect()
         if self.timeout_s is not None:
-            conn.execute(f"SET lock_timeout = {max(int(self.timeout_s * 1000), 1)}")
+            conn.execute(POSTGRES.write(f"SET lock_timeout = {max(int(self.timeout_s * 1000), 1)}"))
         try:
-            conn.execute("SELECT pg_advisory_lock(%s, %s)", [LOCK_NAMESPACE, self.key])
+            conn.execute(_LOCK, [LOCK_NAMESPACE, self.key])
             self._watch()
         except psycopg.errors.LockNotAvailable:
             raise RunLockTimeout(f"another crawl (pid {self.holder_pid()}) still held {self.path.name} on "
                                  f"{redact(self.url)} after {self.timeout_s:.0f}s") from None
         finally:
             if self.timeout_s is not None:
-                conn.execute("RESET lock_timeout")
+                conn.execute(POSTGRES.write("RESET lock_timeout"))
 
     def holder_pid(self) -> int | None:
         """The OS pid of the holder (from its connection's application_name; it may run on
         another machine)."""
         conn = self._connect()
-        row = conn.execute(
+        row = conn.execute(POSTGRES.query(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
             "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s AND l.objsubid = 2 "
-            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
             [LOCK_NAMESPACE, self.key]).fetchone()
         try:
             return int(row[0].rsplit(" ", 1)[-1]) if row else None
@@ -178,7 +182,7 @@ class PgRunLock(RunLock):
             return None
 
     def _watch(self) -> None:
-        from basecrawler.store.engines.pg import add_reconnect_hook
+        from basecrawler.store.engines.pg_connect import add_reconnect_hook
         if not getattr(self, "_watching", False):
             add_reconnect_hook(self.url, self._take_back)
             self._watching = True
@@ -189,12 +193,12 @@ class PgRunLock(RunLock):
         import psycopg
 
         try:
-            self._conn.execute("SELECT 1")
+            self._conn.execute(POSTGRES.query("SELECT 1"))
             return   # only the store's session was cut: the lock's own still holds it
         except psycopg.Error:
             self._conn.close()
             self._conn = None
-        if bool(self._connect().execute("SELECT pg_try_advisory_lock(%s, %s)",
+        if bool(self._connect().execute(_TRY_LOCK,
                                         [LOCK_NAMESPACE, self.key]).fetchone()[0]):
             log.warning("run lock %s on %s lost with the server's restart; taken back", self.path.name,
                         redact(self.url))
@@ -204,7 +208,7 @@ class PgRunLock(RunLock):
 
     def release(self) -> None:
         if getattr(self, "_watching", False):
-            from basecrawler.store.engines.pg import remove_reconnect_hook
+            from basecrawler.store.engines.pg_connect import remove_reconnect_hook
             remove_reconnect_hook(self.url, self._take_back)
             self._watching = False
         # Closing the session releases every advisory lock it holds.

@@ -5,6 +5,9 @@ migration that added the column. SQLite; the store writes derived columns with e
 from __future__ import annotations
 
 from basecrawler.recordtypes.declaration import RecordType
+from basecrawler.store.engines.dialect import SQLITE
+
+query, write = SQLITE.query, SQLITE.write
 
 
 def refill_derived(conn, record_type: RecordType, columns: tuple[str, ...] | None = None) -> int:
@@ -20,14 +23,14 @@ def refill_derived(conn, record_type: RecordType, columns: tuple[str, ...] | Non
         return 0
     columns = tuple(columns or record_type.derived_columns)
     table = record_type.table
-    conn.execute("SAVEPOINT refill_derived")
+    conn.execute(write("SAVEPOINT refill_derived"))
     try:
-        suspended = conn.execute(
+        suspended = conn.execute(query(
             "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ? "
-            "AND sql LIKE ? AND sql LIKE ?", [table, f"%AFTER UPDATE%ON {table}%", f"%{table}_fts%"]).fetchall()
+            "AND sql LIKE ? AND sql LIKE ?"), [table, f"%AFTER UPDATE%ON {table}%", f"%{table}_fts%"]).fetchall()
         for name, _ in suspended:
-            conn.execute(f'DROP TRIGGER "{name}"')
-        cursor = conn.execute(f"SELECT * FROM [{table}]")
+            conn.execute(write(f"DROP TRIGGER {SQLITE.quote(name)}"))
+        cursor = conn.execute(query(f"SELECT * FROM {SQLITE.quote(table)}"))
         names = [d[0] for d in cursor.description]
         updates = []
         for values in cursor.fetchall():
@@ -35,15 +38,16 @@ def refill_derived(conn, record_type: RecordType, columns: tuple[str, ...] | Non
             fresh = record_type.derived(row)
             if any(fresh.get(c) != row.get(c) for c in columns):
                 updates.append([*(fresh.get(c) for c in columns), row["id"]])
-        assignments = ", ".join(f"[{c}] = ?" for c in columns)
+        assignments = ", ".join(f"{SQLITE.quote(c)} = ?" for c in columns)
+        update = write(f"UPDATE {SQLITE.quote(table)} SET {assignments} WHERE id = ?")
         for start in range(0, len(updates), 1000):
-            conn.executemany(f"UPDATE [{table}] SET {assignments} WHERE id = ?", updates[start:start + 1000])
+            conn.executemany(update, updates[start:start + 1000])
         for _, sql in suspended:
-            conn.execute(sql)
-        conn.execute("RELEASE refill_derived")
+            conn.execute(write(sql))
+        conn.execute(write("RELEASE refill_derived"))
     except BaseException:
-        conn.execute("ROLLBACK TO refill_derived")
-        conn.execute("RELEASE refill_derived")
+        conn.execute(write("ROLLBACK TO refill_derived"))
+        conn.execute(write("RELEASE refill_derived"))
         raise
     return len(updates)
 

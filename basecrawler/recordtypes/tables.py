@@ -28,6 +28,10 @@ import hashlib
 import logging
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
+from basecrawler.store.engines.dialect import SQLITE
+
+# Everything above the PostgreSQL section runs on SQLite only: its own spelling ([name] quoting).
+query, write = SQLITE.query, SQLITE.write
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +58,8 @@ def fts_vocab_table(record_type: RecordType) -> str:
 
 def attach_fts_vocab(conn, record_type: RecordType) -> None:
     """Make the connection's temporary vocabulary table of the type's index (once)."""
-    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.[{fts_vocab_table(record_type)}] "
-                 f"USING fts5vocab(main, [{fts_table(record_type)}], instance)")
+    conn.execute(write(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.[{fts_vocab_table(record_type)}] "
+                       f"USING fts5vocab(main, [{fts_table(record_type)}], instance)"))
 
 
 def _padded(column: str, prefix: str = "") -> str:
@@ -78,19 +82,19 @@ def feed_fts_sql(record_type: RecordType) -> str | None:
         return None
     cols = ", ".join(f"[{c}]" for c in columns)
     padded = ", ".join(_padded(c) for c in columns)
-    return (f"INSERT INTO [{fts_table(record_type)}](rowid, {cols}) "
-            f"SELECT id, {padded} FROM [{record_type.table}] WHERE id > ?")
+    return write(f"INSERT INTO [{fts_table(record_type)}](rowid, {cols}) "
+                 f"SELECT id, {padded} FROM [{record_type.table}] WHERE id > ?")
 
 
 def needs_ensure(conn, record_type: RecordType) -> bool:
     """Whether the table, a column, the key or the full-text index is missing (read only, so
     opening a store that is up to date takes no write lock)."""
-    columns = {row[1] for row in conn.execute(f"PRAGMA table_info([{record_type.table}])")}
+    columns = {row[1] for row in conn.execute(query(f"PRAGMA table_info([{record_type.table}])"))}
     if not columns or any(name not in columns for name in record_type.column_types):
         return True
     if _unique_key_index(conn, record_type) is None:
         return True
-    present = {row[1] for row in conn.execute(f"PRAGMA index_list([{record_type.table}])")}
+    present = {row[1] for row in conn.execute(query(f"PRAGMA index_list([{record_type.table}])"))}
     if any(index_name(record_type, columns) not in present for columns in read_indexes(record_type)):
         return True
     if any(name not in present for name, _, _ in partial_read_indexes(record_type)):
@@ -104,16 +108,16 @@ def needs_ensure(conn, record_type: RecordType) -> bool:
 def fts_padded(conn, record_type: RecordType) -> bool:
     """Whether the type's full-text index is the padded one with its vocabulary (a store made
     before #23.5 has the plain one until it is opened by this version)."""
-    if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?",
+    if not conn.execute(query("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?"),
                         [fts_content_view(record_type)]).fetchone():
         return False
-    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", [fts_table(record_type)]).fetchone()
+    sql = conn.execute(query("SELECT sql FROM sqlite_master WHERE name = ?"), [fts_table(record_type)]).fetchone()
     if not sql or f"content='{fts_content_view(record_type)}'" not in sql[0]:
         return False
     # Every trigger writing the index writes padded text (an older writer's insert trigger
     # would index bare text beside it).
     name = fts_table(record_type)
-    triggers = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?)",
+    triggers = conn.execute(query("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name IN (?, ?, ?)"),
                             [f"{name}_ai", f"{name}_ad", f"{name}_au"]).fetchall()
     return all(PAD_SQL in (row[0] or "") for row in triggers)
 
@@ -139,15 +143,16 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
     if _unique_key_index(db.conn, record_type) is None:
         # A key index of another shape (the declaration's key changed) goes; duplicates under
         # the new key make the CREATE fail loudly rather than lose a row.
-        db.execute(f"DROP INDEX IF EXISTS [{key_index(record_type)}]")
+        db.execute(write(f"DROP INDEX IF EXISTS [{key_index(record_type)}]"))
         table.create_index(list(record_type.key_columns), unique=True, index_name=key_index(record_type))
     for columns in read_indexes(record_type):
         table.create_index(list(columns), index_name=index_name(record_type, columns), if_not_exists=True)
     for name, columns, where in partial_read_indexes(record_type):
         cols = ", ".join(f"[{c}]" for c in columns)
-        db.execute(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{record_type.table}] ({cols}) WHERE {where}")
+        db.execute(write(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{record_type.table}] ({cols}) WHERE {where}"))
     name, columns = input_index(record_type)
-    db.execute(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{record_type.table}] ({', '.join(f'[{c}]' for c in columns)})")
+    db.execute(write(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{record_type.table}] "
+                     f"({', '.join(f'[{c}]' for c in columns)})"))
     _ensure_fts(db, record_type)
 
 
@@ -226,18 +231,18 @@ def index_name(record_type: RecordType, columns: tuple[str, ...]) -> str:
 
 def _unique_key_index(conn, record_type: RecordType) -> str | None:
     wanted = list(record_type.key_columns)
-    for _, name, unique, *_ in conn.execute(f"PRAGMA index_list([{record_type.table}])").fetchall():
-        if unique and [r[2] for r in conn.execute(f"PRAGMA index_info([{name}])")] == wanted:
+    for _, name, unique, *_ in conn.execute(query(f"PRAGMA index_list([{record_type.table}])")).fetchall():
+        if unique and [r[2] for r in conn.execute(query(f"PRAGMA index_info([{name}])"))] == wanted:
             return name
     return None
 
 
 def _has_rows(conn, table: str) -> bool:
-    return conn.execute(f"SELECT 1 FROM [{table}] LIMIT 1").fetchone() is not None
+    return conn.execute(query(f"SELECT 1 FROM [{table}] LIMIT 1")).fetchone() is not None
 
 
 def _fts_columns(conn, record_type: RecordType) -> list[str]:
-    return [row[1] for row in conn.execute(f"PRAGMA table_info([{fts_table(record_type)}])")]
+    return [row[1] for row in conn.execute(query(f"PRAGMA table_info([{fts_table(record_type)}])"))]
 
 
 def _ensure_fts(db, record_type: RecordType) -> None:
@@ -250,10 +255,10 @@ def _ensure_fts(db, record_type: RecordType) -> None:
     if current == columns and (not columns or fts_padded(db.conn, record_type)):
         return
     for suffix in ("ai", "ad", "au"):
-        db.execute(f"DROP TRIGGER IF EXISTS [{name}_{suffix}]")
+        db.execute(write(f"DROP TRIGGER IF EXISTS [{name}_{suffix}]"))
     if current:
-        db.execute(f"DROP TABLE [{name}]")
-    db.execute(f"DROP VIEW IF EXISTS [{fts_content_view(record_type)}]")
+        db.execute(write(f"DROP TABLE [{name}]"))
+    db.execute(write(f"DROP VIEW IF EXISTS [{fts_content_view(record_type)}]"))
     if not columns:
         return
     if current and _has_rows(db.conn, record_type.table):   # an empty table's index is made at once
@@ -264,19 +269,19 @@ def _ensure_fts(db, record_type: RecordType) -> None:
     old_vals = ", ".join(_padded(c, "old.") for c in columns)
     table = record_type.table
     view = fts_content_view(record_type)
-    db.execute(f"CREATE VIEW [{view}] AS SELECT id, {', '.join(f'{_padded(c)} AS [{c}]' for c in columns)} "
-               f"FROM [{table}]")
-    db.execute(f"CREATE VIRTUAL TABLE [{name}] USING fts5({cols}, content='{view}', content_rowid='id', "
-               "tokenize='trigram')")
-    db.execute(f"""CREATE TRIGGER [{name}_ad] AFTER DELETE ON [{table}] BEGIN
+    db.execute(write(f"CREATE VIEW [{view}] AS SELECT id, {', '.join(f'{_padded(c)} AS [{c}]' for c in columns)} "
+                     f"FROM [{table}]"))
+    db.execute(write(f"CREATE VIRTUAL TABLE [{name}] USING fts5({cols}, content='{view}', content_rowid='id', "
+                     "tokenize='trigram')"))
+    db.execute(write(f"""CREATE TRIGGER [{name}_ad] AFTER DELETE ON [{table}] BEGIN
           INSERT INTO [{name}]([{name}], rowid, {cols}) VALUES ('delete', old.id, {old_vals});
-        END""")
+        END"""))
     # Only a change of indexed text rewrites the entry (a translation claim does not).
-    db.execute(f"""CREATE TRIGGER [{name}_au] AFTER UPDATE OF {cols} ON [{table}] BEGIN
+    db.execute(write(f"""CREATE TRIGGER [{name}_au] AFTER UPDATE OF {cols} ON [{table}] BEGIN
           INSERT INTO [{name}]([{name}], rowid, {cols}) VALUES ('delete', old.id, {old_vals});
           INSERT INTO [{name}](rowid, {cols}) VALUES (new.id, {new_vals});
-        END""")
-    db.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')")
+        END"""))
+    db.execute(write(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
 
 
 # ---- PostgreSQL ---------------------------------------------------------------------------

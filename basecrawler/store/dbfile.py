@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from basecrawler.errors import ConfigError
+from basecrawler.store.engines.dialect import SQLITE
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 # Tables every basecrawler store has had since its first migration.
@@ -45,7 +46,7 @@ def check_basecrawler_database(path: str | Path) -> None:
     try:
         conn = sqlite3.connect(_read_only_uri(path), uri=True)
         try:
-            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {name for (name,) in conn.execute(SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'table'"))}
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:   # a damaged file behind a valid header

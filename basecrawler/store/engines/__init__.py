@@ -3,13 +3,18 @@
 SQLite (a path; the default, no server) is used through the standard library as before.
 PostgreSQL (`postgresql://…`, through psycopg 3) goes through `pg.PgConnection`, an adapter with
 the sqlite3 connection's surface (`execute`, `executemany`, `fetchone`, `rowcount`,
-`description`) that rewrites the SQLite spelling of the project's SQL into PostgreSQL's, so every
-store method and every module writing through `store.write(lambda db: db.conn.execute(…))`
-runs unchanged on both engines.
+`description`), so every store method and every module writing through
+`store.write(lambda db: db.conn.execute(…))` runs on both engines. Each statement is spelled
+for its engine with the engine's dialect (`dialect`: `dialect_of(store or conn)`, SQLITE or
+POSTGRES) and says whether it only reads; SQL still written in SQLite's spelling only goes
+through the counted regex fallback `pg_translate` until its last caller states its SQL.
 
-Modules: `pg` (the adapter, connecting with timeouts, reconnecting), `pg_migrations` (the
-step-wise PostgreSQL schema migrations), `transfer` (`migrate --to`: every table from one
-engine to the other, and read-only SQLite snapshots of a PostgreSQL store).
+Modules: `dialect` (what differs between the engines' SQL), `pg` (the adapter: transactions,
+reconnecting), `pg_connect` (connecting with timeouts, the watchdog, lost-connection errors),
+`pg_cursor` (the cursor and value conversions), `pg_translate` (the fallback), `pg_upsert` and
+`pg_lookup` (the batch write and keyed reads), `pg_migrations` (the step-wise PostgreSQL schema
+migrations), `transfer` (`migrate --to`: every table from one engine to the other, and
+read-only SQLite snapshots of a PostgreSQL store).
 """
 from __future__ import annotations
 

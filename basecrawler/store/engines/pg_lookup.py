@@ -107,7 +107,7 @@ def rows_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
     found: dict[tuple, dict] = {}
     for _, (one_prefix, params) in _chunks(keys):
         sql = lookup_sql(record_type.table, key_columns, kinds, wanted, one_prefix, lock)
-        cursor = conn.run_statement(sql, lambda raw: raw.execute(sql, params))
+        cursor = conn.run_statement(sql, lambda raw: raw.execute(sql, params), read_only=not lock)   # FOR UPDATE locks
         names = [d.name for d in cursor.description]
         for values in cursor.fetchall():
             row = dict(zip(names, values))
@@ -130,7 +130,7 @@ def values_by_key(conn, record_type: RecordType, keys: Iterable[tuple],
         short = one_prefix and all(value.__class__ is kind for value, kind in zip(prefix, kinds))
         selected = (key_columns[-1], *columns) if short else (*key_columns, *columns)
         sql = lookup_sql(record_type.table, key_columns, kinds, selected, one_prefix)
-        rows = conn.run_statement(sql, lambda raw: raw.execute(sql, params)).fetchall()
+        rows = conn.run_statement(sql, lambda raw: raw.execute(sql, params), read_only=True).fetchall()
         if short:
             found.update((prefix + row[:1], row[1:]) for row in rows)
         else:

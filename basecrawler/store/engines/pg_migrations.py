@@ -34,9 +34,11 @@ from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes import record_types
 from basecrawler.recordtypes.tables import (PG_SEARCH_INDEXES, pg_search_index_statements, pg_trgm_index_name,
                                             pg_windows_index_name)
+from basecrawler.store.engines.dialect import POSTGRES
 from basecrawler.store.schema import PG_INDEX_COLUMNS, EXTENSIONS_TABLE, pg_behind, pg_schema_statements, reference_schema, schema_extensions
 
 log = logging.getLogger(__name__)
+query, write = POSTGRES.query, POSTGRES.write   # every statement here is PostgreSQL's own
 
 # What every database made before step-wise migrations holds in schema_version.
 BASELINE = 7
@@ -49,7 +51,7 @@ def _p008_version_history(conn) -> None:
     applied, by which step, and the fingerprint of the reference schema it derived."""
     conn.executescript("ALTER TABLE schema_version ADD COLUMN IF NOT EXISTS applied_at TEXT, "
                        "ADD COLUMN IF NOT EXISTS step TEXT, ADD COLUMN IF NOT EXISTS reference TEXT")
-    conn.execute("UPDATE schema_version SET step = 'baseline (derived schema up to 0880bd7)' WHERE step IS NULL")
+    conn.execute(write("UPDATE schema_version SET step = 'baseline (derived schema up to 0880bd7)' WHERE step IS NULL"))
 
 
 def _p009_refill_maker_keys(conn) -> None:
@@ -68,12 +70,12 @@ def _p010_generic_key_columns(conn) -> None:
     from basecrawler.store.migrations import GENERIC_KEY_COLUMNS
 
     for table, renames in GENERIC_KEY_COLUMNS.items():
-        present = {name for (name,) in conn.execute(
+        present = {name for (name,) in conn.execute(query(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-            "AND table_name = ?", [table]).fetchall()}
+            "AND table_name = %s"), [table]).fetchall()}
         for old, new in renames.items():
             if old in present and new not in present:
-                conn.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"')
+                conn.execute(write(f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"'))
 
 
 STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys, _p010_generic_key_columns]
@@ -93,14 +95,14 @@ def _derived_ddl(extensions: tuple[tuple[str, int], ...]) -> tuple[tuple[str, ..
 
 def _existing_columns(conn) -> dict[str, set[str]]:
     existing: dict[str, set[str]] = {}
-    for table, column in conn.execute("SELECT table_name, column_name FROM information_schema.columns "
-                                      "WHERE table_schema = current_schema()").fetchall():
+    for table, column in conn.execute(query("SELECT table_name, column_name FROM information_schema.columns "
+                                            "WHERE table_schema = current_schema()")).fetchall():
         existing.setdefault(table, set()).add(column)
     return existing
 
 
 def _record(conn, version: int, step: str, reference: str | None) -> None:
-    conn.execute("INSERT INTO schema_version (version, applied_at, step, reference) VALUES (?, ?, ?, ?)",
+    conn.execute(write(f"INSERT INTO schema_version (version, applied_at, step, reference) VALUES ({POSTGRES.params(4)})"),
                  [version, utc_now_iso(), step, reference])
 
 
@@ -109,20 +111,20 @@ def migrate_pg(conn) -> int:
     wanted = {name: len(migrations) for name, migrations in schema_extensions().items()}
     _, fingerprint = _derived_ddl(tuple(wanted.items()))
     latest = latest_version()
-    conn.execute("BEGIN")
+    conn.execute(write(POSTGRES.begin))
     try:
         # A step or an index build on a big table may take longer than the statement timeout
         # every other statement has; cut half-way it would only roll back and start over.
-        conn.execute("SET LOCAL statement_timeout = 0")
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))")
+        conn.execute(write("SET LOCAL statement_timeout = 0"))
+        conn.execute(write("SELECT pg_advisory_xact_lock(hashtext('basecrawler:migrate'))"))
         conn.executescript(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} (name TEXT PRIMARY KEY, version BIGINT NOT NULL)")
-        fresh = conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None
+        fresh = conn.execute(query("SELECT to_regclass('schema_version')")).fetchone()[0] is None
         if fresh:
             conn.executescript("CREATE TABLE schema_version (version BIGINT NOT NULL, applied_at TEXT, step TEXT, "
                                "reference TEXT)")
             stored = None
         else:
-            stored = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+            stored = conn.execute(query("SELECT MAX(version) FROM schema_version")).fetchone()[0]
         if stored is not None and stored > latest:
             from basecrawler.errors import ConfigError
             raise ConfigError(f"the database is at schema version {stored}, newer than this basecrawler knows "
@@ -132,13 +134,13 @@ def migrate_pg(conn) -> int:
                 step(conn)
                 _record(conn, number, step.__name__, None)
                 log.info("PostgreSQL schema migrated to version %d (%s)", number, step.__name__)
-        newest = None if fresh else conn.execute(
-            "SELECT reference FROM schema_version ORDER BY version DESC LIMIT 1").fetchone()
+        newest = None if fresh else conn.execute(query(
+            "SELECT reference FROM schema_version ORDER BY version DESC LIMIT 1")).fetchone()
         seen = newest[0] if newest else None
-        done = dict(conn.execute(f"SELECT name, version FROM {EXTENSIONS_TABLE}").fetchall())
+        done = dict(conn.execute(query(f"SELECT name, version FROM {EXTENSIONS_TABLE}")).fetchall())
         behind = [name for name, n in wanted.items() if done.get(name, 0) < n]
         existing = _existing_columns(conn)
-        indexes = {name: list(columns) for name, columns in conn.execute(PG_INDEX_COLUMNS).fetchall()}
+        indexes = {name: list(columns) for name, columns in conn.execute(query(PG_INDEX_COLUMNS)).fetchall()}
         # A record type dropped in (or registered in-process) after the fingerprint was taken,
         # a field added to a model, an index whose columns changed (the key gaining `source`):
         # the database is compared with the reference itself, not only with its fingerprint.
@@ -149,16 +151,16 @@ def migrate_pg(conn) -> int:
             if fresh or stored is None:
                 _record(conn, latest, "new database (derived)", fingerprint)
             else:
-                conn.execute("UPDATE schema_version SET reference = ? WHERE version = ?", [fingerprint, latest])
+                conn.execute(write("UPDATE schema_version SET reference = %s WHERE version = %s"), [fingerprint, latest])
             for name in behind:
-                conn.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
-                             "ON CONFLICT (name) DO UPDATE SET version = excluded.version", [name, wanted[name]])
+                conn.execute(write(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (%s, %s) "
+                                   "ON CONFLICT (name) DO UPDATE SET version = excluded.version"), [name, wanted[name]])
             log.debug("PostgreSQL schema derived (reference %s, extensions %s)", fingerprint, wanted)
         _switch_search_index(conn, search_index_choice())
-        conn.execute("COMMIT")
+        conn.execute(write("COMMIT"))
     except BaseException:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            conn.execute(write("ROLLBACK"))
         raise
     return latest
 
@@ -190,7 +192,7 @@ def _switch_search_index(conn, kind: str | None) -> None:
     for record_type in record_types().values():
         wanted = pg_windows_index_name(record_type) if kind == "windows" else pg_trgm_index_name(record_type)
         if not record_type.text_index_columns or \
-                conn.execute("SELECT to_regclass(?)", [f'"{wanted}"']).fetchone()[0] is not None:
+                conn.execute(query("SELECT to_regclass(%s)"), [f'"{wanted}"']).fetchone()[0] is not None:
             continue
         log.info("building the %s search index of %s (%s=%s)", kind, record_type.table, SEARCH_INDEX_ENV, kind)
         for statement in pg_search_index_statements(record_type, kind):

@@ -31,15 +31,18 @@ from psycopg.postgres import types as pg_types
 from basecrawler.errors import CrawlerError
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UpsertPlan
+from basecrawler.store.engines.dialect import POSTGRES
 from basecrawler.store.engines.pg import is_connection_lost, is_retryable
 
 log = logging.getLogger(__name__)
 
 SAVEPOINT = "pg_merge_batch"
+_RELEASE = POSTGRES.write(f"RELEASE SAVEPOINT {SAVEPOINT}")
+_ROLLBACK_TO = POSTGRES.write(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
 
 
 class _BoolAsInt(Dumper):
-    """Booleans as 0/1, as the store keeps them (engines/pg.py `_bind` does so for parameters)."""
+    """Booleans as 0/1, as the store keeps them (engines/pg_cursor.py `bind` does so for parameters)."""
 
     oid = pg_types["int8"].oid
 
@@ -65,7 +68,7 @@ class MergeSql:
                        f"SELECT {cols} FROM {_q(plan.table)} WITH NO DATA")
         self.copy = f"COPY {self.stage} ({cols}) FROM STDIN"
         # An unchanged row pointed at the input it was seen with this time (bookkeeping only).
-        self.rehash = f"UPDATE [{plan.table}] SET [{INPUT_HASH}] = ? WHERE [id] = ?"
+        self.rehash = POSTGRES.write(f"UPDATE {_q(plan.table)} SET {_q(INPUT_HASH)} = %s WHERE id = %s")
         keys = ", ".join(map(_q, plan.key_columns))
         # Text keys in byte order (COLLATE "C"): the code-point order Python sorts rows in.
         order = ", ".join(_q(c) + (' COLLATE "C"' if rt.column_types.get(c, str) is str else "")
@@ -114,12 +117,12 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
     try:
         if head:
             first = "; ".join(head)
-            conn.run_statement(first, lambda raw: raw.execute(first))
+            conn.run_statement(first, lambda raw: raw.execute(first), read_only=False)
         stages[sql.stage] = conn.transactions
         values = plan.params   # (the written columns read with one itemgetter: recordtypes/upsert.py)
-        conn.run_statement(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)))
+        conn.run_statement(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)), read_only=False)
         # The lone insert is prepared by psycopg after a few batches (parsed and planned once per connection).
-        inserted = conn.run_statement(sql.insert, lambda raw: raw.execute(sql.insert).fetchall())
+        inserted = conn.run_statement(sql.insert, lambda raw: raw.execute(sql.insert).fetchall(), read_only=False)
         outcomes.update((tuple(k), NEW) for k in inserted)
         if not outcomes.keys() <= set(map(key, rows)):   # a key value stored as another type
             raise RuntimeError(f"{plan.table}: the insert returned keys the batch does not have")
@@ -149,17 +152,17 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
         if rehash:
             conn.executemany(sql.rehash, rehash)
         if savepoint:
-            conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+            conn.execute(_RELEASE)
     except (psycopg.Error, TypeError, ValueError, OverflowError, _Vanished) as exc:
         if is_connection_lost(exc) or is_retryable(exc):
             raise   # the store's retry runs the transaction again (engines/pg.py)
         stages.pop(sql.stage, None)   # the rollback may undo its CREATE: made again (IF NOT EXISTS) next time
         if savepoint:
-            conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
-            conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
         else:
-            conn.execute("ROLLBACK")
-            conn.execute("BEGIN")
+            conn.execute(POSTGRES.write("ROLLBACK"))
+            conn.execute(POSTGRES.write(POSTGRES.begin))
         if isinstance(exc, psycopg.errors.UndefinedTable) and not _again:
             # The staging table was made in a transaction rolled back since (a retried deadlock).
             return merge_batch(db, plan, rows, result, _again=True)

@@ -25,6 +25,7 @@ from pathlib import Path
 from basecrawler.errors import ConfigError, CrawlerError
 from basecrawler.recordtypes import record_types
 from basecrawler.recordtypes.tables import fts_table
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE, dialect_of
 
 log = logging.getLogger(__name__)
 
@@ -61,34 +62,34 @@ class TableCopy:
 def tables(store) -> list[str]:
     """The data tables of a store, discovered from the database itself."""
     if store.engine == "sqlite":
-        rows = store.query("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        rows = store.query(SQLITE.query("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
         virtual = {r["name"] for r in rows if (r["sql"] or "").upper().startswith("CREATE VIRTUAL TABLE")}
         shadows = {f"{v}_{suffix}" for v in virtual for suffix in _FTS_SHADOWS}
         names = [r["name"] for r in rows if r["name"] not in virtual | shadows]
     else:
-        names = [r["table_name"] for r in store.query(
+        names = [r["table_name"] for r in store.query(POSTGRES.query(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
-            "AND table_type = 'BASE TABLE'")]
+            "AND table_type = 'BASE TABLE'"))]
     return sorted(n for n in names if n not in BOOKKEEPING)
 
 
 def columns(store, table: str) -> list[tuple[str, str]]:
     """(name, declared type) of each column, in order."""
     if store.engine == "sqlite":
-        return [(r["name"], r["type"] or "") for r in store.query(f"PRAGMA table_info([{table}])")]
-    return [(r["column_name"], r["data_type"]) for r in store.query(
+        return [(r["name"], r["type"] or "") for r in store.query(SQLITE.query(f"PRAGMA table_info({SQLITE.quote(table)})"))]
+    return [(r["column_name"], r["data_type"]) for r in store.query(POSTGRES.query(
         "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = ? ORDER BY ordinal_position", [table])]
+        "AND table_name = %s ORDER BY ordinal_position"), [table])]
 
 
 def primary_key(store, table: str) -> list[str]:
     if store.engine == "sqlite":
-        info = [r for r in store.query(f"PRAGMA table_info([{table}])") if r["pk"]]
+        info = [r for r in store.query(SQLITE.query(f"PRAGMA table_info({SQLITE.quote(table)})")) if r["pk"]]
         return [r["name"] for r in sorted(info, key=lambda r: r["pk"])]
-    return [r["attname"] for r in store.query(
+    return [r["attname"] for r in store.query(POSTGRES.query(
         "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-        "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = CAST(? AS regclass) AND i.indisprimary "
-        "ORDER BY array_position(CAST(i.indkey AS int2[]), a.attnum)", [table])]
+        "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = CAST(%s AS regclass) AND i.indisprimary "
+        "ORDER BY array_position(CAST(i.indkey AS int2[]), a.attnum)"), [table])]
 
 
 def _type_for(target, declared: str) -> str:
@@ -108,24 +109,26 @@ def _prepare_target_table(source, target, table: str) -> tuple[list[str], bool]:
     wanted = columns(source, table)
     have = {name for name, _ in columns(target, table)}
     created = not have
+    d = dialect_of(target)
     if created:
         key = primary_key(source, table)
-        parts = [f'"{name}" {_type_for(target, kind)}' for name, kind in wanted]
+        parts = [f'{d.quote(name)} {_type_for(target, kind)}' for name, kind in wanted]
         if key:
-            parts.append("PRIMARY KEY (" + ", ".join(f'"{k}"' for k in key) + ")")
-        target.write(lambda db: db.conn.execute(f'CREATE TABLE "{table}" ({", ".join(parts)})'))
+            parts.append("PRIMARY KEY (" + ", ".join(map(d.quote, key)) + ")")
+        target.write(lambda db: db.conn.execute(d.write(f'CREATE TABLE {d.quote(table)} ({", ".join(parts)})')))
         log.warning("migrate: %s is not part of this installation's schema; created from the source's columns", table)
     else:
         for name, kind in wanted:
             if name not in have:
-                target.write(lambda db: db.conn.execute(
-                    f'ALTER TABLE "{table}" ADD COLUMN "{name}" {_type_for(target, kind)}'))
+                target.write(lambda db: db.conn.execute(d.write(
+                    f'ALTER TABLE {d.quote(table)} ADD COLUMN {d.quote(name)} {_type_for(target, kind)}')))
                 log.warning("migrate: %s.%s added to the target", table, name)
     return [name for name, _ in wanted], created
 
 
 def _count(store, table: str) -> int:
-    return store.scalar(f'SELECT COUNT(*) FROM "{table}"')
+    d = dialect_of(store)
+    return store.scalar(d.query(f'SELECT COUNT(*) FROM {d.quote(table)}'))
 
 
 # ---- the copy ----------------------------------------------------------------------------
@@ -134,7 +137,7 @@ def copy_store(source, target) -> dict[str, TableCopy]:
     returns {table: TableCopy}. Never raises for one table: its TableCopy has the error."""
     for store in (source, target):
         if store.engine == "postgresql":   # reading or writing a whole big table is one long statement
-            store.db.conn.execute("SET statement_timeout = 0")
+            store.db.conn.execute(POSTGRES.write("SET statement_timeout = 0"))
     found = tables(source)
     target_tables = set(tables(target))
     busy = [t for t in found if t in target_tables and _count(target, t)]
@@ -159,9 +162,9 @@ def copy_store(source, target) -> dict[str, TableCopy]:
 
 
 def _copy_rows(source, target, table: str, names: list[str]) -> None:
-    quoted = ", ".join(f'"{n}"' for n in names)
-    insert = f'INSERT INTO "{table}" ({quoted}) VALUES ({", ".join("?" * len(names))})'
-    cursor = source.db.conn.execute(f'SELECT {quoted} FROM "{table}"')
+    d, s = dialect_of(target), dialect_of(source)
+    insert = d.write(f'INSERT INTO {d.quote(table)} ({", ".join(map(d.quote, names))}) VALUES ({d.params(len(names))})')
+    cursor = source.db.conn.execute(s.query(f'SELECT {", ".join(map(s.quote, names))} FROM {s.quote(table)}'))
     identity = _identity_columns(target, table) if target.engine == "postgresql" else []
 
     def copy(db):
@@ -174,15 +177,15 @@ def _copy_rows(source, target, table: str, names: list[str]) -> None:
         if batch:
             db.conn.executemany(insert, batch)
         for column in identity:   # new rows continue after the copied ids
-            db.conn.execute(f"SELECT setval(pg_get_serial_sequence('\"{table}\"', '{column}'), "
-                            f'(SELECT COALESCE(MAX("{column}"), 0) + 1 FROM "{table}"), false)')
+            db.conn.execute(POSTGRES.write(f"SELECT setval(pg_get_serial_sequence('\"{table}\"', '{column}'), "
+                                           f'(SELECT COALESCE(MAX("{column}"), 0) + 1 FROM "{table}"), false)'))
     target.write(copy)
 
 
 def _identity_columns(store, table: str) -> list[str]:
-    return [r["column_name"] for r in store.query(
+    return [r["column_name"] for r in store.query(POSTGRES.query(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = ? AND (is_identity = 'YES' OR column_default LIKE 'nextval%')", [table])]
+        "AND table_name = %s AND (is_identity = 'YES' OR column_default LIKE 'nextval%%')"), [table])]
 
 
 def _rebuild_fts(store) -> None:
@@ -193,9 +196,11 @@ def _rebuild_fts(store) -> None:
         return
     store.rebuild_search_indexes()
     declared = {fts_table(record_type) for record_type in record_types().values() if record_type.text_index_columns}
-    for row in store.query("SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'"):
+    for row in store.query(SQLITE.query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")):
         if row["name"] not in declared:
-            store.write(lambda db, name=row["name"]: db.conn.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
+            name = SQLITE.quote(row["name"])
+            store.write(lambda db, name=name: db.conn.execute(SQLITE.write(f"INSERT INTO {name}({name}) VALUES ('rebuild')")))
 
 
 def failed_tables(result: dict[str, TableCopy]) -> list[str]:
@@ -230,7 +235,7 @@ def snapshot_to_sqlite(url: str, path: str | Path) -> dict[str, TableCopy]:
             f"{t} ({result[t].error or 'counts differ'})" for t in failed))
     conn = sqlite3.connect(partial)
     try:
-        conn.execute("PRAGMA journal_mode = DELETE")   # fold the WAL in: one file to open read-only
+        conn.execute(SQLITE.write("PRAGMA journal_mode = DELETE"))   # fold the WAL in: one file to open read-only
     finally:
         conn.close()
     os.chmod(partial, 0o444)
