@@ -62,7 +62,7 @@ _script_hashes: set[str] = set()
 _declared_sql: set[str] = set()        # the SQL of declared queries (the dashboard fetches it)
 _hidden_paths: list[tuple[bytes, bytes]] = []   # (absolute path, what is shown instead)
 _default_sort: dict[str, str] = {}
-_indexed: dict[str, frozenset[str]] = {}   # table → the columns an index of it leads (and its key)
+_indexed: dict[str, frozenset[str]] = {}   # table → the columns its indexes hold, and its key
 
 
 class Busy(RuntimeError):
