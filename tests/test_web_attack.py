@@ -184,6 +184,8 @@ def test_the_lanes():
     assert lane("remedy_original=x") == "heavy"                       # no index holds it: every row read
     assert lane("_search=" + " ".join(["x"] * 7)) == "heavy"          # many words
     assert lane("_search=" + "x" * 200) == "heavy"                    # a long one
+    assert lane("_search=" + urllib.parse.quote("%_%1.*[a-z]+(a|b)*%")) == "heavy"   # a pattern
+    assert lane("_search=" + urllib.parse.quote("#12345")) == "search"
     assert lane("_search=brake&_sort=remedy_original") == "heavy"
     assert lane("_search=brake&_facet=summary_original") == "heavy"
     assert lane("_size=max") == "heavy" and lane("_facet=country") == "heavy"

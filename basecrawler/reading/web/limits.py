@@ -71,6 +71,10 @@ LANE_TIME_LIMIT_MS = {"heavy": HEAVY_TIME_LIMIT_MS, "search": SEARCH_TIME_LIMIT_
 # An ordinary search: at most this many words and characters (a longer one is the heavy lane's).
 SEARCH_MAX_WORDS = 6
 SEARCH_MAX_CHARS = 80
+# … and at most this many pattern characters: nobody types `%_%.*[a-z]+(a|b)*%` to find a
+# recall, a client probing for a costly pattern does (the search escapes them: they match as text).
+PATTERN_CHARS = frozenset("%_*?[](){}|\\^$+")
+SEARCH_MAX_PATTERN_CHARS = 2
 LIGHT_PAGE_SIZE = 100  # a page of at most this many rows is not heavy by its size
 
 # Reader-visible refusals, Korean first with English beside (one place, for the catalogue).
@@ -161,13 +165,16 @@ def lane_time_limit_ms(lane: str | None, ms: int, page_limit_ms: int) -> int:
 
 def is_ordinary_search(path: str, args: list[tuple[str, str]],
                        default_sort: dict[str, str] | None = None) -> bool:
-    """A search as a person types it: one `_search` of at most SEARCH_MAX_WORDS words and
-    SEARCH_MAX_CHARS characters, and nothing else that would make the request heavy."""
+    """A search as a person types it: one `_search` of at most SEARCH_MAX_WORDS words,
+    SEARCH_MAX_CHARS characters and SEARCH_MAX_PATTERN_CHARS pattern characters, and nothing
+    else that would make the request heavy."""
     searches = [value for name, value in args if name == "_search"]
     if len(searches) != 1 or path.endswith(".csv"):
         return False
     text = searches[0].strip()
     if len(text) > SEARCH_MAX_CHARS or len(text.split()) > SEARCH_MAX_WORDS:
+        return False
+    if sum(char in PATTERN_CHARS for char in text) > SEARCH_MAX_PATTERN_CHARS:
         return False
     return not is_heavy(path, [(n, v) for n, v in args if n != "_search"], default_sort)
 
