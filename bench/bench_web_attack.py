@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import itertools
+import json
 import os
 import random
 import socket
@@ -34,36 +35,53 @@ sys.path.insert(0, str(REPO / "bench"))
 
 PAGES = [
     ("table page (home)", "/{db}/recalls"),
+    ("table page 2 (_next)", "/{db}/recalls?_next={next}"),
     ("filtered: country=JP", "/{db}/recalls?country=JP"),
+    ("filtered: maker=HONDA", "/{db}/recalls?manufacturer_key=HONDA"),
     ("facet selection: model year 2012", "/{db}/recalls?_bcf_model_year=2012"),
     ("search: #12345 (one record)", "/{db}/recalls?_search=" + urllib.parse.quote("#12345")),
     ("search: brake (every record)", "/{db}/recalls?_search=brake"),
+    ("search: 燃料ポンプ (Japanese)", "/{db}/recalls?_search=" + urllib.parse.quote("燃料ポンプ")),
     ("search: 燃料 (2 characters)", "/{db}/recalls?_search=" + urllib.parse.quote("燃料")),
     ("search: Q7 (2 characters, none)", "/{db}/recalls?_search=Q7"),
+    ("search + filter: brake, JP", "/{db}/recalls?_search=brake&country=JP"),
     ("card", "/{db}/recalls/1"),
+]
+ALERT_PAGES = [
+    ("alerts: table page", "/{db}/product_alerts"),
+    ("alerts: filtered country=CA", "/{db}/product_alerts?country=CA"),
+    ("alerts: search choking", "/{db}/product_alerts?_search=choking"),
+    ("alerts: search 유아 (2 characters)", "/{db}/product_alerts?_search=" + urllib.parse.quote("유아")),
+    ("alerts: card", "/{db}/product_alerts/1"),
 ]
 HANGUL = "가나다라마바사아자차카타파하"
 
 
-def attacks(db: str, rng: random.Random):
+def attacks(db: str, rng: random.Random, tables=("recalls",)):
     """The heaviest query strings a client can build with SQL off, each new (no cache helps)."""
     q = urllib.parse.quote
     for n in itertools.count():
         two = rng.choice(HANGUL) + rng.choice(HANGUL)
-        yield from [
-            ("_where randomblob", f"/{db}/recalls.json?_where=" + q("length(randomblob(1000000000))")),
-            ("sql recursive", f"/{db}.json?sql=" + q("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
-                                                     "SELECT count(*) FROM c")),
-            ("2-char rare search", f"/{db}/recalls?_search=" + q(two)),
-            ("many-term search", f"/{db}/recalls?_search=" + q(" ".join(f"x{n}{i}" for i in range(40)))),
-            ("sort unindexed, max size", f"/{db}/recalls.json?_sort=summary_original&_size=max&_bc_all=1"),
-            ("contains filters", f"/{db}/recalls?summary_original__contains={n}zz&remedy_original__contains=q{n}"),
-            ("facet every column", f"/{db}/recalls?" + "&".join(f"_facet={c}" for c in
-                                                                ("summary_original", "remedy_original", "model_original",
-                                                                 "component_original", "recall_number")) + "&_facet_size=max"),
-            ("csv max", f"/{db}/recalls.csv?_size=max&_bc_all=1&_sort=remedy_original"),
-            ("like glob", f"/{db}/recalls?summary_original__glob=" + q("*a*b*c*d*e*f*g*h*" + str(n))),
-        ]
+        for table in tables:
+            text = ("summary_original", "remedy_original") if table == "recalls" else ("title_original", "hazard_original")
+            yield from [
+                ("_where randomblob", f"/{db}/{table}.json?_where=" + q("length(randomblob(1000000000))")),
+                ("sql recursive", f"/{db}.json?sql=" + q("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
+                                                         "SELECT count(*) FROM c")),
+                ("2-char rare search", f"/{db}/{table}?_search=" + q(two)),
+                ("many-term search", f"/{db}/{table}?_search=" + q(" ".join(f"x{n}{i}" for i in range(40)))),
+                ("long search string", f"/{db}/{table}?_search=" + q(("브레이크" + str(n)) * 60)),
+                ("pattern-like search", f"/{db}/{table}?_search=" + q(f"%_%{n}.*[a-z]+(a|b)*%")),
+                ("sort unindexed, max size", f"/{db}/{table}.json?_sort={text[0]}&_size=max&_bc_all=1"),
+                ("huge _size", f"/{db}/{table}.json?_size=100000&_bc_all=1"),
+                ("deep _next", f"/{db}/{table}?_next={rng.randint(1, 10**6)}&_sort={text[1]}"),
+                ("plain filter, unindexed", f"/{db}/{table}?{text[1]}=nothing{n}"),
+                ("contains filters", f"/{db}/{table}?{text[0]}__contains={n}zz&{text[1]}__contains=q{n}"),
+                ("facet every column", f"/{db}/{table}?" + "&".join(f"_facet={c}" for c in (*text, "source_url", "extra"))
+                 + "&_facet_size=max"),
+                ("csv max", f"/{db}/{table}.csv?_size=max&_bc_all=1&_sort={text[1]}"),
+                ("like glob", f"/{db}/{table}?{text[0]}__glob=" + q("*a*b*c*d*e*f*g*h*" + str(n))),
+            ]
 
 
 def free_port() -> int:
@@ -91,9 +109,24 @@ def rss_mb(pid: int) -> int:
     return int(text.split("VmRSS:")[1].split()[0]) // 1024
 
 
+def quantile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def load() -> str:
+    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__().replace("'", "")
+
+
+def next_token(url: str) -> str:
+    with urllib.request.urlopen(url + "&_size=50" if "?" in url else url + "?_size=50", timeout=60) as response:
+        return urllib.parse.quote(json.loads(response.read())["next"] or "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--alerts", type=int, default=0, help="product alerts to generate besides (0: none)")
     parser.add_argument("--db", help="database file to create (or reuse when it exists)")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the attack lasts")
     parser.add_argument("--clients", type=int, default=4)
@@ -105,21 +138,33 @@ def main() -> None:
     db_path = args.db or os.path.join(tempfile.mkdtemp(prefix="bench-web-attack-"), "attack.db")
     if not Path(db_path).exists():
         print(f"generated {args.rows:,} recalls in {generate_sqlite(db_path, args.rows):.0f} s", flush=True)
+    if args.alerts:
+        from web_attack_data import alert_rows, generate_alerts
+        if alert_rows(db_path) < args.alerts:
+            print(f"generated {args.alerts:,} product alerts in {generate_alerts(db_path, args.alerts):.0f} s", flush=True)
     db = Path(db_path).stem
+    pages = PAGES + (ALERT_PAGES if args.alerts else [])
+    tables = ("recalls", "product_alerts") if args.alerts else ("recalls",)
     with BrowseServer(db_path, port=free_port()) as server:
         pid = server.process.pid
-        for _, path in PAGES:   # once each before: a first visit's one-time work is not the attack's
+        token = next_token(f"{server.url}/{db}/recalls.json?_col=id")
+        pages = [(name, path.replace("{next}", token)) for name, path in pages]
+        for _, path in pages:   # once each before: a first visit's one-time work is not the attack's
             fetch(server.url + path.format(db=db))
+        time.sleep(3.0)     # … and the counts those visits started in the background
+        load_before = load()
         stop = time.monotonic() + args.seconds
         answers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        attack_times: dict[str, list[float]] = collections.defaultdict(list)
         peak = [rss_mb(pid)]
 
         def attacker(seed: int) -> None:
-            for name, path in attacks(db, random.Random(seed)):
+            for name, path in attacks(db, random.Random(seed), tables):
                 if time.monotonic() >= stop:
                     return
-                status, _ = fetch(server.url + path)
+                status, seconds = fetch(server.url + path)
                 answers[name][status] += 1
+                attack_times[name].append(seconds)
 
         def sampler() -> None:
             while time.monotonic() < stop:
@@ -130,24 +175,30 @@ def main() -> None:
         threads.append(threading.Thread(target=sampler))
         for thread in threads:
             thread.start()
-        time.sleep(1.0)
+        time.sleep(1.0 if args.clients else 0)
         visits: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
         while time.monotonic() < stop - 2:
-            for name, path in PAGES:
+            for name, path in pages:
                 visits[name].append(fetch(server.url + path.format(db=db)))
         for thread in threads:
             thread.join()
-        print(f"{args.clients} attackers for {args.seconds:.0f} s over {args.rows:,} recalls; server peak RSS "
-              f"{peak[0]} MB")
-        print(f"{'page':<36} {'visits':>6} {'median s':>9} {'worst s':>8}  answers")
-        for name, _ in PAGES:
+        print(f"{args.clients} attackers for {args.seconds:.0f} s over {args.rows:,} recalls"
+              f"{f' and {args.alerts:,} product alerts' if args.alerts else ''}; server peak RSS {peak[0]} MB; "
+              f"load average (1, 5, 15 min) before {load_before}, after {load()}")
+        print(f"{'page':<38} {'visits':>6} {'p50 s':>6} {'p95 s':>6} {'max s':>6}  answers")
+        worst = 0.0
+        for name, _ in pages:
             seen = visits[name]
             times = [t for _, t in seen]
             statuses = collections.Counter(s for s, _ in seen)
-            print(f"{name:<36} {len(seen):>6} {statistics.median(times):>9.2f} {max(times):>8.2f}  {dict(statuses)}")
-        print("attacks answered:")
+            worst = max(worst, max(times))
+            print(f"{name:<38} {len(seen):>6} {statistics.median(times):>6.2f} {quantile(times, 0.95):>6.2f} "
+                  f"{max(times):>6.2f}  {dict(statuses)}")
+        print(f"slowest reader page: {worst:.2f} s (target ≤ 1 s)")
+        print(f"{'attack':<28} {'sent':>5} {'p50 s':>6} {'max s':>6}  answers")
         for name, counter in answers.items():
-            print(f"  {name:<28} {dict(counter)}")
+            times = attack_times[name]
+            print(f"  {name:<26} {len(times):>5} {statistics.median(times):>6.2f} {max(times):>6.2f}  {dict(counter)}")
 
 
 if __name__ == "__main__":

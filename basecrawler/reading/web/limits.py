@@ -13,9 +13,15 @@ plugins/basecrawler_guard.py. Pure rules, no Datasette import, so they are teste
   (their matching cost grows with the pattern); and a process-wide SQLite heap ceiling.
 - Bounded time per query: `deadline(conn, seconds)` is the progress handler for work Datasette
   runs without its own (`execute_fn`: the search plan, summaries, facet counts).
-- Bounded concurrency: a request that is heavy (`is_heavy`: a search, a sort, a facet, an
-  operator filter, a large page, CSV) takes one of a few slots; it waits `HEAVY_WAIT_S` for one,
-  else is answered "busy" at once, so light pages (a table, a card) keep their threads.
+- Bounded concurrency, in lanes (`lane`): a request that is heavy (`is_heavy`: a search, a
+  sort, a facet, an operator filter, a filter on a column no index holds, a large page, CSV)
+  takes one of a few slots of its lane; it waits `HEAVY_WAIT_S` for one, else is answered
+  "busy" at once, so light pages (a table, a card, a filter an index answers) keep their
+  threads. A reader's ordinary search (a few words, nothing else heavy) has a lane of its own
+  ("search"), so clients sending the heaviest shapes they can build (sorts, facets on every
+  column, CSV, searches of many or long words) fill only the "heavy" lane. Each lane's queries
+  get a shorter time limit than Datasette's (`LANE_TIME_LIMIT_MS`): the heavy lane's slots
+  come free sooner; a search page answers, or says it ran out of time, within its target.
 """
 from __future__ import annotations
 
@@ -51,7 +57,24 @@ def _slots_setting() -> int:
 
 HEAVY_SLOTS = _slots_setting()   # heavy requests answered at once …
 HEAVY_WAIT_S = 0.5     # … a further one waits this long for a slot, then is told "busy"
-SQL_THREADS = HEAVY_SLOTS + 3   # Datasette's SQL threads: the heavy slots and three for light pages
+SEARCH_SLOTS = 2       # ordinary searches answered at once, besides the heavy ones
+SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS}
+# Datasette's SQL threads: both lanes' slots and three for light pages.
+SQL_THREADS = HEAVY_SLOTS + SEARCH_SLOTS + 3
+# A query of the heavy lane is stopped sooner than Datasette's limit: its slot is free again
+# sooner, and what a person asks in the other lanes keeps the machine.
+HEAVY_TIME_LIMIT_MS = 1500
+# A search page's own queries (its rows, a count, not the counts it leaves to the background)
+# stop within the page target: a search no index answers in time is told so, not waited for.
+SEARCH_TIME_LIMIT_MS = 800
+LANE_TIME_LIMIT_MS = {"heavy": HEAVY_TIME_LIMIT_MS, "search": SEARCH_TIME_LIMIT_MS}
+# An ordinary search: at most this many words and characters (a longer one is the heavy lane's).
+SEARCH_MAX_WORDS = 6
+SEARCH_MAX_CHARS = 80
+# … and at most this many pattern characters: nobody types `%_%.*[a-z]+(a|b)*%` to find a
+# recall, a client probing for a costly pattern does (the search escapes them: they match as text).
+PATTERN_CHARS = frozenset("%_*?[](){}|\\^$+")
+SEARCH_MAX_PATTERN_CHARS = 2
 LIGHT_PAGE_SIZE = 100  # a page of at most this many rows is not heavy by its size
 
 # Reader-visible refusals, Korean first with English beside (one place, for the catalogue).
@@ -64,6 +87,9 @@ MESSAGES = {
     "method": "읽기 전용입니다: GET 요청만 받습니다. / Read-only: only GET requests are answered.",
     "busy": ("지금 무거운 요청이 많아 잠시 뒤에 다시 시도해 주세요 (몇 초). / Busy with other heavy requests "
              "(searches, sorts, facets): please try again in a few seconds."),
+    "busy_search": ("지금 검색이 많아 잠시 뒤에 다시 시도해 주세요 (몇 초). 표와 필터는 그대로 볼 수 있습니다. / "
+                    "Busy with other searches: please try again in a few seconds (the tables and filters "
+                    "answer meanwhile)."),
     "time": ("요청이 시간 제한({seconds}초) 안에 끝나지 않아 멈췄습니다. 검색어를 더 구체적으로 하거나 필터를 "
              "줄여 주세요. / The query did not finish within the time limit ({seconds} s) and was stopped: "
              "try a more specific search or fewer filters."),
@@ -126,6 +152,62 @@ def is_heavy(path: str, args: list[tuple[str, str]], default_sort: dict[str, str
         if name == "_format" and value == "csv":
             return True
     return False
+
+
+def lane_time_limit_ms(lane: str | None, ms: int, page_limit_ms: int) -> int:
+    """The time limit of a query asked for `ms` in `lane`: the heavy lane's every query, a
+    reader lane's query at Datasette's page limit (not a background count given longer)."""
+    cap = LANE_TIME_LIMIT_MS.get(lane) if lane else None
+    if cap is None or (lane != "heavy" and ms > page_limit_ms):
+        return ms
+    return min(ms, cap)
+
+
+def is_ordinary_search(path: str, args: list[tuple[str, str]],
+                       default_sort: dict[str, str] | None = None) -> bool:
+    """A search as a person types it: one `_search` of at most SEARCH_MAX_WORDS words,
+    SEARCH_MAX_CHARS characters and SEARCH_MAX_PATTERN_CHARS pattern characters, and nothing
+    else that would make the request heavy."""
+    searches = [value for name, value in args if name == "_search"]
+    if len(searches) != 1 or path.endswith(".csv"):
+        return False
+    text = searches[0].strip()
+    if len(text) > SEARCH_MAX_CHARS or len(text.split()) > SEARCH_MAX_WORDS:
+        return False
+    if sum(char in PATTERN_CHARS for char in text) > SEARCH_MAX_PATTERN_CHARS:
+        return False
+    return not is_heavy(path, [(n, v) for n, v in args if n != "_search"], default_sort)
+
+
+def lane(path: str, args: list[tuple[str, str]], default_sort: dict[str, str] | None = None,
+         indexed: dict[str, frozenset[str]] | None = None) -> str | None:
+    """The request's lane: None (light, no slot), "search" (an ordinary search), "heavy"
+    (anything else heavy, or a plain filter on a column no index holds: it reads every row).
+    `indexed`: table → the columns its indexes hold (`indexed_columns`; others: not checked)."""
+    if is_heavy(path, args, default_sort):
+        return "search" if is_ordinary_search(path, args, default_sort) else "heavy"
+    if indexed and not is_static(path):
+        table = path.rstrip("/").rsplit("/", 1)[-1].split(".")[0]
+        columns = indexed.get(table)
+        if columns is not None and any(not name.startswith("_") and name not in columns for name, _ in args):
+            return "heavy"
+    return None
+
+
+def indexed_columns(conn: sqlite3.Connection) -> dict[str, frozenset[str]]:
+    """Table → the columns one of its indexes holds, and its primary key (and `rowid`): a
+    plain `column=value` filter on one of them reads an index, not every row."""
+    found: dict[str, frozenset[str]] = {}
+    tables = [row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for table in tables:
+        try:
+            columns = {"rowid"} | {row[1] for row in conn.execute(f"PRAGMA table_info([{table}])") if row[5]}
+            for index in conn.execute(f"PRAGMA index_list([{table}])").fetchall():
+                columns |= {row[2] for row in conn.execute(f"PRAGMA index_info([{index[1]}])") if row[2]}
+        except sqlite3.DatabaseError:   # a virtual table of a module this connection lacks
+            continue
+        found[table] = frozenset(columns)
+    return found
 
 
 def harden(conn: sqlite3.Connection) -> None:

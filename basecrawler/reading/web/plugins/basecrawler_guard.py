@@ -14,7 +14,9 @@
   a request carrying SQL of its own is refused unless the operator turned SQL on; every
   connection has SQLite's size limits and every query a time limit that stops it (Datasette's
   own, or `limits.deadline` for the plugins' `execute_fn` work); heavy requests and the SQL they
-  start (their background counts too) share a few slots, a further one is told "busy"; a
+  start (their background counts too) share a few slots of their lane (`limits.lane`: a
+  reader's ordinary search has its own, so the heaviest shapes a client can build fill only
+  theirs, whose queries are also stopped sooner), a further one is told "busy"; a
   query stopped by a limit is explained in Korean and English; the database's absolute path
   never leaves the server (it is replaced by the file's name in every response).
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import contextvars
 import csv
 import hashlib
@@ -29,6 +32,7 @@ import inspect
 import io
 import json
 import re
+import threading
 from pathlib import Path
 
 import datasette as datasette_package
@@ -58,31 +62,39 @@ _script_hashes: set[str] = set()
 _declared_sql: set[str] = set()        # the SQL of declared queries (the dashboard fetches it)
 _hidden_paths: list[tuple[bytes, bytes]] = []   # (absolute path, what is shown instead)
 _default_sort: dict[str, str] = {}
+_indexed: dict[str, frozenset[str]] = {}   # table → the columns its indexes hold, and its key
 
 
 class Busy(RuntimeError):
-    """Every heavy slot stayed taken for the whole wait."""
+    """Every slot of the request's lane stayed taken for the whole wait."""
 
 
-# The request a piece of SQL work was started for is heavy: set by the ASGI wrapper, inherited
-# by the tasks it starts (a search's summary pass goes on after its page was answered).
-_heavy: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_heavy", default=False)
-_slots: dict[str, asyncio.Semaphore] = {}   # per event loop (tests start several servers)
+# The lane of the request a piece of SQL work was started for (None: light): set by the ASGI
+# wrapper, inherited by the tasks it starts (a search's summary pass goes on after its page
+# was answered). Datasette runs SQL in threads, which do not inherit it: `_limited_execute_fn`
+# hands it to the thread (`_thread_lane`) for the time limit.
+_lane: contextvars.ContextVar[str | None] = contextvars.ContextVar("basecrawler_lane", default=None)
+_thread_lane = threading.local()
+_slots: dict[str, asyncio.Semaphore] = {}   # per lane and event loop (tests start several servers)
 
 
-def _semaphore(kind: str) -> asyncio.Semaphore:
-    key = f"{kind}:{id(asyncio.get_running_loop())}"
+def _semaphore(kind: str, lane: str) -> asyncio.Semaphore:
+    key = f"{kind}:{lane}:{id(asyncio.get_running_loop())}"
     if key not in _slots:
-        _slots[key] = asyncio.Semaphore(limits.HEAVY_SLOTS)
+        _slots[key] = asyncio.Semaphore(limits.SLOTS[lane])
     return _slots[key]
 
 
-async def _acquire(kind: str, wait_s: float) -> asyncio.Semaphore:
-    semaphore = _semaphore(kind)
+def busy_message(lane: str | None) -> str:
+    return limits.MESSAGES["busy_search" if lane == "search" else "busy"]
+
+
+async def _acquire(kind: str, lane: str, wait_s: float) -> asyncio.Semaphore:
+    semaphore = _semaphore(kind, lane)
     try:
         await asyncio.wait_for(semaphore.acquire(), wait_s)
     except asyncio.TimeoutError:
-        raise Busy(limits.MESSAGES["busy"]) from None
+        raise Busy(busy_message(lane)) from None
     return semaphore
 
 
@@ -91,21 +103,39 @@ _datasette_execute_fn = Database.execute_fn
 
 async def _limited_execute_fn(self, fn):
     """Datasette's execute_fn (every read of every view and plugin goes through it) with a
-    deadline for work Datasette does not time itself, and a heavy request's work in its slots."""
+    deadline for work Datasette does not time itself, and a heavy request's work in its lane's
+    slots."""
+    lane = _lane.get()
+
     def timed(conn):
-        with limits.deadline(conn, limits.BACKGROUND_LIMIT_S):
-            return fn(conn)
-    if not _heavy.get():
+        _thread_lane.value = lane
+        try:
+            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S):
+                return fn(conn)
+        finally:
+            _thread_lane.value = None
+    if lane is None:
         return await _datasette_execute_fn(self, timed)
-    semaphore = await _acquire("sql", 2 * limits.HEAVY_WAIT_S)
+    semaphore = await _acquire("sql", lane, 2 * limits.HEAVY_WAIT_S)
     try:
         return await _datasette_execute_fn(self, timed)
     finally:
         semaphore.release()
 
 
+_page_limit_ms = [3000]   # Datasette's sql_time_limit_ms, read at start-up
+
+
+@contextlib.contextmanager
+def _timelimit(conn, ms: int):
+    """Datasette's per-query limit (`limits.datasette_timelimit`), shorter in a lane."""
+    ms = limits.lane_time_limit_ms(getattr(_thread_lane, "value", None), ms, _page_limit_ms[0])
+    with limits.datasette_timelimit(conn, ms):
+        yield
+
+
 Database.execute_fn = _limited_execute_fn
-datasette.database.sqlite_timelimit = limits.datasette_timelimit
+datasette.database.sqlite_timelimit = _timelimit
 
 
 def allow_sql(datasette) -> bool:
@@ -179,6 +209,10 @@ def startup(datasette):
             if result:
                 scripts.append(str(result))
         _script_hashes.update(script_hash(s) for s in scripts)
+        _page_limit_ms[0] = datasette.setting("sql_time_limit_ms")
+        for database in datasette.databases.values():
+            if database.name != "_internal":
+                _indexed.update(await database.execute_fn(limits.indexed_columns))
     return collect
 
 
@@ -232,9 +266,11 @@ TITLES = {400: "요청을 처리할 수 없음 / Not answered", 403: "허용되�
 def handle_exception(datasette, request, exception):
     """A query a limit stopped, or that found no heavy slot, said so in the interface's words."""
     if isinstance(exception, Busy):
-        status, message = 503, limits.MESSAGES["busy"]
+        status, message = 503, str(exception)
     else:
-        explained = limits.explain(exception, datasette.setting("sql_time_limit_ms") / 1000)
+        limit_ms = datasette.setting("sql_time_limit_ms")
+        limit_ms = limits.lane_time_limit_ms(_request_lane(request), limit_ms, limit_ms)
+        explained = limits.explain(exception, limit_ms / 1000)
         if explained is None:
             return None
         status, message = explained
@@ -245,6 +281,12 @@ def handle_exception(datasette, request, exception):
         return Response(body, status=status, headers=headers,
                         content_type=dict(start["headers"])[b"content-type"].decode())
     return inner
+
+
+def _request_lane(request) -> str | None:
+    if request is None:
+        return None
+    return limits.lane(request.path, limits.arguments(request.query_string or ""), _default_sort, _indexed)
 
 
 def _is_csv(scope) -> bool:
@@ -264,17 +306,18 @@ def asgi_wrapper(datasette):
             args = limits.arguments(scope.get("query_string") or b"")
             refused = limits.refusal(scope.get("method", "GET"), path, args, allow_sql=allow_sql(datasette),
                                      declared_sql=frozenset(_declared_sql))
-            if refused is None and limits.is_heavy(path, args, _default_sort):
+            lane = limits.lane(path, args, _default_sort, _indexed) if refused is None else None
+            if lane is not None:
                 try:
-                    slot = await _acquire("request", limits.HEAVY_WAIT_S)
-                except Busy:
-                    refused = (503, limits.MESSAGES["busy"])
+                    slot = await _acquire("request", lane, limits.HEAVY_WAIT_S)
+                except Busy as busy:
+                    refused = (503, str(busy))
                 else:
-                    token = _heavy.set(True)
+                    token = _lane.set(lane)
                     try:
                         await _serve(app, scope, receive, send)
                     finally:
-                        _heavy.reset(token)
+                        _lane.reset(token)
                         slot.release()
                     return
             if refused is not None:
