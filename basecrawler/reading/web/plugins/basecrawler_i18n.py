@@ -122,22 +122,16 @@ def facet_value(label) -> str:
     return str(label)
 
 
-def description(table: str, filters, search_note, sort, sort_desc, facet_notes=None, search=None) -> list:
+def description(table: str, filters, search_note, sort, sort_desc, facet_notes=None) -> list[str]:
     """What the page's rows are, part by part, in the reader's language (Datasette's own
-    description is English only). The words searched for are the reader's own: marked as such
-    (`bc-search-term`), as a record's text is."""
+    description is English only)."""
     parts = []
     lookups = {key: display for key, display, _no in filters.lookups()} if filters is not None else {}
     for column, lookup, value in (filters.selections() if filters is not None else []):
         parts.append(f"{column_label(table, column)} {_(lookups.get(lookup, lookup))} {value}".strip())
     parts += [str(note) for note in (facet_notes or []) if note]
     if search_note:
-        note = markupsafe.escape(str(search_note))
-        if search:
-            term = markupsafe.escape(search)
-            note = markupsafe.Markup(str(note).replace(
-                f"&#34;{term}&#34;", f'&#34;<span class="bc-search-term">{term}</span>&#34;', 1))
-        parts.append(note)
+        parts.append(str(search_note))
     if sort:
         parts.append(_("sorted by %(column)s, ascending", column=column_label(table, sort)))
     elif sort_desc:
