@@ -57,14 +57,18 @@ VISIBLE_TEXT = """(() => {
     if (owner && !owner.matches(iface)) continue;
     out.push(node.textContent.trim());
   }
-  for (const el of document.querySelectorAll('[placeholder], input[type=submit], button, [aria-label]')) {
+  for (const el of document.querySelectorAll('[placeholder], input[type=submit], button, [aria-label], td[data-label]')) {
     if (!el.checkVisibility()) continue;
-    for (const value of [el.getAttribute('placeholder'), el.getAttribute('aria-label'),
+    for (const value of [el.getAttribute('placeholder'), el.getAttribute('aria-label'), el.getAttribute('data-label'),
                          el.matches('input[type=submit]') ? el.value : null]) if (value) out.push(value);
   }
   if (!document.querySelector('.bc-card')) out.push(document.title);   // a card's title is its record's
   return out;
 })()""" % (DATA, INTERFACE)
+
+# On a phone a row is a block of cells, each under its label (a CSS ::before of data-label).
+PHONE_LABELS = """[...document.querySelectorAll('table.rows-and-columns tbody tr:first-child td')].map(
+  td => [td.dataset.label, getComputedStyle(td, '::before').content])"""
 
 WIDTHS = """(() => {
   const table = document.querySelector('table.rows-and-columns');
@@ -220,6 +224,9 @@ def test_at_390_px_no_page_scrolls_sideways_and_at_1400_the_last_column_is_in_vi
         phone = browser.evaluate(WIDTHS)
         if phone["scroll"] > phone["inner"]:
             wide.append((path, 390, phone))
+        if "?" not in path and path.count("/") == 2:
+            labels = browser.evaluate(PHONE_LABELS)
+            assert labels and all(content == f'"{label}"' for label, content in labels), labels
         if path.count("/") == 2 and "?" not in path:      # a type's table
             browser.open(f"{server.url}{path}?_lang={lang}", width=1400)
             desk = browser.evaluate(WIDTHS)
