@@ -204,7 +204,7 @@ def test_the_same_card_in_english_on_request(server):
 
 def test_chart_of_recalls_per_month_per_country_draws_offline(server, profile):
     dom = page(server, profile, DASHBOARD_PATH, "06-chart-per-month.png")
-    assert "Vehicle recalls per month per country" in dom
+    assert "국가별 월별 차량 리콜" in dom and "Vehicle recalls per month per country" not in dom
     # Vega-Lite drew the chart (its scripts are the plugin's own files, served from loopback)
     # under the CSP: a legend with every country of the fixture and the months on the axis,
     # including the two months without any recall (the axis is continuous).

@@ -320,7 +320,7 @@ def check_translation_backend(environ) -> Check:
     name = "translation backend"
     if not (environ.get("BASECRAWLER_TRANSLATE_BACKEND") or "").strip():
         return Check(name, True, "none configured: rows stay pending", "README, Translate (a local backend needs "
-                     "no account: LibreTranslate or Ollama)", note=True)
+                     "no account: scripts/translator sets up LibreTranslate; or Ollama)", note=True)
     backend_from_env = translation_backend_factory()   # the optional translation package, via its entry point
     if backend_from_env is None:
         return Check(name, False, "the translation package is not installed", "run scripts/setup")
@@ -337,7 +337,37 @@ def check_translation_backend(environ) -> Check:
         return Check(name, False, str(exc), backend.fix_for(exc), seconds)
     finally:
         backend.close()
-    return Check(name, True, detail, seconds=round(time.monotonic() - started, 3))
+    seconds = round(time.monotonic() - started, 3)
+    if backend.name != "libretranslate":
+        return Check(name, True, detail, seconds=seconds)
+    # Which languages it translates into Korean (GET /languages): a missing model fails here,
+    # not as every Japanese row failing later.
+    sources = libretranslate_sources(environ["BASECRAWLER_LIBRETRANSLATE_URL"].strip())
+    if sources is None:
+        return Check(name, True, f"{detail}; its languages are not listed", seconds=seconds)
+    missing = [lang for lang in NEEDED_LANGUAGES if lang not in sources]
+    detail = f"{detail}; into Korean from {', '.join(sorted(sources)) or 'nothing'}"
+    if missing:
+        return Check(name, False, f"{detail}; missing {', '.join(missing)}",
+                     "scripts/translator (installs the en, ja, fr, de → ko models)", seconds)
+    return Check(name, True, detail, seconds=seconds)
+
+
+NEEDED_LANGUAGES = ("en", "ja", "fr", "de")   # the publishers' languages (ko is never sent)
+
+
+def libretranslate_sources(url: str, timeout_s: float = 5.0) -> set[str] | None:
+    """The languages a LibreTranslate server translates into Korean, from GET /languages
+    ([{code, targets}]); None when it does not list them."""
+    try:
+        answer = httpx.get(url.rstrip("/") + "/languages", timeout=timeout_s)
+        languages = answer.json() if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(languages, list):
+        return None
+    return {str(item.get("code")) for item in languages
+            if isinstance(item, dict) and "ko" in (item.get("targets") or []) and item.get("code") != "ko"}
 
 
 def _size(n: int) -> str:

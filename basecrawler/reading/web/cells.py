@@ -22,7 +22,9 @@ def link_or_text(value):
     url = http_url(value)
     if url is None:
         return markupsafe.Markup('<span class="bc-not-a-link">{}</span>').format(value)
-    return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, _short_url(url))
+    # The host may break after each dot (<wbr>): a long one wraps in its narrow column.
+    host = markupsafe.Markup(".<wbr>").join(_short_url(url).split("."))
+    return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, host)
 
 
 def best_text_html(record_type, row: dict):

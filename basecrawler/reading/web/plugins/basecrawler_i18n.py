@@ -11,8 +11,10 @@ catalogue by their English text.
 """
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import http.cookies
+import re
 import urllib.parse
 
 import markupsafe
@@ -89,7 +91,10 @@ def column_label(table: str, column: str) -> str:
     described = COMMON_COLUMN_DESCRIPTIONS.get(column)
     if described:
         return _(described.split(" — ")[0])
-    return column
+    # The store's bookkeeping columns (shown with "every column"), named as the export names them.
+    from basecrawler.reading.xlsx import framework_labels
+
+    return framework_labels(i18n.language()).get(column) or column
 
 
 def count_line(count) -> str:
@@ -151,6 +156,50 @@ def intro(database, table) -> markupsafe.Markup | None:
     return markupsafe.Markup("{} {}").format(text, markupsafe.Markup(" · ").join(links))
 
 
+def shown_by_name() -> tuple[str, ...]:
+    """Words a page shows through `bc_t` as Datasette or browse.py writes them (an error page's
+    message, the dashboard's title and axis), listed here so the catalogue's extraction
+    (basecrawler/i18n/extract.py) keeps them."""
+    return (_("Table not found"), _("Record not found"), _("Database not found"), _("Records per month"),
+            _("Records per month per country, the last ten years with a known date."), _("month"))
+
+
+# The chart's words as browse.py declares them (English): each part looked up in the catalogue.
+_PER_MONTH = re.compile(r"^(?P<title>.+?) per month(?: per (?P<series>\w+))?$")
+
+
+def title(text) -> str:
+    """A declared title in the reader's language: as catalogued, else "<type> per month [per
+    <series>]" from its parts (a chart of a record type added later needs no new entry)."""
+    if not text:
+        return ""
+    text = str(text)
+    if _(text) != text or i18n.language() == "en":
+        return _(text)
+    found = _PER_MONTH.match(text)
+    if found is None:
+        capital = text[:1].upper() + text[1:]       # an axis title: "vehicle recalls", "country"
+        return _(capital) if _(capital) != capital else text
+    kind = title(found["title"])
+    if found["series"]:
+        return _("%(title)s per month per %(series)s", title=kind, series=title(found["series"]))
+    return _("%(title)s per month", title=kind)
+
+
+def charts(declared: dict) -> list:
+    """The dashboard's charts as [slug, chart] pairs, their titles and axis titles in the
+    reader's language (the chart draws what it is given)."""
+    out = []
+    for slug, chart in sorted(declared.items()):
+        chart = copy.deepcopy(chart)
+        chart["title"] = title(chart.get("title"))
+        for channel in (chart.get("display") or {}).get("encoding", {}).values():
+            if isinstance(channel, dict) and channel.get("title"):
+                channel["title"] = title(channel["title"])
+        out.append([slug, chart])
+    return out
+
+
 def when(value) -> str:
     """A stored moment as "2024년 7월 1일 (3일 전)"."""
     day = i18n.date(value)
@@ -168,5 +217,6 @@ def prepare_jinja2_environment(env, datasette):
     env.globals.update({
         "bc_lang": i18n.language, "bc_t": i18n.gettext, "bc_lang_url": lang_url, "bc_num": i18n.number, "bc_date": i18n.date,
         "bc_when": when, "bc_column_label": column_label, "bc_count_line": count_line, "bc_crumb": crumb,
-        "bc_facet_value": facet_value, "bc_description": description, "bc_intro": intro,
+        "bc_facet_value": facet_value, "bc_description": description, "bc_intro": intro, "bc_title": title,
+        "bc_charts": charts,
     })

@@ -225,7 +225,8 @@ def _redirect_location(datasette, scope) -> str | None:
         return None
     config = _config(datasette)
     if scope["path"] == "/" and config.get("home"):
-        return config["home"]
+        query = (scope.get("query_string") or b"").decode("latin-1")   # `?_lang=en` goes along
+        return config["home"] + (f"?{query}" if query else "")
     return default_columns_location(scope["path"], scope.get("query_string") or b"",
                                     config.get("default_columns") or {})
 
