@@ -8,7 +8,10 @@ import argparse
 import os
 import sys
 
+from basecrawler.errors import EXIT_OK, Interrupted
 from basecrawler.store.core import Store
+
+from translate.errors import BackendUnavailable, NoBackendConfigured
 
 HELP_EPILOG = """\
 backends (environment):
@@ -79,9 +82,9 @@ def cmd_translate(args) -> int:
                 print(f"translate: already Korean {settled} (their originals are their Korean fields)")
             pending = count_pending(store)
             if not pending:
-                return 0
+                return EXIT_OK
             print(f"translate: {CONFIGURE_HELP}\n{pending} rows pending.", file=sys.stderr)
-            return 2
+            return NoBackendConfigured.exit_code
         glossary = Glossary.load(args.glossary) if args.glossary else None   # None: BASECRAWLER_GLOSSARY
         bar = None if args.no_progress else ProgressBar.for_terminal()
         try:
@@ -99,8 +102,8 @@ def cmd_translate(args) -> int:
     if report.backend_down:
         print(f"translate: stopped, {report.pending} rows stay pending; run again when the backend is back "
               f"({report.error})", file=sys.stderr)
-        return 1
+        return BackendUnavailable.exit_code
     if report.stopped:
         print(f"translate: stopped on request, {report.pending} rows stay pending", file=sys.stderr)
-        return 130
-    return 0
+        return Interrupted.exit_code
+    return EXIT_OK

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from basecrawler.errors import EXIT_OK, Interrupted, SourceFailed
 from basecrawler.pipeline.runner import stop_on_signals
 from basecrawler.operations.scheduler import SchedulePlan, SchedulerAlreadyRunning, run_forever, run_scheduled_job, select_sources
 
@@ -51,7 +52,7 @@ def cmd_schedule(args) -> int:
                   f"late runs allowed for {plan.misfire_grace_s / 3600:g} h")
             for when, _job, mode in upcoming:
                 print(f"  {when:%Y-%m-%d %a %H:%M %Z}  {mode}")
-        return 0
+        return EXIT_OK
     if args.once:
         with stop_on_signals() as stop:
             report = run_scheduled_job(settings, mode=args.mode, translate=not args.no_translate, stop=stop,
@@ -61,11 +62,11 @@ def cmd_schedule(args) -> int:
         elif report.skipped:
             print(f"basecrawler: schedule --once skipped: {report.skipped}")
         if report.summary.stopped:
-            return 130
-        return 0 if report.ok else 1
+            return Interrupted.exit_code
+        return EXIT_OK if report.ok else SourceFailed.exit_code
     try:
         run_forever(settings, plan, translate=not args.no_translate, sources=args.sources)
     except SchedulerAlreadyRunning as exc:
         print(f"basecrawler: {exc}")
-        return 1
-    return 0
+        return exc.exit_code
+    return EXIT_OK
