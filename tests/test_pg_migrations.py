@@ -57,7 +57,7 @@ def test_the_previous_release_schema_upgrades_step_by_step_with_its_data_kept(ol
     store = Store(old_url)
     try:
         versions = _versions(old_url)
-        assert [v for v, _ in versions] == [7, 8, 9, 10] == list(range(7, pg_migrations.latest_version() + 1))
+        assert [v for v, _ in versions] == [7, 8, 9, 10, 11] == list(range(7, pg_migrations.latest_version() + 1))
         assert versions[1][1] == "_p008_version_history"
         row = store.get_recall("US", "24V-001")
         assert (row["summary_original"], row["summary_ko"], row["translated_at"]) == (

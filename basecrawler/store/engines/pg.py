@@ -41,8 +41,10 @@ from basecrawler.store.engines.pg_translate import count_caller, guess_read_only
 log = logging.getLogger(__name__)
 
 
-class MisspeltStatement(psycopg.ProgrammingError):
+class MisspeltStatement(psycopg.ProgrammingError, CrawlerError):
     """A statement spelled for another engine's dialect reached PostgreSQL."""
+
+    kind = "misspelt_statement"
 
 
 def _reads(sql: str, read_only: bool | None) -> bool:

@@ -35,6 +35,7 @@ from basecrawler.recordtypes import record_types
 from basecrawler.recordtypes.tables import (PG_SEARCH_INDEXES, pg_search_index_statements, pg_trgm_index_name,
                                             pg_windows_index_name)
 from basecrawler.store.engines.dialect import POSTGRES
+from basecrawler.store.groups_migration import p011_copy_flags
 from basecrawler.store.schema import PG_INDEX_COLUMNS, EXTENSIONS_TABLE, pg_behind, pg_schema_statements, reference_schema, schema_extensions
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ def _p010_generic_key_columns(conn) -> None:
                 conn.execute(write(f'ALTER TABLE "{table}" RENAME COLUMN "{old}" TO "{new}"'))
 
 
-STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys, _p010_generic_key_columns]
+STEPS: list[Step] = [_p008_version_history, _p009_refill_maker_keys, _p010_generic_key_columns, p011_copy_flags]
 
 
 def latest_version() -> int:

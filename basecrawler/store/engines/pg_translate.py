@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import functools
 import re
-import sys
+import inspect
 
 _STRING = re.compile(r"('(?:[^']|'')*')")
 _BRACKET = re.compile(r"\[(\w+)\]")
@@ -72,7 +72,7 @@ def guess_read_only(sql: str) -> bool:
 def count_caller() -> None:
     """Count one fallback statement for the module it came from (the first frame outside the
     adapter and the store's pass-through methods)."""
-    frame = sys._getframe(1)
+    frame = inspect.currentframe().f_back
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module not in _ADAPTER and (module, frame.f_code.co_name) not in _PASSING:
