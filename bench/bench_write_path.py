@@ -74,18 +74,14 @@ def profile_first_run(path: str, rt, rows: list[dict], top: int) -> str:
     """The SQLite pipeline's first run under cProfile (this thread only: the batch's index
     feed and commit run on the store's finishing thread), by own time and by cumulative time."""
     import cProfile
-    import io
-    import pstats
+
+    from bench_upsert import profile_report
 
     store = fresh_store(path)
     profiler = cProfile.Profile()
     profiler.runcall(ListCrawler(store, rows, rt.name).run)
     store.close()
-    out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("tottime").print_stats(top)
-    stats.sort_stats("cumulative").print_stats(top)
-    return out.getvalue()
+    return profile_report(profiler, top)
 
 
 def pg_engine(url: str, rt, params: list[list]) -> Timer:

@@ -274,12 +274,12 @@ def test_facets_of_the_grouped_table_are_its_whole_counts_less_the_copies(groupe
     db_path = _copy_db(grouped[0], tmp_path / "facetsonly.db")
     ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"))
     facets = next(p for p in pm.get_plugins() if hasattr(p, "ValuesFacet"))
-    counted, count = [], facets._count
+    counted, count = [], facets.count_once
 
     async def recording(datasette, key, sql, params, limit_ms):
         counted.append(sql)
         return await count(datasette, key, sql, params, limit_ms)
-    monkeypatch.setattr(facets, "_count", recording)
+    monkeypatch.setattr(facets, "count_once", recording)
 
     async def fetch():
         return [await ds.client.get(path) for path in ("/facetsonly/product_alerts.json?_col=source&_extra=facet_results",

@@ -39,10 +39,11 @@ from datasette.utils import path_with_added_args, path_with_removed_args
 
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import types_by_table
-from basecrawler.reading.facetcounts import (known_months, months_sql, stored_counts, unknown_sql, values_sql,
+from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_sql, values_sql,
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
+from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import copies_condition, copies_source, less
 
@@ -57,49 +58,8 @@ BACKGROUND_COUNTS = 2              # at most this many such counts at once (the 
 # rest show as still counting and are finished in the background for the next visitor.
 PAGE_FACETS_BUDGET_S = 0.3
 MIN_FACET_LIMIT_MS = 20            # less than this left: not started, finished in the background
-CACHE_SIZE = 256
 POLL_WAIT_S = 1.0                  # the page's script asks for them again after at most this long
 SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether its counts are ready
-
-_cache: dict[tuple, list[dict]] = {}
-_pending: dict[tuple, "asyncio.Future"] = {}
-_stored: dict[tuple, dict | None] = {}   # (database, table, marker) → the counts a run kept in meta
-
-
-async def _count(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
-    """Run one facet query into the cache; a query already running for the same key is
-    awaited, not started twice (the start-up warm-up and the first visitor ask together)."""
-    if key in _pending:
-        return await asyncio.shield(_pending[key])
-    future = asyncio.get_running_loop().create_future()
-    _pending[key] = future
-    try:
-        rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
-        result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        if len(_cache) >= CACHE_SIZE:
-            _cache.pop(next(iter(_cache)))
-        _cache[key] = result
-        future.set_result(result)
-        return result
-    except BaseException as exc:
-        future.set_exception(exc)
-        future.exception()   # retrieved: nobody else may be waiting
-        raise
-    finally:
-        del _pending[key]
-
-
-async def _kept_counts(datasette, database: str, table: str, marker: tuple) -> dict | None:
-    """The whole-table counts the last run that changed data kept in `meta`
-    (reading/facetcounts.py), when they are of the data as it is now; read once per version."""
-    key = (database, table, marker)
-    if key not in _stored:
-        if len(_stored) >= CACHE_SIZE:
-            _stored.pop(next(iter(_stored)))
-        _stored[key] = await datasette.get_database(database).execute_fn(
-            lambda conn: stored_counts(conn, table, list(marker)))
-    return _stored[key]
-
 
 def search_only(request, table: str) -> RecallFilter | None:
     """The search of a page that only searches a type's table (a term and nothing else that
@@ -188,22 +148,22 @@ class _DeclaredFacet(Facet):
         marker = await run_marker(self.ds, self.database, self.table, self.request)
         params = {} if whole else self.params
         key = (self.database, sql, json.dumps(params, sort_keys=True, default=str), marker)
-        if key in _cache:
-            return _cache[key]
+        if key in cached:
+            return cached[key]
         if whole:
-            kept = await _kept_counts(self.ds, self.database, self.table, marker)
+            kept = await kept_counts(self.ds, self.database, self.table, marker)
             if kept is not None and sql in kept:
                 return kept[sql]
-            return await _count(self.ds, key, sql, params, WHOLE_TABLE_LIMIT_MS)
+            return await count_once(self.ds, key, sql, params, WHOLE_TABLE_LIMIT_MS)
         try:
             limit_ms = min(self.ds.setting("facet_time_limit_ms"), self._budget_left_ms())
-            if limit_ms < MIN_FACET_LIMIT_MS and key not in _pending:
+            if limit_ms < MIN_FACET_LIMIT_MS and key not in pending:
                 raise QueryInterrupted(None, sql, self.params)
-            return await _count(self.ds, key, sql, self.params, limit_ms)
+            return await count_once(self.ds, key, sql, self.params, limit_ms)
         except QueryInterrupted:
-            if key not in _pending and len(_pending) < BACKGROUND_COUNTS:
+            if key not in pending and len(pending) < BACKGROUND_COUNTS:
                 task = asyncio.get_running_loop().create_task(
-                    _count(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
+                    count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
                 task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
             raise
 
@@ -400,9 +360,9 @@ def filters_from_request(request, database, table, datasette):
             # The stored values (counted once per run, like the facets) that count under `value`.
             sql = values_sql(facet.field, facet.multi, whole_table(table))
             key = (database, sql, "[]", marker)
-            kept = await _kept_counts(datasette, database, table, marker)
-            stored = _cache.get(key) or (kept or {}).get(sql) or \
-                await _count(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
+            kept = await kept_counts(datasette, database, table, marker)
+            stored = cached.get(key) or (kept or {}).get(sql) or \
+                await count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
             matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
             name = f"bcf_{n}"
             params[name] = json.dumps(matching)
