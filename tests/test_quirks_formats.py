@@ -164,3 +164,28 @@ def test_broken_bytes_after_a_byte_order_mark_are_undecodable_not_a_crash():
 
     with pytest.raises(Undecodable, match="byte-order mark"):
         decode_text(b"\xef\xbb\xbf<feed>\xff\xfe</feed>")
+
+
+# ---- a DTD is refused from the bytes, whatever libxml2 makes of it ----------------------------
+# An internal subset libxml2 itself rejects (an unterminated entity declaration): without the
+# prolog check the streamed reader would report a syntax error, and the report would be filed as
+# broken rather than refused as unsafe.
+BROKEN_SUBSET = b'<?xml version="1.0"?>\n<!DOCTYPE r [ <!ENTITY bomb "&bomb;" <!ENTITY x >]><r><b>1</b></r>'
+
+
+def test_a_streamed_file_with_a_dtd_libxml2_cannot_parse_is_refused_as_unsafe(tmp_path):
+    path = tmp_path / "r.xml"
+    path.write_bytes(BROKEN_SUBSET)
+    with pytest.raises(UnsafeXml, match="declares a DTD"):
+        list(iter_xml(str(path)))
+    with Utf8XmlReader(path, "utf-8") as reader, pytest.raises(UnsafeXml, match="declares a DTD"):
+        list(iter_xml(reader))
+
+
+def test_the_prolog_check_reads_only_the_prolog_and_leaves_doctype_text_in_content_alone(tmp_path):
+    path = tmp_path / "r.xml"
+    body = b'<?xml version="1.0"?><r><b>&lt;!DOCTYPE is text here</b><c><![CDATA[<!DOCTYPE x>]]></c></r>'
+    path.write_bytes(body)
+    with Utf8XmlReader(path, "utf-8") as reader:
+        assert [e.tag for _, e in iter_xml(reader, events=("end",))] == ["b", "c", "r"]
+    assert [e.tag for _, e in iter_xml(str(path), events=("end",))] == ["b", "c", "r"]

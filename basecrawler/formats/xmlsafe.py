@@ -37,9 +37,51 @@ def parse_bytes(body: bytes) -> etree._Element:
     return root
 
 
+# The prolog (everything before the root element) is where a DTD must be; a document whose
+# first PROLOG_BYTES hold no element start is refused by libxml2 on its own terms anyway.
+PROLOG_BYTES = 1 << 16
+_DOCTYPE_BYTES = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
+_ELEMENT_START = re.compile(rb"<[A-Za-z_:]")
+
+
+def _refuse_dtd_in_prolog(head: bytes) -> bool:
+    """Raise UnsafeXml when `head` (the document's first bytes) declares a DTD before its root
+    element; True once the root element's start is in `head` (nothing more to look at)."""
+    head = head.replace(b"\x00", b"")      # UTF-16 text, read as bytes
+    root = _ELEMENT_START.search(head)
+    if _DOCTYPE_BYTES.search(head, 0, root.start() if root else len(head)):
+        raise UnsafeXml("refused: the document declares a DTD; entities and DTDs are never processed "
+                        "(XXE / entity-expansion protection)")
+    return root is not None or len(head) >= PROLOG_BYTES
+
+
+class _PrologGuard:
+    """A file-like that refuses a DTD from the bytes themselves, before libxml2 has parsed one:
+    how libxml2 reacts to a hostile internal subset (an entity bomb) must not decide whether
+    the document is refused as unsafe or as broken."""
+
+    def __init__(self, raw: IO[bytes]):
+        self.raw = raw
+        self.head: bytes | None = b""
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        if self.head is not None:
+            self.head = (self.head + data)[:PROLOG_BYTES]
+            if _refuse_dtd_in_prolog(self.head) or not data:
+                self.head = None
+        return data
+
+
 def iter_xml(source: str | IO[bytes], events=("start", "end")) -> Iterator[tuple[str, etree._Element]]:
     """`lxml.etree.iterparse` with the same protections, for documents too large to hold;
-    raises UnsafeXml at the root element if the document declared a DTD."""
+    raises UnsafeXml before parsing when the document's prolog declares a DTD (and, as a
+    second line, at the root element if libxml2 saw one)."""
+    if isinstance(source, str):
+        with open(source, "rb") as handle:
+            _refuse_dtd_in_prolog(handle.read(PROLOG_BYTES))
+    else:
+        source = _PrologGuard(source)
     context = etree.iterparse(source, events=tuple(dict.fromkeys(("start", *events))), resolve_entities=False,
                               no_network=True, load_dtd=False, huge_tree=False, remove_comments=True,
                               remove_pis=True)
