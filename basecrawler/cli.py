@@ -156,9 +156,23 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class CurrentStderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a line is logged, not what it was when logging
+    was set up: a caller that swaps stderr (a test's capture, a daemon's redirection) and later
+    closes the old one must not leave the root logger writing into a closed file."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
 def setup_logging(verbose: bool = False, quiet: bool = False) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
+    handler = CurrentStderrHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
     handler.addFilter(NoTracebackForDiskFull())   # a classified failure: one line, no traceback
     root = logging.getLogger()

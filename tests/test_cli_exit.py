@@ -88,3 +88,24 @@ def test_a_usage_error_exits_with_configerrors_code(monkeypatch, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main(["--no-such-option"])
     assert info.value.code == 42
+
+
+def test_logging_set_up_by_the_cli_follows_stderr_when_it_is_replaced_and_closed(monkeypatch):
+    import io
+    import logging
+
+    from basecrawler.cli import setup_logging
+
+    saved = logging.getLogger().handlers[:], logging.getLogger().level
+    first, second = io.StringIO(), io.StringIO()
+    try:
+        monkeypatch.setattr("sys.stderr", first)
+        setup_logging()
+        monkeypatch.setattr("sys.stderr", second)
+        first.close()
+        logging.getLogger("basecrawler.test").info("after the swap")
+    finally:
+        logging.getLogger().handlers[:], level = saved
+        logging.getLogger().setLevel(level)
+    assert "Logging error" not in second.getvalue()
+    assert any(line.endswith("INFO    after the swap") for line in second.getvalue().splitlines())
