@@ -10,9 +10,9 @@ holding its own SQL:
     store.enrichment    the enrichment queue (enrichment_queue.py)
 
 Two engines, one contract: a path is a SQLite file (the default, no server); a
-`postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py), whose
-adapter takes the same SQL, so every repository and every `store.write(…)` elsewhere runs on
-both. The methods at the end that only hand a call to a repository are the names callers used
+`postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py). Each
+statement is spelled with the engine's dialect (`dialect_of(store)`, engines/dialect.py), so
+every repository and every `store.write(…)` elsewhere runs on both. The methods at the end that only hand a call to a repository are the names callers used
 before the repositories; new code asks the repository.
 """
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.store.engines import is_postgres_url, redact
+from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, pg_trgm_index_name, pg_windows_index_name
@@ -80,11 +81,11 @@ class Store:
         # The file opened at start (the working directory may move since), None for :memory:.
         self.file = Path(self.path).resolve() if self.path != ":memory:" else None
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(SQLITE.write(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"))
         if self.path != ":memory:":
-            self.with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
+            self.with_lock_retry(lambda: conn.execute(SQLITE.write("PRAGMA journal_mode = WAL")))
+        conn.execute(SQLITE.write("PRAGMA synchronous = NORMAL"))
+        conn.execute(SQLITE.write("PRAGMA foreign_keys = ON"))
         self._db = sqlite_utils.Database(conn)
         self.with_lock_retry(lambda: migrate(self.db))
         self.ensure_type_tables()
@@ -180,18 +181,19 @@ class Store:
         so two writers queue on busy_timeout instead of failing half-way). `finish(conn)`, when
         given, ends the transaction in place of the COMMIT, still under the lock (a batch
         finishing behind: records.py)."""
+        d = dialect_of(self)
         with self.lock:
             conn = self.db.conn
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(d.write(d.begin))
             try:
                 yield self.db
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    conn.execute(d.write("ROLLBACK"))
                 raise
             else:
                 if finish is None:
-                    conn.execute("COMMIT")
+                    conn.execute(d.write("COMMIT"))
                 else:
                     finish(conn)
 
@@ -221,34 +223,37 @@ class Store:
 
     # ---- meta: small facts kept by name (the scheduler's, the facet counts') -------------
     def set_meta(self, key: str, value: str) -> None:
-        self.write(lambda db: db.conn.execute(
-            "INSERT INTO meta (key, value, updated_at) VALUES (?,?,?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        d = dialect_of(self)
+        self.write(lambda db: db.conn.execute(d.write(
+            f"INSERT INTO meta (key, value, updated_at) VALUES ({d.params(3)}) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"),
             [key, value, utc_now_iso()],
         ))
 
     def get_meta(self, key: str) -> str | None:
-        return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
+        d = dialect_of(self)
+        return self.scalar(d.query(f"SELECT value FROM meta WHERE key = {d.p}"), [key])
 
     # ---- PostgreSQL's facts for `doctor` -------------------------------------------------
     def server_facts(self) -> tuple[str, int | None, bool]:
         """PostgreSQL only: the server version, the schema version reached and whether the
         pg_trgm extension the search index needs is installed."""
-        return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
-                bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
+        d = dialect_of(self)
+        return (self.scalar(d.query("SHOW server_version")), self.scalar(d.query("SELECT MAX(version) FROM schema_version")),
+                bool(self.scalar(d.query("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'"))))
 
     def search_indexes(self) -> dict[str, str | None]:
         """PostgreSQL only: per table of a type with searched text, its search index —
         "windows" (terms of every length), "trgm" (3+ characters; a shorter term reads the
         table) or None."""
-        found = {}
+        found, d = {}, dialect_of(self)
         for record_type in record_types().values():
             if not record_type.text_index_columns:
                 continue
             names = {pg_windows_index_name(record_type): "windows", pg_trgm_index_name(record_type): "trgm"}
             with self.lock:
-                held = [names[name] for (name,) in self.db.conn.execute(
-                    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname IN (?, ?)",
+                held = [names[name] for (name,) in self.db.conn.execute(d.query(
+                    f"SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname IN ({d.params(2)})"),
                     list(names)).fetchall()]
             found[record_type.table] = "windows" if "windows" in held else held[0] if held else None
         return found
