@@ -36,7 +36,7 @@ def store(request, any_db, monkeypatch):  # noqa: F811
 
 
 def stored(store) -> dict:
-    return store.get(TYPE, dict(zip(("source", "country", "recall_number"), KEY)))
+    return store.lookup.get(TYPE, dict(zip(("source", "country", "recall_number"), KEY)))
 
 
 def counts(result) -> tuple:

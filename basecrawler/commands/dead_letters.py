@@ -38,7 +38,7 @@ def cmd_dead_letters(args) -> int:
 
 
 def _list(args, store: Store) -> int:
-    rows = store.list_dead_letters(args.source, include_resolved=args.all, limit=args.limit)
+    rows = store.dead_letters.list_dead_letters(args.source, include_resolved=args.all, limit=args.limit)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
@@ -53,7 +53,7 @@ def _list(args, store: Store) -> int:
 
 
 def _retry(args, store: Store) -> int:
-    sources = [args.source] if args.source else store.sources_with_open_dead_letters()
+    sources = [args.source] if args.source else store.dead_letters.sources_with_open_dead_letters()
     registry = discover()
     totals = {"retried": 0, "resolved": 0, "still_failing": 0}
     for source_id in sources:

@@ -12,8 +12,9 @@ holding its own SQL:
 Two engines, one contract: a path is a SQLite file (the default, no server); a
 `postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py). Each
 statement is spelled with the engine's dialect (`dialect_of(store)`, engines/dialect.py), so
-every repository and every `store.write(…)` elsewhere runs on both. The methods at the end that only hand a call to a repository are the names callers used
-before the repositories; new code asks the repository.
+every repository and every `store.write(…)` elsewhere runs on both. Callers ask the
+repositories; the Store keeps only `upsert` (the pipeline's write) and the few calls modules
+outside the store still make of it.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import sqlite_utils
 from pydantic import BaseModel
@@ -32,10 +33,8 @@ from pydantic import BaseModel
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.store.engines import is_postgres_url, redact
 from basecrawler.store.engines.dialect import SQLITE, dialect_of
-from basecrawler.recordtypes import RecordType, get_record_type, record_types
-from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import feed_fts_sql, pg_trgm_index_name, pg_windows_index_name
-from basecrawler.recordtypes.upsert import plan_for
+from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.recordtypes.tables import pg_trgm_index_name, pg_windows_index_name
 from basecrawler.store.dberrors import is_locked_error
 from basecrawler.store.deadletters import DeadLetters, decode_raw, encode_raw
 from basecrawler.store.enrichment_queue import EnrichmentQueue
@@ -258,115 +257,25 @@ class Store:
             found[record_type.table] = "windows" if "windows" in held else held[0] if held else None
         return found
 
-    # ---- the names callers used before the repositories: each hands the call on ----------
+    # ---- the write the pipeline uses, and what intake asks before it ---------------------
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
                raws: list | None = None, input_hashes: list[str | None] | None = None,
                behind: bool = False) -> UpsertResult:
+        """`store.records.upsert`: the one write entry of the pipeline (pipeline/storing.py)."""
         return self.records.upsert(record_type, records, source=source, raws=raws, input_hashes=input_hashes,
                                    behind=behind)
 
+    # Still called from engines/transfer.py and pipeline/intake.py; everything else asks the
+    # repositories.
     def rebuild_search_indexes(self) -> None:
         self.records.rebuild_search_indexes()
-
-    def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
-                    columns: Iterable[str] | None = None, *, lock: bool = False) -> dict[tuple, dict]:
-        return self.lookup.rows_by_key(record_type, keys, columns, lock=lock)
 
     def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple],
                      dates: bool = True) -> dict[tuple, tuple]:
         return self.lookup.known_inputs(record_type, keys, dates)
 
-    def existing_keys(self, record_type: RecordType | str, keys: Iterable[tuple]) -> set[tuple]:
-        return self.lookup.existing_keys(record_type, keys)
-
     def count(self, record_type: RecordType | str, source: str | None = None) -> int:
         return self.lookup.count(record_type, source)
-
-    def get(self, record_type: RecordType | str, key: dict) -> dict | None:
-        return self.lookup.get(record_type, key)
-
-    def same_as(self, record_type: RecordType | str, row: dict) -> list[dict]:
-        return self.lookup.same_as(record_type, row)
-
-    def newest_date(self, record_type: RecordType | str, source: str, today) -> str | None:
-        return self.lookup.newest_date(record_type, source, today)
-
-    # The default type (vehicle recalls) under the names callers used before record types.
-    def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
-        return self.records.upsert(DEFAULT_RECORD_TYPE, records, source=source, raws=raws)
-
-    def newest_recall_date(self, source: str, today) -> str | None:
-        return self.lookup.newest_date(DEFAULT_RECORD_TYPE, source, today)
-
-    def count_recalls(self, source: str | None = None) -> int:
-        return self.lookup.count(DEFAULT_RECORD_TYPE, source)
-
-    def get_recall(self, *key: str) -> dict | None:
-        """The oldest stored default-type row with these key values (source left out)."""
-        rt = get_record_type(DEFAULT_RECORD_TYPE)
-        return self.lookup.get(rt, dict(zip(rt.key, (key[0].upper(), *key[1:]))))
-
-    def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
-        return self.runs.start_run(source, mode, status, pid, since, until)
-
-    def update_run(self, run_id: int, **fields: Any) -> None:
-        return self.runs.update_run(run_id, **fields)
-
-    def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
-        return self.runs.close_dead_runs(exclude_run_id=exclude_run_id, lock_held=lock_held)
-
-    def session(self) -> str:
-        return self.runs.session()
-
-    def session_alive(self, token: str) -> bool:
-        return self.runs.session_alive(token)
-
-    def last_run(self, source: str) -> dict | None:
-        return self.runs.last_run(source)
-
-    def sources_with_runs(self) -> set[str]:
-        return self.runs.sources_with_runs()
-
-    def last_successful_run(self, source: str) -> dict | None:
-        return self.runs.last_successful_run(source)
-
-    def run_problem_counts(self, source: str) -> dict[str, int]:
-        return self.runs.run_problem_counts(source)
-
-    def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
-                        raw: Any, record_key: str | None = None, url: str | None = None,
-                        response_sha256: str | None = None, record_type: str | None = None) -> int:
-        return self.dead_letters.add_dead_letter(source=source, run_id=run_id, stage=stage, kind=kind, error=error,
-                                                 raw=raw, record_key=record_key, url=url,
-                                                 response_sha256=response_sha256, record_type=record_type)
-
-    def open_dead_letters(self, source: str | None = None) -> list[dict]:
-        return self.dead_letters.open_dead_letters(source)
-
-    def dead_letter_retried(self, letter_id: int, *, error: str | None, at: str) -> None:
-        return self.dead_letters.dead_letter_retried(letter_id, error=error, at=at)
-
-    def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
-                          limit: int = 100) -> list[dict]:
-        return self.dead_letters.list_dead_letters(source, include_resolved=include_resolved, limit=limit)
-
-    def sources_with_open_dead_letters(self) -> list[str]:
-        return self.dead_letters.sources_with_open_dead_letters()
-
-    def count_open_dead_letters(self, source: str | None = None) -> int:
-        return self.dead_letters.count_open_dead_letters(source)
-
-
-def __getattr__(name: str):
-    """Names of the store before record types, derived from the default type on first use."""
-    if name == "DATA_COLUMNS":   # the columns a crawl writes, derived ones left out
-        plan = plan_for(get_record_type(DEFAULT_RECORD_TYPE))
-        return plan.written
-    if name == "_FEED_FTS_SQL":
-        return feed_fts_sql(get_record_type(DEFAULT_RECORD_TYPE))
-    if name == "TEXT_FIELDS":
-        return get_record_type(DEFAULT_RECORD_TYPE).translated
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]

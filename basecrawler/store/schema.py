@@ -138,26 +138,6 @@ def pg_extras() -> list[str]:
             *(statement for rt in record_types().values() for statement in pg_statements(rt))]
 
 
-_LEGACY_NAMES = ("FTS_COLUMNS", "PG_SEARCH_DOCUMENT", "FTS_INSERT_TRIGGER", "PG_EXTRAS")
-
-
-def __getattr__(name: str):
-    """Names from before record types, derived from the default type on first use (search.py
-    still imports them). Only these names reach the registry: the import machinery asks a
-    module for others (`__path__`) while record types may still be loading."""
-    if name not in _LEGACY_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from basecrawler.recordtypes import get_record_type
-    from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-    from basecrawler.recordtypes.tables import fts_insert_trigger, pg_search_document
-
-    default = get_record_type(DEFAULT_RECORD_TYPE)
-    return {"FTS_COLUMNS": lambda: list(default.text_index_columns),
-            "PG_SEARCH_DOCUMENT": lambda: pg_search_document(default),
-            "FTS_INSERT_TRIGGER": lambda: fts_insert_trigger(default),
-            "PG_EXTRAS": pg_extras}[name]()
-
-
 def _pg_type(kind: str) -> str:
     base, _, rest = kind.partition(" ")
     return _PG_TYPES.get(base, "TEXT") + (" " + rest if rest else "")
