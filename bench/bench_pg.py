@@ -258,14 +258,10 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
                                         "executemany": [], "copy + merge": [], "copy + merge, store's values": []}
 
     def through_store(store) -> _Clock:
-        generic = getattr(store, "upsert", None)
         store.scalar("SELECT 1")   # connected: the server process to watch
         with _Clock(store.db.conn.raw.info.backend_pid) as clock:
             for start in range(0, count, 500):
-                if generic is not None:
-                    generic("vehicle_recall", records[start:start + 500], source="us")
-                else:
-                    store.upsert("vehicle_recall", records[start:start + 500], source="us")
+                store.upsert("vehicle_recall", records[start:start + 500], source="us")
         return clock
 
     for _ in range(repeats):

@@ -1,7 +1,7 @@
 """Dead letters: keeping what could not become a stored record (with its raw input and where it
 came from), and re-parsing those letters later with a fixed parser (`dead-letters retry`).
 
-Listing them is the store's (`Store.list_dead_letters`); the `dead-letters` command shows them.
+Listing them is the store's (`store.dead_letters.list_dead_letters`); the `dead-letters` command shows them.
 `crawler` below is the running source's public API (source_api.SourceAPI: `store`, `counts`,
 `last_response_sha256()`, `ledger_in_use()`, `records_from()`, `prepare_record()`).
 """
