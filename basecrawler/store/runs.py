@@ -76,8 +76,9 @@ class Runs:
             return True
         from basecrawler.store.engines.pg import APPLICATION_PREFIX
         d = dialect_of(self.store)
-        return bool(self.store.scalar(d.query(f"SELECT COUNT(*) FROM pg_stat_activity WHERE application_name {d.ilike} {d.p}"),
-                                      [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
+        return bool(self.store.scalar(
+            d.query(f"SELECT COUNT(*) FROM pg_stat_activity WHERE application_name {d.ilike} {d.p}"),
+            [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
 
     def session(self) -> str:
         """A token for whoever writes through this store, whose liveness any other process can
@@ -98,11 +99,13 @@ class Runs:
 
     def last_run(self, source: str) -> dict | None:
         d = dialect_of(self.store)
-        rows = self.store.query(d.query(f"SELECT * FROM crawl_runs WHERE source = {d.p} ORDER BY id DESC LIMIT 1"), [source])
+        rows = self.store.query(d.query(f"SELECT * FROM crawl_runs WHERE source = {d.p} ORDER BY id DESC LIMIT 1"),
+                                [source])
         return rows[0] if rows else None
 
     def sources_with_runs(self) -> set[str]:
-        return {row["source"] for row in self.store.query(dialect_of(self.store).query("SELECT DISTINCT source FROM crawl_runs"))}
+        rows = self.store.query(dialect_of(self.store).query("SELECT DISTINCT source FROM crawl_runs"))
+        return {row["source"] for row in rows}
 
     def last_successful_run(self, source: str) -> dict | None:
         d = dialect_of(self.store)
