@@ -44,7 +44,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from basecrawler import Recall, Store  # noqa: E402
 from basecrawler.recordtypes import get_record_type  # noqa: E402
 from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for  # noqa: E402
-from basecrawler.store.core import DATA_COLUMNS  # noqa: E402
 from translate.backends import LibreTranslateBackend  # noqa: E402
 from translate.fakeserver import FakeLibreTranslate  # noqa: E402
 from translate.worker import translate_pending  # noqa: E402
@@ -100,8 +99,8 @@ def _crawler(url: str, country: str, count: int, results, ready, go) -> None:
     totals = {"new": 0, "updated": 0, "unchanged": 0, "failed": 0}
     for version in (0, 1):
         for start in range(0, count, 100):
-            r = store.upsert_recalls([recall(country, n, version) for n in range(start, min(start + 100, count))],
-                                     source=country.lower())
+            r = store.upsert("vehicle_recall", [recall(country, n, version) for n in range(start, min(start + 100, count))],
+                             source=country.lower())
             for key in ("new", "updated", "unchanged"):
                 totals[key] += getattr(r, key)
             totals["failed"] += len(r.failed)
@@ -124,7 +123,7 @@ def _start(procs, ready, go) -> float:
 def translation_scaling(cluster, rows: int, latency: float, processes: int) -> dict:
     url = cluster.new_database()
     store = Store(url)
-    store.upsert_recalls([recall("XX", n) for n in range(rows)], source="xx")
+    store.upsert("vehicle_recall", [recall("XX", n) for n in range(rows)], source="xx")
     with FakeLibreTranslate(delay_s=latency) as server:
         ctx = mp.get_context("spawn")
         done, results, ready, go = ctx.Event(), ctx.Queue(), ctx.Queue(), ctx.Event()
@@ -226,7 +225,7 @@ def upsert_records(count: int, start: int = 0) -> list[Recall]:
 def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     """The store against the engine doing the same work on the same rows and schema, each on a
     fresh database, variants interleaved per repetition: wall and client CPU time.
-    - store: `Store.upsert` / `upsert_recalls` per 500 (COPY + one merge per batch, counts);
+    - store: `Store.upsert` per 500 (COPY + one merge per batch, counts);
     - store, row by row: the same with the merge switched off (the keyed lookups, the merge in
       Python, executemany in a savepoint: the path before #23, and the fallback for a refused batch);
     - store re-run: the store's rows sent again unchanged (0 rows written);
@@ -240,6 +239,7 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
     import psycopg
 
     records = upsert_records(count)
+    DATA_COLUMNS = plan_for(get_record_type("vehicle_recall")).written   # the columns a crawl writes
     cols = list(DATA_COLUMNS) + ["first_seen_at", "updated_at"]
     rows = []
     for r in records:
@@ -258,14 +258,10 @@ def upsert_rate(cluster, count: int, repeats: int = 3) -> dict:
                                         "executemany": [], "copy + merge": [], "copy + merge, store's values": []}
 
     def through_store(store) -> _Clock:
-        generic = getattr(store, "upsert", None)
         store.scalar("SELECT 1")   # connected: the server process to watch
         with _Clock(store.db.conn.raw.info.backend_pid) as clock:
             for start in range(0, count, 500):
-                if generic is not None:
-                    generic("vehicle_recall", records[start:start + 500], source="us")
-                else:
-                    store.upsert_recalls(records[start:start + 500], source="us")
+                store.upsert("vehicle_recall", records[start:start + 500], source="us")
         return clock
 
     for _ in range(repeats):

@@ -89,7 +89,7 @@ def main(argv=None) -> None:
         store = Store(Path(folder) / "bench.db")
         records = make_rows(args.rows)
         for start in range(0, len(records), 1000):
-            store.upsert_recalls(records[start:start + 1000], source="bench")
+            store.upsert("vehicle_recall", records[start:start + 1000], source="bench")
         texts = [getattr(r, f) for r in records for f in type(r).model_fields if f.endswith("_original") and getattr(r, f)]
         with FakeLibreTranslate(delay_s=args.latency) as server:
             results = []
@@ -103,7 +103,7 @@ def main(argv=None) -> None:
             fresh = make_rows(1000, seed=9)
             for r in fresh:
                 r.recall_number = "N" + r.recall_number
-            store.upsert_recalls(fresh, source="bench")
+            store.upsert("vehicle_recall", fresh, source="bench")
             started = time.perf_counter()
             report = translate_pending(store, LibreTranslateBackend(server.url, retry_waits_s=()), batch_rows=args.batch)
             results.append(("1,000 new rows, warm memory", report, time.perf_counter() - started))

@@ -29,7 +29,7 @@ def main(path: str, db: str, cap_mb: int) -> None:
 
     store = Store(db)
     result = HealthCanadaAlertsCrawler(store, settings=fast_settings(db), transport=httpx.MockTransport(handler)).run()
-    letters = [letter["kind"] for letter in store.open_dead_letters("hc")]
+    letters = [letter["kind"] for letter in store.dead_letters.open_dead_letters("hc")]
     stored = sorted(row["alert_id"] for row in store.query("SELECT alert_id FROM product_alerts WHERE source = 'hc'"))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(json.dumps({"status": result.status, "error": result.error, "counts": vars(result.counts),

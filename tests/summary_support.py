@@ -20,7 +20,7 @@ def hold_summaries(monkeypatch, summary_module, timeout: float = 30) -> threadin
 def stored_by_a_finished_run(store, recalls):
     """`store` holding `recalls`, written by a run that has finished (the data version the web
     view's counts are kept for)."""
-    run = store.start_run("test", "incremental", "running", 1)
-    store.upsert_recalls(recalls, source="test")
-    store.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
+    run = store.runs.start_run("test", "incremental", "running", 1)
+    store.upsert("vehicle_recall", recalls, source="test")
+    store.runs.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
     return store

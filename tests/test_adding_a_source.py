@@ -83,7 +83,7 @@ def test_a_one_url_source_derives_its_endpoint_and_resolves_the_override(monkeyp
         result = crawler.run()
     assert result.status == "succeeded" and result.counts.new == 2
     assert server.requests[0].path == "/data/recalls.json"
-    row = store.get_recall("XY", "XY-2")
+    row = store.lookup.get("vehicle_recall", {"country": "XY", "recall_number": "XY-2"})
     assert row["source_url"] == "https://recalls.example.org/recall/XY-2" and row["affected_units"] == 12
     assert row["manufacturer_key"] == "FIAT"
 

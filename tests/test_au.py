@@ -58,7 +58,7 @@ def crawl(store, settings, site: Site, mode="full"):
 
 def test_detail_page_fields_map_to_the_recall(store, settings):
     crawl(store, settings, Site())
-    row = store.get_recall("AU", "REC-006046")
+    row = store.lookup.get("vehicle_recall", {"country": "AU", "recall_number": "REC-006046"})
     assert row["recall_date"] == "2024-06-20"
     assert row["manufacturer_original"] == "Toyota"
     assert row["model_original"] == "Corolla, Corolla Hatch"
@@ -104,7 +104,7 @@ def test_listing_without_recall_links_makes_a_full_run_suspect(store, settings):
     site = Site(listing={0: "listing_layout_changed.html", 1: "listing_layout_changed.html"})
     result = crawl(store, settings, site)
     assert result.status == "suspect"
-    assert store.last_run("au")["status"] == "suspect"
+    assert store.runs.last_run("au")["status"] == "suspect"
 
 
 def test_failing_detail_page_is_dead_lettered_and_the_rest_stored(store, settings):
@@ -112,9 +112,9 @@ def test_failing_detail_page_is_dead_lettered_and_the_rest_stored(store, setting
     result = crawl(store, settings, site)
     assert result.status == "succeeded"
     assert result.counts.saved == 22 and result.counts.dead_lettered == 1
-    letter = store.open_dead_letters("au")[0]
+    letter = store.dead_letters.open_dead_letters("au")[0]
     assert letter["record_key"] == "REC-006040" and letter["url"].endswith("/recalls/rec-006040")
-    assert store.get_recall("AU", "REC-006039") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "AU", "recall_number": "REC-006039"}) is not None
 
 
 def test_incremental_stops_at_the_first_page_with_only_known_older_records(store, settings):
@@ -123,7 +123,7 @@ def test_incremental_stops_at_the_first_page_with_only_known_older_records(store
         "DELETE FROM recalls WHERE recall_number IN ('REC-006046', 'REC-006045')"))
     site = Site()
     result = crawl(store, settings, site, mode="incremental")
-    assert store.get_recall("AU", "REC-006046") is not None and result.counts.new == 2
+    assert store.lookup.get("vehicle_recall", {"country": "AU", "recall_number": "REC-006046"}) is not None and result.counts.new == 2
     assert "/recalls/browse-all-recalls?page=1" in site.requested       # page 0 still had new records
     assert "/recalls/browse-all-recalls?page=2" not in site.requested   # page 1: all known and older
     assert "/recalls/rec-006030" not in site.requested                  # known, older: not fetched again
@@ -162,9 +162,9 @@ def test_a_listing_row_whose_link_cannot_be_read_is_a_dead_letter_and_the_rest_s
             return super().__call__(request)
 
     result = crawl(store, settings, BrokenRowSite())
-    letters = store.open_dead_letters("au")
+    letters = store.dead_letters.open_dead_letters("au")
     lost = [letter for letter in letters if letter["kind"] == "unreadable_item"]
     assert len(lost) == 1 and "rec-006O46" in lost[0]["raw"]
-    assert store.get_recall("AU", "REC-006045") is not None      # the rows around it are stored
-    assert store.get_recall("AU", "REC-006046") is None
+    assert store.lookup.get("vehicle_recall", {"country": "AU", "recall_number": "REC-006045"}) is not None      # the rows around it are stored
+    assert store.lookup.get("vehicle_recall", {"country": "AU", "recall_number": "REC-006046"}) is None
     assert result.counts.dead_lettered >= 1

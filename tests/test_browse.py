@@ -32,7 +32,7 @@ def get_json(url: str) -> dict:
 def server(tmp_path_factory):
     db_path = tmp_path_factory.mktemp("browse") / "recalls.db"
     store = Store(db_path)
-    store.upsert_recalls([
+    store.upsert("vehicle_recall", [
         Recall(country="JP", recall_number="JP-4980", recall_date="2024-03-14", source_lang="ja",
                manufacturer_original="トヨタ自動車株式会社", summary_original="ブレーキホースが損傷するおそれ。"),
         Recall(country="US", recall_number="24V-101", recall_date="2024-02-20", source_lang="en",

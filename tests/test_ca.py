@@ -43,7 +43,7 @@ def csv_row(number, model="CIVIC", year="2020", units="100.00", date="2020-01-15
 def test_three_rows_of_one_recall_become_one_record_with_three_models(store, settings):
     result = run_full(store, settings)
     assert result.status == "succeeded"
-    row = store.get_recall("CA", "2019385")
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2019385"})
     assert row["model_original"] == "SILVERADO 1500, SIERRA 1500, SILVERADO 1500 LD"
     assert row["manufacturer_original"] == "CHEVROLET, GMC"
     assert row["model_year"] == "2019-2020"
@@ -53,20 +53,20 @@ def test_three_rows_of_one_recall_become_one_record_with_three_models(store, set
 
 def test_unit_count_repeated_on_every_row_is_taken_once(store, settings):
     run_full(store, settings)
-    assert store.get_recall("CA", "2019385")["affected_units"] == 2700   # 3 rows of "2,700.00", not 8100
+    assert store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2019385"})["affected_units"] == 2700   # 3 rows of "2,700.00", not 8100
 
 
 def test_disagreeing_unit_counts_use_the_largest_and_keep_all(store, settings):
     body = HEADER + csv_row("2020001", model="CIVIC", units="1,200.00") + csv_row("2020001", model="ACCORD", units="1,250.00")
     run_full(store, settings, body)
-    row = store.get_recall("CA", "2020001")
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2020001"})
     assert row["affected_units"] == 1250
     assert extra(row)["units_reported"] == [1200, 1250]
 
 
 def test_quoted_multi_line_comment_parses_and_splits_into_sections(store, settings):
     run_full(store, settings)
-    row = store.get_recall("CA", "2019385")
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2019385"})
     assert row["summary_original"].startswith("Issue: On certain trucks, the bolt that attaches the steering gear")
     assert "\nSafety Risk:" in row["summary_original"]
     assert row["defect_cause_original"] == ("On certain trucks, the bolt that attaches the steering gear to the frame, "
@@ -78,12 +78,12 @@ def test_quoted_multi_line_comment_parses_and_splits_into_sections(store, settin
 
 def test_embedded_double_quotes_survive(store, settings):
     run_full(store, settings)
-    assert '"QUAD" BUCKET SEATS' in store.get_recall("CA", "1997118")["summary_original"]
+    assert '"QUAD" BUCKET SEATS' in store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "1997118"})["summary_original"]
 
 
 def test_row_with_broken_date_is_stored_as_date_unknown(store, settings):
     result = run_full(store, settings)
-    row = store.get_recall("CA", "2008217")
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2008217"})
     assert row is not None and row["date_unknown"] == 1 and row["recall_date"] == "1970-01-01"
     assert extra(row)["unparsed_recall_date"] == "2008-02-30"
     assert result.counts.dead_lettered == 0
@@ -91,7 +91,7 @@ def test_row_with_broken_date_is_stored_as_date_unknown(store, settings):
 
 def test_french_text_is_kept_in_extra(store, settings):
     run_full(store, settings)
-    french = extra(store.get_recall("CA", "2019385"))["fr"]
+    french = extra(store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2019385"}))["fr"]
     assert french["system_type"] == "Direction"
     assert french["notification_type"] == "Sécurité - fabricant"
     assert french["comment"].startswith("Problème : Sur certains camions, le boulon qui fixe le boîtier")
@@ -99,14 +99,14 @@ def test_french_text_is_kept_in_extra(store, settings):
 
 def test_translation_not_available_is_treated_as_absent(store, settings):
     run_full(store, settings)
-    row = store.get_recall("CA", "1989045")
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "1989045"})
     assert "Translation not available" not in json.dumps(row, ensure_ascii=False)
     assert extra(row)["fr"] == {"category": "Voiture de tourisme"}
 
 
 def test_mojibake_is_repaired(store, settings):
     run_full(store, settings)
-    french = extra(store.get_recall("CA", "2015072"))["fr"]
+    french = extra(store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2015072"}))["fr"]
     assert french["system_type"] == "Sièges et dispositifs de retenue"
     assert french["notification_type"] == "Sécurité - fabricant"
     assert french["comment"].startswith("Problème : Sur certains véhicules, le prétendeur")
@@ -116,7 +116,7 @@ def test_bytes_that_are_not_utf8_are_read_as_windows_1252(store, settings, caplo
     body = HEADER + csv_row("2020002").replace("Freins".encode(), "Syst\xe8me de freinage".encode("cp1252"))
     result = run_full(store, settings, body)
     assert result.counts.saved == 1
-    assert extra(store.get_recall("CA", "2020002"))["fr"]["system_type"] == "Système de freinage"
+    assert extra(store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2020002"}))["fr"]["system_type"] == "Système de freinage"
     assert "not UTF-8" in caplog.text
 
 
@@ -128,7 +128,7 @@ def test_garbled_text_that_cannot_be_repaired_is_kept_with_a_warning(caplog):
 
 def test_rows_of_one_recall_split_across_the_file_make_one_complete_record(store, settings):
     result = run_full(store, settings)
-    row = store.get_recall("CA", "2012099")
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2012099"})
     assert row["model_original"] == "MAZDA3, MAZDA5" and row["model_year"] == "2011-2012"
     assert result.counts.fetched == 9 and result.counts.new == 9 and result.counts.updated == 0
 

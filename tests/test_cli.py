@@ -104,7 +104,7 @@ def test_dropping_a_module_into_sources_makes_it_runnable(db_path, capsys):
     finally:
         module.unlink()
     from basecrawler import Store
-    assert Store(db_path).get_recall("DI", "7") is not None
+    assert Store(db_path).lookup.get("vehicle_recall", {"country": "DI", "recall_number": "7"}) is not None
 
 
 def test_two_classes_with_one_id_is_a_clear_error(tmp_path, monkeypatch):

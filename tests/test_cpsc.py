@@ -38,7 +38,7 @@ def stored(crawler) -> dict[str, dict]:
 
 
 def letters(crawler) -> list[dict]:
-    return crawler.store.list_dead_letters("cpsc")
+    return crawler.store.dead_letters.list_dead_letters("cpsc")
 
 
 # ---- the authored fixtures --------------------------------------------------------------

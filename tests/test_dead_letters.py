@@ -32,16 +32,16 @@ def test_parser_fixed_after_the_fact_stores_dead_letters_from_the_archive(store,
         monkeypatch.setenv("BASECRAWLER_DL_API_URL", server.url)
         result = StrictCrawler(store, settings=settings).run()
         requests_after_crawl = len(server.requests)
-        assert result.counts.unparseable == 1 and store.get_recall("XX", "D2") is None
-        letter = store.open_dead_letters("dl")[0]
+        assert result.counts.unparseable == 1 and store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "D2"}) is None
+        letter = store.dead_letters.open_dead_letters("dl")[0]
         assert json.loads(letter["raw"]) == FEED[1]
         assert letter["response_sha256"]  # points at the archived feed body
 
         outcome = FixedCrawler(store, settings=settings).retry_dead_letters()
         assert len(server.requests) == requests_after_crawl  # nothing fetched again
     assert outcome == {"retried": 1, "resolved": 1, "still_failing": 0}
-    assert store.get_recall("XX", "D2")["affected_units"] == 40
-    assert store.open_dead_letters("dl") == []
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "D2"})["affected_units"] == 40
+    assert store.dead_letters.open_dead_letters("dl") == []
 
 
 def test_retry_with_the_old_parser_keeps_the_letter_open(store, settings, monkeypatch):
@@ -50,7 +50,7 @@ def test_retry_with_the_old_parser_keeps_the_letter_open(store, settings, monkey
         StrictCrawler(store, settings=settings).run()
     outcome = StrictCrawler(store, settings=settings).retry_dead_letters()
     assert outcome["still_failing"] == 1
-    letter = store.open_dead_letters("dl")[0]
+    letter = store.dead_letters.open_dead_letters("dl")[0]
     assert letter["retry_count"] == 1 and "about 40" in letter["error"]
 
 

@@ -25,7 +25,7 @@ EXPECTED = {"JP-1": "연료 호스 재질 부적절", "JP-2": "電気装置(灯�
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(RECALLS, source="test")
+    store.upsert("vehicle_recall", RECALLS, source="test")
     store.write(lambda db: db.conn.execute(
         "UPDATE recalls SET defect_cause_ko = '연료 호스 재질 부적절', translated_at = '2024-05-03T00:00:00+00:00' "
         "WHERE recall_number = 'JP-1'"))

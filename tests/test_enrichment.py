@@ -101,7 +101,7 @@ def test_detail_404_twice_then_found_is_done_after_three_requests_none_before_ba
     assert server.count("R1") == 3
     assert second - first >= 900 and third - second >= 3600
     assert queue_row(store, "R1")["state"] == "done"
-    assert store.get_recall("XX", "R1")["model_original"] == "MODEL R1"
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})["model_original"] == "MODEL R1"
 
 
 def test_not_found_every_time_is_gone_only_after_five_attempts(store, settings):
@@ -244,7 +244,7 @@ def test_detail_without_fields_marks_item_empty(store, settings):
 def test_detail_does_not_erase_stored_values(store, settings):
     server = DetailServer({"R1": [200]})                 # the detail answers no summary
     crawl(store, settings, server, [item(1)])
-    row = store.get_recall("XX", "R1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert row["summary_original"] == "Summary 1" and row["model_original"] == "MODEL R1"
 
 
@@ -254,7 +254,7 @@ def test_detail_that_adds_an_original_queues_the_row_for_translation(store, sett
         "UPDATE recalls SET summary_ko = '요약', translated_at = '2024-01-01T00:00:00+00:00', "
         "translation_status = 'translated'"))
     crawl(store, settings, DetailServer({"R1": [200]}), [])
-    row = store.get_recall("XX", "R1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert row["model_original"] == "MODEL R1"
     assert row["translated_at"] is None and row["summary_ko"] == "요약"
 
@@ -263,7 +263,7 @@ def test_unusable_detail_is_dead_lettered_once_and_stays_queued(store, settings)
     server = DetailServer({"R1": ["html"]})
     for _ in range(3):
         crawl(store, settings, server, [item(1)])
-    letters = store.open_dead_letters("ladder")
+    letters = store.dead_letters.open_dead_letters("ladder")
     assert len(letters) == 1 and server.count("R1") == 3
     assert (letters[0]["stage"], letters[0]["kind"], letters[0]["record_key"]) == ("detail", "unexpected", "R1")
     assert letters[0]["raw_kind"] == "bytes" and b"maintenance" in letters[0]["raw_bytes"]   # the body is kept
@@ -274,9 +274,9 @@ def test_unusable_detail_is_dead_lettered_once_and_stays_queued(store, settings)
 def test_detail_dead_letter_is_resolved_when_the_detail_later_succeeds(store, settings):
     server = DetailServer({"R1": ["html", 200]})
     crawl(store, settings, server, [item(1)])
-    assert len(store.open_dead_letters("ladder")) == 1
+    assert len(store.dead_letters.open_dead_letters("ladder")) == 1
     crawl(store, settings, server, [item(1)])
-    assert queue_row(store, "R1")["state"] == "done" and store.open_dead_letters("ladder") == []
+    assert queue_row(store, "R1")["state"] == "done" and store.dead_letters.open_dead_letters("ladder") == []
 
 
 def test_gone_items_show_in_status(store, settings):
@@ -342,4 +342,4 @@ def test_parallel_lookups_share_one_store_without_breaking_transactions(store, s
     server = DetailServer({f"R{n}": [200] for n in range(60)})
     result = crawl(store, settings.with_(enrich_workers=8), server, [item(n) for n in range(60)])
     assert result.status == "succeeded", result.error
-    assert result.enrichment_stats["done"] == 60 and store.open_dead_letters("ladder") == []
+    assert result.enrichment_stats["done"] == 60 and store.dead_letters.open_dead_letters("ladder") == []

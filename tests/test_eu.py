@@ -94,7 +94,7 @@ def test_real_report_parses_without_dead_letters_and_every_kept_alert_is_dated(s
     result = crawl(store, settings, site)
 
     assert result.status == "succeeded"
-    assert store.open_dead_letters("eu") == []
+    assert store.dead_letters.open_dead_letters("eu") == []
     rows = store.query("SELECT * FROM recalls WHERE source = 'eu'")
     assert vehicle_cases and {r["recall_number"] for r in rows} == vehicle_cases
     day, month, year = report_date.split("/")
@@ -126,14 +126,14 @@ def test_only_vehicle_notifications_are_stored(store, settings):
 # ---- clean-ups and mapping ----------------------------------------------------------------------
 def test_html_in_brand_and_model_is_cleaned(store, settings):
     crawl(store, settings, fixture_site())
-    row = store.get_recall("EU", "SR/01901/26")
+    row = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01901/26"})
     assert row["manufacturer_original"] == "Volkswagen"
     assert row["model_original"] == "Golf (e1*2018/858*00012*01 (CD1))"
 
 
 def test_null_prefix_is_removed(store, settings):
     crawl(store, settings, fixture_site())
-    row = store.get_recall("EU", "0061/05")
+    row = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "0061/05"})
     assert row["consequence_original"] == "Risk of fire."
     assert row["defect_cause_original"].startswith("A fuel feed hose")
     assert clean_text("null null Risk of injury.") == "Risk of injury."
@@ -141,11 +141,11 @@ def test_null_prefix_is_removed(store, settings):
 
 def test_unknown_nil_and_empty_values_are_absent(store, settings):
     crawl(store, settings, fixture_site())
-    tyre = store.get_recall("EU", "SR/01907/26")
+    tyre = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01907/26"})
     assert tyre["manufacturer_original"] is None           # <brand>Unknown</brand>
     assert "countryOfOrigin" not in extra(tyre)             # Unknown
     assert extra(tyre)["barcode"] == "5900000000019"
-    legacy = extra(store.get_recall("EU", "0061/05"))
+    legacy = extra(store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "0061/05"}))
     assert "barcode" not in legacy and "batchNumber" not in legacy and "type_numberOfModel" not in legacy
 
 
@@ -158,14 +158,14 @@ def test_element_marked_xsi_nil_is_absent_whatever_it_holds():
 
 def test_legacy_alert_takes_brand_and_model_from_its_description(store, settings):
     crawl(store, settings, fixture_site())
-    row = store.get_recall("EU", "0061/05")
+    row = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "0061/05"})
     assert (row["manufacturer_original"], row["model_original"]) == ("Meridian", "Tourer 2.0 (M 75)")
     assert extra(row)["names_from_description"] is True
 
 
 def test_mapping_of_a_modern_alert(store, settings):
     crawl(store, settings, fixture_site())
-    row = store.get_recall("EU", "SR/01901/26")
+    row = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01901/26"})
     assert row["recall_date"] == "2026-07-24" and row["country"] == "EU" and row["source_lang"] == "en"
     assert row["source_url"] == "https://ec.europa.eu/safety-gate-alerts/screen/webReport/alertDetail/10200101"
     assert row["summary_original"] is None   # "Passenger car." only named the product (extra.product)
@@ -180,7 +180,7 @@ def test_mapping_of_a_modern_alert(store, settings):
 
 def test_run_together_measures_become_sentences_with_entry_into_force(store, settings):
     crawl(store, settings, fixture_site())
-    row = store.get_recall("EU", "SR/01901/26")
+    row = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01901/26"})
     assert row["remedy_original"] == (
         "Recall of the product from end users (by the manufacturer), in force from 02/07/2026.\n"
         "Withdrawal of the product from the market (ordered to the distributor), in force from 24/04/2026.")
@@ -217,7 +217,7 @@ def test_addendum_in_a_later_run_keeps_the_stored_date(store, settings):
     site = fixture_site()
     crawl(store, settings, site, since="2026-08-01", until="2026-08-15")
     crawl(store, settings, fixture_site(), since="2026-08-16")
-    row = store.get_recall("EU", "SR/02101/26")
+    row = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"})
     assert row["recall_date"] == "2026-08-14"
     assert extra(row)["companyRecallCode"] == "KM-2607"
 
@@ -233,7 +233,7 @@ def test_a_non_vehicle_alert_repeated_in_a_later_run_keeps_its_stored_date(store
     crawl(store, settings, site, since="2026-08-01", until="2026-08-15")
     crawl(store, settings, site, since="2026-08-16")
     assert "10000205" in site.report_ids_requested()
-    row = store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02110/26"})
+    row = store.lookup.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02110/26"})
     assert row["alert_date"] == "2026-08-14"
 
 def test_notification_without_case_number_is_its_own_dead_letter(store, settings):
@@ -242,8 +242,8 @@ def test_notification_without_case_number_is_its_own_dead_letter(store, settings
     site = Site(index_xml(("10000204", "14/08/2026", "")), {"10000204": body})
     result = crawl(store, settings, site)
     assert result.counts.dead_lettered == 1
-    assert store.get_recall("EU", "SR/02101/26") is not None
-    letter = store.open_dead_letters("eu")[0]
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"}) is not None
+    letter = store.dead_letters.open_dead_letters("eu")[0]
     assert "caseNumber" in letter["error"] and "VoltMax" in letter["raw"]
 
 
@@ -254,7 +254,7 @@ def test_stray_comma_in_index_url_is_not_requested(store, settings):
     crawl(store, settings, site)
     report_requests = [r for r in site.requests if r.url.path.startswith(REPORT_PATH)]
     assert [str(r.url) for r in report_requests] == [f"https://ec.europa.eu{REPORT_PATH}10000201?language=en"]
-    assert store.get_recall("EU", "SR/01901/26") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01901/26"}) is not None
 
 
 def test_index_url_without_detail_path_gets_the_canonical_report_url():
@@ -268,7 +268,7 @@ def test_index_cannot_send_requests_to_another_host(store, settings):
     site = Site(index, {"10000201": (FIXTURES / "report_10000201.xml").read_bytes()})
     crawl(store, settings, site)
     assert {r.url.host for r in site.requests} == {"ec.europa.eu"}
-    assert store.get_recall("EU", "SR/01901/26") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01901/26"}) is not None
 
 
 def test_report_answering_400_is_retried_with_search_parameter(store, settings):
@@ -282,7 +282,7 @@ def test_report_answering_400_is_retried_with_search_parameter(store, settings):
     site = Site(index_xml(("10000201", "24/07/2026", "")), {"10000201": needs_search})
     result = crawl(store, settings, site)
     assert result.counts.dead_lettered == 0
-    assert store.get_recall("EU", "SR/01901/26") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/01901/26"}) is not None
 
 
 def test_incremental_run_fetches_only_reports_published_since_window(store, settings):
@@ -293,7 +293,7 @@ def test_incremental_run_fetches_only_reports_published_since_window(store, sett
     result = crawler.run()
     assert str(crawler.since) == "2026-07-31"                   # 14 days of overlap
     assert site.report_ids_requested() == ["10000204", "10000205"]
-    assert result.status == "succeeded" and store.get_recall("EU", "SR/02140/26") is not None
+    assert result.status == "succeeded" and store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02140/26"}) is not None
 
 
 def test_full_run_reads_every_report_in_the_index(store, settings):
@@ -317,7 +317,7 @@ def test_full_run_over_replay_set_via_cli(tmp_path):
     from basecrawler import Store
     cli_store = Store(str(db))
     try:
-        assert cli_store.count_recalls("eu") == 7
+        assert cli_store.lookup.count("vehicle_recall", "eu") == 7
     finally:
         cli_store.close()
 
@@ -351,11 +351,11 @@ def test_external_entity_document_is_refused_without_reading_file_or_url(store, 
         result = crawl(store, settings, hostile_site(hostile))
 
         assert spy.requests == []
-    letters = store.open_dead_letters("eu")
+    letters = store.dead_letters.open_dead_letters("eu")
     assert [(l["kind"], l["stage"]) for l in letters] == [("unsafe_xml", "fetch")]
     assert "DTD" in letters[0]["error"]
-    assert store.get_recall("EU", "SR/06666/26") is None
-    assert store.get_recall("EU", "SR/02101/26") is not None      # the next report still ran
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/06666/26"}) is None
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"}) is not None      # the next report still ran
     assert result.status == "succeeded"
     store.close()
     for path in tmp_path.rglob("*"):
@@ -376,18 +376,18 @@ def test_billion_laughs_document_is_refused_quickly(store, settings, caplog):
     started = time.monotonic()
     result = crawl(store, settings, hostile_site(hostile))
     assert time.monotonic() - started < 10
-    letters = store.open_dead_letters("eu")
+    letters = store.dead_letters.open_dead_letters("eu")
     assert [l["kind"] for l in letters] == ["unsafe_xml"], [l["error"][:600] for l in letters]
     assert any(r.levelname == "ERROR" and "unsafe_xml" in r.getMessage() for r in caplog.records)
-    assert store.get_recall("EU", "SR/02101/26") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"}) is not None
     assert result.status == "succeeded"
 
 
 def test_report_that_is_not_xml_is_a_dead_letter_and_the_next_report_runs(store, settings):
     result = crawl(store, settings, hostile_site(b"<html><body>Service unavailable</body></html>"))
-    letters = store.open_dead_letters("eu")
+    letters = store.dead_letters.open_dead_letters("eu")
     assert [l["kind"] for l in letters] == ["unexpected"]
-    assert store.get_recall("EU", "SR/02101/26") is not None and result.status == "succeeded"
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"}) is not None and result.status == "succeeded"
 
 
 def test_index_declaring_a_dtd_fails_the_source_and_no_report_is_fetched(store, settings):
@@ -495,11 +495,11 @@ def test_first_report_dates_are_asked_per_chunk_and_kept_across_chunks(store, se
     site = Site(index_xml(("10000206", "28/08/2026", "")), {"10000206": report})
     result = crawl(store, settings, site, since="2026-08-16")
     assert result.counts.dead_lettered == 0
-    assert store.get_recall("EU", "SR/02101/26")["recall_date"] == "2026-08-14"   # stored: kept
-    assert store.get_recall("EU", "SR/02109/26")["recall_date"] == "2026-08-14"
-    alert = store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02110/26"})
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"})["recall_date"] == "2026-08-14"   # stored: kept
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02109/26"})["recall_date"] == "2026-08-14"
+    alert = store.lookup.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02110/26"})
     assert alert["alert_date"] == "2026-08-14"
-    assert store.get_recall("EU", "SR/09001/26")["recall_date"] == "2026-08-28"   # new: this report's date
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/09001/26"})["recall_date"] == "2026-08-28"   # new: this report's date
     # 6 notifications in chunks of 2: at most one question per record type and chunk, each case asked once
     assert len(asked) <= 6 and sorted(n for numbers in asked for n in numbers) == [
         "SR/02101/26", "SR/02109/26", "SR/02110/26", "SR/09001/26", "SR/09002/26"]
@@ -514,8 +514,8 @@ def test_notifications_before_a_report_breaks_off_are_still_stored(store, settin
     cut = whole[:whole.index(b"<caseNumber>SR/09003/26") + 40]
     site = Site(index_xml(("10000206", "28/08/2026", "")), {"10000206": cut})
     result = crawl(store, settings, site)
-    assert store.get_recall("EU", "SR/09001/26")["recall_date"] == "2026-08-28"
-    assert store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/09002/26"}) is not None
-    assert store.get_recall("EU", "SR/09003/26") is None
-    assert [letter["kind"] for letter in store.open_dead_letters("eu")] == ["unexpected"]   # the report, kept whole
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/09001/26"})["recall_date"] == "2026-08-28"
+    assert store.lookup.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/09002/26"}) is not None
+    assert store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/09003/26"}) is None
+    assert [letter["kind"] for letter in store.dead_letters.open_dead_letters("eu")] == ["unexpected"]   # the report, kept whole
     assert result.counts.dead_lettered == 1

@@ -37,7 +37,7 @@ def real_rows(store, settings):
         pytest.skip("real samples folder absent")
     body = gzip.decompress(REAL_REPORT.read_bytes())
     result = crawl(store, settings, Site(index_xml(("10000319", "21/08/2026", "")), {"10000319": body}))
-    assert result.status == "succeeded" and store.open_dead_letters("eu") == []
+    assert result.status == "succeeded" and store.dead_letters.open_dead_letters("eu") == []
     return {row["recall_number"]: dict(row) for row in store.query("SELECT * FROM recalls WHERE source = 'eu'")}
 
 
@@ -63,19 +63,19 @@ def test_a_real_vin_range_after_the_kind_is_identification_not_the_summary(real_
 
 def test_the_fixture_bus_and_motorcycle_rows_read_their_defect(store, settings):
     crawl(store, settings, fixture_site())
-    bus, motorcycle = store.get_recall("EU", "SR/02140/26"), store.get_recall("EU", "SR/02101/26")
+    bus, motorcycle = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02140/26"}), store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "SR/02101/26"})
     assert bus["summary_original"] is None and motorcycle["summary_original"] is None
     assert VEHICLE_RECALL.best_text(bus)[1] == ("A coolant hose may crack near the heater. "
                                                 "Coolant could drip onto hot parts and cause a fire.")
     assert VEHICLE_RECALL.best_text(motorcycle)[1] == "The front brake hose may rub against the fork and leak."
     # The product alert of the same notification keeps the publisher's description whole.
-    alert = store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02140/26"})
+    alert = store.lookup.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/02140/26"})
     assert alert["description_original"] == "Bus."
 
 
 def test_a_description_saying_more_than_the_kind_stays_the_summary(store, settings):
     crawl(store, settings, fixture_site())
-    legacy = store.get_recall("EU", "0061/05")   # no product field: the description as published
+    legacy = store.lookup.get("vehicle_recall", {"country": "EU", "recall_number": "0061/05"})   # no product field: the description as published
     assert legacy["summary_original"].startswith("Passenger cars “Meridian - Tourer 2.0 (M 75)”")
 
 

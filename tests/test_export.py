@@ -28,7 +28,7 @@ RECALLS = [
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(RECALLS, source="test")
+    store.upsert("vehicle_recall", RECALLS, source="test")
     store.write(lambda db: db.conn.execute(
         "UPDATE recalls SET summary_ko = '브레이크 호스 손상', translated_at = '2024-03-15T00:00:00+00:00' "
         "WHERE recall_number = 'JP-4980'"))
@@ -114,7 +114,7 @@ def test_xlsx_dates_are_date_cells(filled, tmp_path):
 
 
 def test_xlsx_leaves_an_unreadable_date_empty(store, tmp_path):
-    store.upsert_recalls([Recall(country="US", recall_number="X1", recall_date=None, source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="X1", recall_date=None, source_lang="en",
                                  summary_original="no date")], source="test")
     _, _, rows = xlsx_rows(store.db.conn, tmp_path)
     assert rows[0]["Recall date"] is None and rows[0]["Date unknown"] == 1
@@ -130,7 +130,7 @@ def test_xlsx_has_styled_frozen_header_autofilter_and_sized_columns(filled, tmp_
 
 
 def test_xlsx_source_links_are_clickable(store, tmp_path):
-    store.upsert_recalls([Recall(country="US", recall_number="24V-101", recall_date="2024-02-20", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-101", recall_date="2024-02-20", source_lang="en",
                                  source_url="https://example.org/recall?id=24V-101")], source="test")
     sheet, header, rows = xlsx_rows(store.db.conn, tmp_path)
     assert rows[0]["Source link"] == '=HYPERLINK("https://example.org/recall?id=24V-101","https://example.org/recall?id=24V-101")'
@@ -138,7 +138,7 @@ def test_xlsx_source_links_are_clickable(store, tmp_path):
 
 
 def test_xlsx_strips_control_characters_excel_rejects(store, tmp_path):
-    store.upsert_recalls([Recall(country="US", recall_number="X1", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="X1", recall_date="2024-01-01",
                                  summary_original="bad\x0bchar\x1fhere")], source="test")
     out = tmp_path / "recalls.xlsx"
     export_recalls(store.db.conn, RecallFilter(), "xlsx", out)

@@ -14,7 +14,7 @@ ASKED = ["JP", "jp", "jP", "us", "ÄÖ", "äö", "Äö", "j", "JPN", "j%", "j_",
 
 
 def _fill(store: Store) -> None:
-    store.upsert_recalls([Recall(country="JP", recall_number=f"N{i:03d}",
+    store.upsert("vehicle_recall", [Recall(country="JP", recall_number=f"N{i:03d}",
                                  recall_date=dt.date(2024, 1, 1) + dt.timedelta(days=i),
                                  summary_original=f"text {i}", manufacturer_original=("Ford", "トヨタ", "BMW")[i % 3])
                           for i in range(60)], source="test")

@@ -13,7 +13,7 @@ from basecrawler.recordtypes.registry import forget_registered_types
 
 
 def _vehicles(store):
-    store.upsert_recalls([
+    store.upsert("vehicle_recall", [
         Recall(country="US", recall_number="1", recall_date="2024-01-01", manufacturer_original="Ford Motor Company"),
         Recall(country="CA", recall_number="2", recall_date="2024-01-02", manufacturer_original="FORD MOTOR CO."),
         Recall(country="JP", recall_number="3", recall_date="2024-01-03", manufacturer_original="トヨタ自動車株式会社"),
@@ -88,7 +88,7 @@ def test_also_text_must_name_a_translated_field():
 
 
 def test_a_ranged_facet_matches_a_value_inside_a_stored_range(store):
-    store.upsert_recalls([
+    store.upsert("vehicle_recall", [
         Recall(country="US", recall_number="r", recall_date="2024-01-01", model_year="2019-2021"),
         Recall(country="US", recall_number="s", recall_date="2024-01-02", model_year="2020"),
         Recall(country="US", recall_number="t", recall_date="2024-01-03", model_year="2022"),

@@ -122,7 +122,7 @@ def test_one_report_date_beyond_the_cap_is_a_loud_dead_letter(db_path):
     records = [food(n, "20260107") for n in range(8)] + [food(100, "20260301")]
     crawler, result = run(db_path, api.handler({"food": records}, skip_cap=4, max_limit=2), cls=SmallPages)
     assert list(stored(crawler)) == ["F-0100-2026"]
-    [letter] = crawler.store.list_dead_letters("fda")
+    [letter] = crawler.store.dead_letters.list_dead_letters("fda")
     assert "cannot be split" in letter["error"] and "20260107" in letter["error"]
 
 
@@ -135,7 +135,7 @@ def test_no_match_is_an_empty_window_not_a_failure(db_path):
 def test_an_error_shaped_200_fails_that_kind_only(db_path):
     crawler, result = run(db_path, api.handler(error_200={"device"}))
     assert "Z-1201-2026" not in stored(crawler) and len(stored(crawler)) == 6
-    [letter] = crawler.store.list_dead_letters("fda")
+    [letter] = crawler.store.dead_letters.list_dead_letters("fda")
     assert "200" in letter["error"] and "device" in letter["error"]
 
 

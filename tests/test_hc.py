@@ -273,7 +273,7 @@ def test_a_transport_canada_alert_and_the_ca_vehicle_recall_are_two_records_with
     store = Store(db_path)
     try:
         [row] = store.query("SELECT * FROM product_alerts WHERE alert_id = '90011'")
-        linked = store.same_as("product_alert", row)
+        linked = store.lookup.same_as("product_alert", row)
     finally:
         store.close()
     assert [(r["record_type"], r["source"], r["recall_number"]) for r in linked] == \

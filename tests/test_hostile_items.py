@@ -54,7 +54,7 @@ def test_a_redirect_loop_on_one_eu_report_of_three_keeps_the_two_healthy_ones(st
     healthy = _vehicle_cases("report_10000201.xml") | _vehicle_cases("report_10000205.xml")
     assert healthy and stored == healthy - _vehicle_cases("report_10000204.xml") | (stored & healthy)
     assert healthy <= stored
-    letters = store.open_dead_letters("eu")
+    letters = store.dead_letters.open_dead_letters("eu")
     assert [(l["kind"], "10000204" in (l["url"] or "")) for l in letters] == [("too_many_redirects", True)]
     assert result.status == "succeeded" and result.counts.dead_lettered == 1
     _no_traceback_logged(caplog)
@@ -123,7 +123,7 @@ def test_one_hostile_item_is_a_dead_letter_and_the_others_are_stored(store, db_p
         monkeypatch.setenv("BASECRAWLER_THREE_SITE_URL", server.url)
         result = ThreeItems(store, settings=settings).run()
     assert {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")} == {"T-1", "T-3"}
-    letters = store.open_dead_letters("three")
+    letters = store.dead_letters.open_dead_letters("three")
     assert [(l["kind"], l["record_key"], l["url"].endswith("/item/2")) for l in letters] == [(kind, "T-2", True)]
     assert result.status == "succeeded" and result.counts.dead_lettered == 1
     _no_traceback_logged(caplog)
@@ -134,7 +134,7 @@ def test_a_refused_body_keeps_what_was_received_in_the_archive(store, db_path, m
     with RawServer(_serve_items(endless_body(64))) as server:
         monkeypatch.setenv("BASECRAWLER_THREE_SITE_URL", server.url)
         ThreeItems(store, settings=settings).run()
-    (letter,) = store.open_dead_letters("three")
+    (letter,) = store.dead_letters.open_dead_letters("three")
     assert letter["kind"] == "too_large" and letter["response_sha256"]
     kept = Archive(store).get_bytes(letter["response_sha256"])
     assert kept.startswith(b"[0,0,0") and 0 < len(kept) <= 64 * 1024   # the head, not the whole body
@@ -154,7 +154,7 @@ class Buggy(ThreeItems):
 def test_an_unexpected_exception_in_one_item_is_its_dead_letter_with_the_traceback(store, settings, caplog):
     result = Buggy(store, settings=settings).run()
     assert {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")} == {"T-1", "T-3"}
-    (letter,) = store.open_dead_letters("buggy")
+    (letter,) = store.dead_letters.open_dead_letters("buggy")
     assert letter["kind"] == "item_error" and letter["record_key"] == "T-2"
     assert letter["error"].startswith("KeyError: ") and "Traceback (most recent call last)" in letter["error"]
     assert re.search(r'line \d+, in fetch', letter["error"])

@@ -100,7 +100,7 @@ def _run_three(store, settings, hostile):
     crawler = type("ThreeHostile", (Three,), {"hostile": hostile})(store, settings=settings)
     result = crawler.run()
     numbers = {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls WHERE source = 'three2'")}
-    return result, numbers, store.open_dead_letters("three2")
+    return result, numbers, store.dead_letters.open_dead_letters("three2")
 
 
 def test_a_record_nested_1200_deep_from_parse_is_its_items_dead_letter_before_the_store(store, settings):
@@ -211,7 +211,7 @@ def _hc_run(store, settings, body: bytes):
 
     result = HealthCanadaAlertsCrawler(store, settings=settings, transport=httpx.MockTransport(handler)).run()
     rows = {row["alert_id"]: dict(row) for row in store.query("SELECT * FROM product_alerts WHERE source = 'hc'")}
-    return result, rows, store.open_dead_letters("hc")
+    return result, rows, store.dead_letters.open_dead_letters("hc")
 
 
 @pytest.mark.parametrize("bom,codec", [(b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")])
@@ -301,7 +301,7 @@ def test_us_a_row_nested_too_deep_is_its_dead_letter_and_the_other_rows_are_stor
     result = _us_run(store, settings, body)
     numbers = {row["recall_number"] for row in store.query("SELECT recall_number FROM recalls WHERE source = 'us'")}
     assert numbers == {"24V001000", "24V003000"}, result.summary_line()
-    assert [letter["kind"] for letter in store.open_dead_letters("us")] == ["too_deep"]
+    assert [letter["kind"] for letter in store.dead_letters.open_dead_letters("us")] == ["too_deep"]
     assert adds_up(vars(result.counts)), result.summary_line()
 
 
@@ -347,4 +347,4 @@ def test_eu_one_notification_nested_300_deep_is_stored_as_text_and_the_report_re
     stored = {row["alert_id"]: dict(row) for row in store.query("SELECT * FROM product_alerts WHERE source = 'eu'")}
     assert sorted(stored) == sorted(cases), result.summary_line()
     assert "deep text" in stored[cases[1]]["description_original"] and "<b>" not in stored[cases[1]]["description_original"]
-    assert store.open_dead_letters("eu") == [] and result.warnings
+    assert store.dead_letters.open_dead_letters("eu") == [] and result.warnings

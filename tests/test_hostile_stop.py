@@ -155,7 +155,7 @@ def test_a_stop_during_detail_lookups_releases_them_and_the_run_is_interrupted(s
         result = TwoPhase(store, settings=fast_settings(db_path), stop=stop).run()
         took = time.monotonic() - started
     assert result.status == "interrupted" and took < STOP_WITHIN_S
-    assert store.open_dead_letters("twophase") == []          # a cut lookup is nobody's failure
+    assert store.dead_letters.open_dead_letters("twophase") == []          # a cut lookup is nobody's failure
     states = [r["state"] for r in store.query("SELECT state FROM enrichment WHERE key_prefix = 'TP'")]
     assert states == ["pending"] * 3                           # back in the queue, not left `processing`
     assert {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")} == {"D-0", "D-1", "D-2"}

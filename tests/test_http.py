@@ -216,7 +216,7 @@ def test_html_instead_of_json_fails_the_fetch_with_raw_kept(store, settings, mon
         monkeypatch.setenv("BASECRAWLER_JL_API_URL", server.url)
         result = JsonListCrawler(store, settings=settings).run()
     assert result.status == "failed" and "unexpected" in result.error
-    letter = store.open_dead_letters("jl")[0]
+    letter = store.dead_letters.open_dead_letters("jl")[0]
     assert letter["kind"] == "unexpected" and letter["raw_bytes"] == page
     sha = store.query("SELECT sha256 FROM responses WHERE status = 200")[0]["sha256"]
     assert letter["response_sha256"] == sha
@@ -233,7 +233,7 @@ def test_archive_retention_prunes_old_bodies_but_keeps_those_of_open_dead_letter
             "INSERT INTO responses (url, status, sha256, fetched_at) VALUES ('u', 200, ?, ?)", [sha, when]))
     archive.record(url="u2", method="GET", status=200, content_type=None, etag=None, last_modified=None,
                    sha256=fresh_sha, size=10)
-    store.add_dead_letter(source="x", run_id=None, stage="fetch", kind="unexpected", error="e", raw=None,
+    store.dead_letters.add_dead_letter(source="x", run_id=None, stage="fetch", kind="unexpected", error="e", raw=None,
                           response_sha256=kept_sha)
     assert archive.prune(retention_days=30) == 1
     assert not archive.has(old_sha) and archive.has(kept_sha) and archive.has(fresh_sha)

@@ -270,7 +270,7 @@ def test_full_run_stores_every_recall_of_every_press_release(store, settings):
     assert result.status == "succeeded", result.error
     numbers = {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls")}
     assert numbers == {"外-3456", "4526", "4498", "外-3471", "5402", "外-3478", "5415"}
-    honda = store.get_recall("JP", "4526")
+    honda = store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "4526"})
     assert honda["affected_units"] == 12313 and honda["recall_date"] == "2024-09-06"
     assert honda["source_url"] == f"{SITE}/report/press/jidosha08_hh_005222.html"
     assert honda["source_lang"] == "ja" and honda["country"] == "JP"
@@ -285,9 +285,9 @@ def test_unreadable_pdf_is_a_dead_letter_and_the_other_items_go_on(store, settin
                                                                           headers={"Content-Type": "application/pdf"})})
     result = JpCrawler(store, settings=settings, transport=transport, since=dt.date(2024, 9, 5)).run()
     assert result.counts.dead_lettered == 1
-    letter = store.open_dead_letters("jp")[0]
+    letter = store.dead_letters.open_dead_letters("jp")[0]
     assert letter["url"] == f"{SITE}/report/press/content/001761787.pdf" and "corrupt" in letter["error"]
-    assert store.get_recall("JP", "4526") is not None and store.get_recall("JP", "外-3456") is None
+    assert store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "4526"}) is not None and store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "外-3456"}) is None
 
 
 def test_pdf_that_downloads_whole_but_cannot_be_read_is_a_dead_letter_with_its_body(store, settings):
@@ -296,10 +296,10 @@ def test_pdf_that_downloads_whole_but_cannot_be_read_is_a_dead_letter_with_its_b
         {"/report/press/content/001761787.pdf": lambda r: httpx.Response(200, content=broken)})
     result = JpCrawler(store, settings=settings, transport=transport, since=dt.date(2024, 9, 5)).run()
     assert result.counts.dead_lettered == 1
-    letter = store.open_dead_letters("jp")[0]
+    letter = store.dead_letters.open_dead_letters("jp")[0]
     import hashlib
     assert letter["response_sha256"] == hashlib.sha256(broken).hexdigest()
-    assert store.get_recall("JP", "4526") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "4526"}) is not None
 
 
 def test_replay_run_from_the_command_line_works_offline(tmp_path):
@@ -314,7 +314,7 @@ def test_replay_run_from_the_command_line_works_offline(tmp_path):
     from basecrawler import Store
     store = Store(str(db))
     try:
-        assert store.count_recalls("jp") >= 3
+        assert store.lookup.count("vehicle_recall", "jp") >= 3
     finally:
         store.close()
 
@@ -327,14 +327,14 @@ def test_scan_unreadable_without_tesseract_is_resolved_by_dead_letter_retry(stor
     monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", "/nonexistent/tesseract")
     crawler = JpCrawler(store, settings=settings, transport=_replay_transport(), mode="full")
     result = crawler.run()
-    letter = next(l for l in store.open_dead_letters("jp") if "tesseract-ocr-jpn" in l["error"])
-    assert letter["url"].endswith("/001761650.pdf") and store.get_recall("JP", "5402") is None
+    letter = next(l for l in store.dead_letters.open_dead_letters("jp") if "tesseract-ocr-jpn" in l["error"])
+    assert letter["url"].endswith("/001761650.pdf") and store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "5402"}) is None
     assert result.counts.saved == 3     # the three text PDFs were stored all the same
 
     monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", real_command)
     outcome = JpCrawler(store, settings=settings).retry_dead_letters()
     assert outcome["resolved"] == 1
-    assert store.get_recall("JP", "5402")["affected_units"] == 58
+    assert store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "5402"})["affected_units"] == 58
 
 
 def test_incremental_run_keeps_small_batch_rows_notified_weeks_before_publication(store, settings):
@@ -346,7 +346,7 @@ def test_incremental_run_keeps_small_batch_rows_notified_weeks_before_publicatio
         {"/report/press/content/001761650.pdf":
          lambda r: httpx.Response(200, content=(FIXTURES / "list_small_batch.pdf").read_bytes())})).run()
     # newest stored recall is 2024-09-07; 外-3471 was notified 2024-08-02 and published 2024-09-04
-    assert result.counts.new == 1 and store.get_recall("JP", "外-3471") is not None
+    assert result.counts.new == 1 and store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "外-3471"}) is not None
 
 
 def test_list_pdf_without_a_recognisable_table_is_a_dead_letter_not_silence(store, settings):
@@ -362,5 +362,5 @@ def test_list_pdf_without_a_recognisable_table_is_a_dead_letter_not_silence(stor
         {"/report/press/content/001761787.pdf": lambda r: httpx.Response(200, content=buffer.getvalue())})
     result = JpCrawler(store, settings=settings, transport=transport, since=dt.date(2024, 9, 5)).run()
     assert result.counts.unparseable == 1
-    letter = store.open_dead_letters("jp")[0]
+    letter = store.dead_letters.open_dead_letters("jp")[0]
     assert "no recall table" in letter["error"] and letter["stage"] == "parse"

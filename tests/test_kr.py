@@ -81,7 +81,7 @@ def test_the_authored_pages_are_read_to_the_empty_page_and_keyed_by_the_uid(db_p
     assert first["source_url"] == "https://sftc.seoul.go.kr/fe/si/recallDmstc/NR_view.do?recallUid=10022783"
     assert stored["10022792"]["extra"]["recall_kind"] == "voluntary"
     assert stored["10022667"]["extra"]["model"] == "SWIM & PLAYING 4"   # entity decoded
-    letters = crawler.store.open_dead_letters("kr")
+    letters = crawler.store.dead_letters.open_dead_letters("kr")
     assert len(letters) == 1 and "without a recall uid" in letters[0]["error"]
 
 
@@ -104,7 +104,7 @@ def test_an_error_page_is_not_the_end_of_the_list(db_path):
     crawler, result = run(db_path, pages, mode="full")
     assert result.status == "failed" and "no recall list table" in result.error
     assert result.counts.new == 3   # page 1 stored; the error page kept as a dead letter
-    assert any(letter["kind"] == "unexpected" for letter in crawler.store.open_dead_letters("kr"))
+    assert any(letter["kind"] == "unexpected" for letter in crawler.store.dead_letters.open_dead_letters("kr"))
 
 
 def test_a_page_with_a_changed_header_is_refused():

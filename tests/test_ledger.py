@@ -40,7 +40,7 @@ def ledger_rows(db, source):
 def recall(db, country, number):
     store = Store(str(db))
     try:
-        return store.get_recall(country, number)
+        return store.lookup.get("vehicle_recall", {"country": country.upper(), "recall_number": number})
     finally:
         store.close()
 

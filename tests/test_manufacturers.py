@@ -60,7 +60,7 @@ def test_kanji_rules_do_not_swallow_other_companies():
 
 
 def test_store_writes_the_key_and_keeps_the_published_name(store):
-    store.upsert_recalls([Recall(country="US", recall_number="24V-101", recall_date="2024-02-20",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-101", recall_date="2024-02-20",
                                  source_lang="en", manufacturer_original="Ford Motor Company")], source="t")
     row = store.query("SELECT manufacturer_original, manufacturer_key FROM recalls")[0]
     assert row == {"manufacturer_original": "Ford Motor Company", "manufacturer_key": "FORD"}
@@ -68,7 +68,7 @@ def test_store_writes_the_key_and_keeps_the_published_name(store):
 
 def test_key_follows_a_changed_name_and_survives_a_blank_one(store):
     def upsert(name):
-        store.upsert_recalls([Recall(country="JP", recall_number="JP-1", recall_date="2024-01-01",
+        store.upsert("vehicle_recall", [Recall(country="JP", recall_number="JP-1", recall_date="2024-01-01",
                                      source_lang="ja", manufacturer_original=name)], source="t")
     upsert("本田技研工業株式会社")
     upsert("トヨタ自動車株式会社")
@@ -102,7 +102,7 @@ def test_migration_fills_the_key_for_existing_rows(tmp_path):
 
 
 def test_refill_keeps_the_search_index_and_its_trigger(store):
-    store.upsert_recalls([Recall(country="US", recall_number="1", recall_date="2024-01-01", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="1", recall_date="2024-01-01", source_lang="en",
                                  manufacturer_original="Ford Motor Company", summary_original="brake hose")], source="t")
     triggers = store.query("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
     store.write(lambda db: db.conn.execute("UPDATE recalls SET manufacturer_key = NULL"))

@@ -36,7 +36,7 @@ def store(request, any_db, monkeypatch):  # noqa: F811
 
 
 def stored(store) -> dict:
-    return store.get(TYPE, dict(zip(("source", "country", "recall_number"), KEY)))
+    return store.lookup.get(TYPE, dict(zip(("source", "country", "recall_number"), KEY)))
 
 
 def counts(result) -> tuple:
@@ -98,16 +98,17 @@ def test_a_key_another_writer_inserted_after_the_lookup_is_merged_not_failed(pg_
     # PostgreSQL's row-by-row path: the lookup misses the row another writer inserted meanwhile
     # (simulated: the first lookup answers nothing), so the insert meets the key's unique index.
     from basecrawler.store.engines import pg_upsert
+    from basecrawler.store.lookup import Lookup
     store = Store(pg_url)
     try:
         store.upsert(TYPE, [recall(), recall(recall_number="R2")], source="us")
         monkeypatch.setattr(pg_upsert, "merge_batch", lambda *args, **kwargs: False)
-        real, calls = Store.rows_by_key, []
+        real, calls = Lookup.rows_by_key, []
 
         def first_lookup_misses(self, *args, **kwargs):
             calls.append(args)
             return {} if len(calls) == 1 else real(self, *args, **kwargs)
-        monkeypatch.setattr(Store, "rows_by_key", first_lookup_misses)
+        monkeypatch.setattr(Lookup, "rows_by_key", first_lookup_misses)
         result = store.upsert(TYPE, [recall(summary_original="Seat belt"), recall(recall_number="R2")], source="us")
         assert counts(result) == (0, 1, 1, 0) and result.by_key[KEY] == "updated"
         assert stored(store)["summary_original"] == "Seat belt" and store.count(TYPE) == 2

@@ -17,7 +17,7 @@ def _alerts():
 def test_a_product_alert_is_found_by_text_in_the_migrated_copy(db_path, tmp_path, capsys):
     store = Store(db_path)
     store.upsert("product_alert", _alerts(), source="hc")
-    store.upsert_recalls([Recall(country="US", recall_number="R1", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="R1", recall_date="2024-01-01",
                                  summary_original="Brake hose may leak")], source="us")
     store.close()
     target = str(tmp_path / "copy.db")

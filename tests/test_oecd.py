@@ -101,7 +101,7 @@ def test_four_daily_snapshots_with_overlapping_windows_give_each_recall_once(db_
 def test_an_error_page_instead_of_the_feed_fails_the_run_and_is_kept(db_path):
     crawler, result = run_feed(db_path, (FIXTURES / "error_page.html").read_bytes(), content_type="text/html")
     assert result.status == "failed" and result.counts.new == 0
-    letters = crawler.store.open_dead_letters("oecd")
+    letters = crawler.store.dead_letters.open_dead_letters("oecd")
     assert len(letters) == 1 and letters[0]["kind"] == "unexpected"
 
 
@@ -119,7 +119,7 @@ def _runs_at(db_path, starts):
     body = (FIXTURES / "feed_day1.xml").read_bytes()
     for start in starts:
         crawler, result = run_feed(db_path, body)
-        crawler.store.update_run(result.run_id, started_at=start.isoformat())
+        crawler.store.runs.update_run(result.run_id, started_at=start.isoformat())
         crawler.store.close()
 
 

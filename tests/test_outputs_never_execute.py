@@ -27,7 +27,7 @@ HOSTILE = {
 
 @pytest.fixture
 def hostile(store):
-    store.upsert_recalls([Recall(country="US", recall_number="H-1", recall_date="2024-02-01", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="H-1", recall_date="2024-02-01", source_lang="en",
                                  summary_original="placeholder", source_url="https://example.org/r/H-1"),
                           Recall(country="US", recall_number="H-2", recall_date="2024-01-01", source_lang="en",
                                  summary_original="a link that is not http", source_url="https://example.org/ok")],

@@ -35,7 +35,7 @@ def store(pg_url):  # noqa: F811
 
 
 def stored(store, number: str) -> dict:
-    return store.get(TYPE, {"source": "us", "country": "US", "recall_number": number})
+    return store.lookup.get(TYPE, {"source": "us", "country": "US", "recall_number": number})
 
 
 def counts(result) -> tuple:
@@ -217,8 +217,8 @@ def test_a_second_type_with_a_list_column_a_boolean_and_no_date_sentinel(store, 
     again = store.upsert("product_alert", [alert(1, category=[], archived=None, alert_date=None),
                                            alert(2, alert_date="2024-04-02")], source="hc")
     assert again.by_key == {("hc", "CA", "A1"): "unchanged", ("hc", "CA", "A2"): "updated"}
-    one = store.get("product_alert", {"source": "hc", "country": "CA", "alert_id": "A1"})
-    two = store.get("product_alert", {"source": "hc", "country": "CA", "alert_id": "A2"})
+    one = store.lookup.get("product_alert", {"source": "hc", "country": "CA", "alert_id": "A1"})
+    two = store.lookup.get("product_alert", {"source": "hc", "country": "CA", "alert_id": "A2"})
     assert (one["category"], one["archived"], one["alert_date"], one["date_unknown"]) == \
         (["toys", "food"], 1, "2024-03-01", 0)
     assert (two["alert_date"], two["date_unknown"]) == ("2024-04-02", 0)

@@ -72,7 +72,7 @@ def test_a_staging_table_lost_with_its_transaction_is_made_again_and_the_batch_m
     result = store.upsert(TYPE, [recall(n, model_original="M") for n in range(2, 5)], source="us")
     assert (result.new, result.updated, result.unchanged) == (2, 1, 0)
     assert row_by_row == []   # merged, not sent row by row
-    assert store.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0002"})["model_original"] == "M"
+    assert store.lookup.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0002"})["model_original"] == "M"
 
 
 def test_several_batches_in_one_transaction_each_merge_only_their_own_rows(store, row_by_row):

@@ -59,20 +59,20 @@ def test_the_previous_release_schema_upgrades_step_by_step_with_its_data_kept(ol
         versions = _versions(old_url)
         assert [v for v, _ in versions] == [7, 8, 9, 10, 11] == list(range(7, pg_migrations.latest_version() + 1))
         assert versions[1][1] == "_p008_version_history"
-        row = store.get_recall("US", "24V-001")
+        row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V-001"})
         assert (row["summary_original"], row["summary_ko"], row["translated_at"]) == (
             "Brake fluid leak", "브레이크액 누출", "2024-05-02")
-        assert store.last_run("us")["new"] == 1
+        assert store.runs.last_run("us")["new"] == 1
         assert store.scalar("SELECT uses FROM translation_memory WHERE source_hash = 'h1'") == 3
         # Step 10: the queue and the letters keep their rows under the key's generic names.
         assert store.query("SELECT key_prefix, record_key, record_date, level FROM enrichment") == [
             {"key_prefix": "US", "record_key": "24V-001", "record_date": "2024-05-01", "level": 1}]
-        assert [(d["record_key"], d["error"]) for d in store.open_dead_letters("us")] == [("24V-001", "bad detail")]
+        assert [(d["record_key"], d["error"]) for d in store.dead_letters.open_dead_letters("us")] == [("24V-001", "bad detail")]
         # The upgraded store still works: a changed summary updates the row and clears its translation.
-        result = store.upsert_recalls([Recall(country="US", recall_number="24V-001", recall_date="2024-05-01",
+        result = store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-001", recall_date="2024-05-01",
                                               summary_original="Brake fluid leak (amended)")], source="us")
         assert (result.updated, result.new) == (1, 0)
-        assert store.get_recall("US", "24V-001")["summary_ko"] is None
+        assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V-001"})["summary_ko"] is None
     finally:
         store.close()
     Store(old_url).close()   # opening again runs nothing twice

@@ -188,7 +188,7 @@ def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster,
         return real_params(plan, row, now)
     monkeypatch.setattr(UpsertPlan, "params", cut_on_first_row)
     try:
-        result = store.upsert_recalls([Recall(country="US", recall_number=f"N{n}", recall_date="2024-05-01")
+        result = store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"N{n}", recall_date="2024-05-01")
                                        for n in range(4)], source="us")
         assert (result.new, result.failed) == (4, [])
         assert store.scalar("SELECT COUNT(*) FROM recalls") == 4
@@ -257,7 +257,7 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
         assert store.scalar("SELECT COUNT(*) FROM recalls") == 600
         assert store.scalar("SELECT COUNT(DISTINCT recall_number) FROM recalls") == 600
         assert store.scalar("SELECT COUNT(*) FROM dead_letters") == 0
-        assert store.last_run("slow")["status"] == "succeeded"
+        assert store.runs.last_run("slow")["status"] == "succeeded"
         assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
         assert any("reconnected" in r.getMessage() for r in caplog.records)
     finally:
@@ -287,8 +287,8 @@ def test_a_server_gone_for_good_fails_the_source_in_one_line_and_later_sources_s
         _start(cluster)
         later = OtherSource(store, items=["T1", "T2"], settings=settings, mode="full").run()
         assert later.status == "succeeded", later.summary_line()
-        assert store.count_recalls("other") == 2
-        assert store.count_recalls("slow") >= 20   # what was stored before the server went stays
+        assert store.lookup.count("vehicle_recall", "other") == 2
+        assert store.lookup.count("vehicle_recall", "slow") >= 20   # what was stored before the server went stays
     finally:
         store.close()
         _start(cluster)
@@ -353,8 +353,8 @@ def test_a_crawl_whose_run_lock_was_taken_during_a_restart_stops_in_one_line(clu
         assert result.status == "failed" and "RunLockLost" in result.error, result.summary_line()
         assert "taken by another crawl" in result.error
         # Nothing written after the restart: the batch refused at its BEGIN is not flushed later.
-        assert store.count_recalls("slow") == 30, store.count_recalls("slow")
-        assert store.last_run("slow")["status"] == "failed"   # the run's own record is still written
+        assert store.lookup.count("vehicle_recall", "slow") == 30, store.lookup.count("vehicle_recall", "slow")
+        assert store.runs.last_run("slow")["status"] == "failed"   # the run's own record is still written
         assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
     finally:
         for conn in rival:
@@ -442,7 +442,7 @@ def test_a_translation_run_survives_a_server_restart_losing_and_duplicating_noth
 
     store = Store(url)
     try:
-        store.upsert_recalls([Recall(country="XX", recall_number=f"T{n:03d}", recall_date="2024-05-01",
+        store.upsert("vehicle_recall", [Recall(country="XX", recall_number=f"T{n:03d}", recall_date="2024-05-01",
                                      source_lang="en", summary_original=f"Summary number {n} of the fleet")
                               for n in range(40)], source="demo")
         backend = RestartingBackend()

@@ -15,9 +15,9 @@ from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 
 
 def _fill(store) -> None:
-    store.upsert_recalls([Recall(country="US", recall_number=f"24V-{n:03d}", recall_date="2024-05-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"24V-{n:03d}", recall_date="2024-05-01",
                                  summary_original=f"ブレーキ summary {n}") for n in range(25)], source="us")
-    store.start_run("us", "full", "succeeded", os.getpid())
+    store.runs.start_run("us", "full", "succeeded", os.getpid())
     store.set_meta("note", "kept")
 
 
@@ -111,7 +111,7 @@ def test_snapshot_to_sqlite_is_a_complete_read_only_file(tmp_path, pg_url):  # n
         conn.close()
     # A second snapshot replaces the first (the file is read-only, the folder is not).
     store = Store(pg_url)
-    store.upsert_recalls([Recall(country="US", recall_number="24V-999", recall_date="2024-06-01")], source="us")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-999", recall_date="2024-06-01")], source="us")
     store.close()
     assert snapshot_to_sqlite(pg_url, path)["recalls"].target_rows == 26
 

@@ -42,7 +42,7 @@ def test_demo_source_runs_end_to_end(store, settings):
     c = result.counts
     # 3 items fetched, all 3 parse, all 3 are saved and all 3 are new (empty store).
     assert (c.fetched, c.parsed, c.saved, c.new) == (3, 3, 3, 3)
-    row = store.get_recall("XX", "R2")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R2"})
     # item(2): maker "Acme", units "1,200" -> the integer 1200; source/lang from DemoCrawler.
     assert row["manufacturer_original"] == "Acme" and row["affected_units"] == 1200
     assert row["recall_date"] == "2024-05-01" and row["model_original"] == "M2"
@@ -67,7 +67,7 @@ def test_demo_source_runs_end_to_end(store, settings):
 def test_missing_field_in_second_crawl_keeps_stored_value(store, settings):
     run(store, [item(1)], settings)
     result = run(store, [item(1, maker=None, summary="")], settings)
-    row = store.get_recall("XX", "R1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert row["manufacturer_original"] == "Acme"
     assert row["summary_original"] == "Summary 1"
     assert result.counts.unchanged == 1 and result.counts.updated == 0
@@ -79,7 +79,7 @@ def test_changed_value_updates_and_clears_its_translation(store, settings):
         "UPDATE recalls SET summary_ko='요약', model_ko='모델', translated_at='2024-01-01T00:00:00+00:00', "
         "translation_status='translated'"))
     result = run(store, [item(1, summary="Summary 1, revised")], settings)
-    row = store.get_recall("XX", "R1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert result.counts.updated == 1
     assert row["summary_original"] == "Summary 1, revised"
     assert row["summary_ko"] is None
@@ -106,7 +106,7 @@ def test_parse_and_validation_failures_become_dead_letters(store, settings):
     result = run(store, items, settings)
     assert result.status == "succeeded"
     assert result.counts.unparseable == 2 and result.counts.dead_lettered == 2 and result.counts.saved == 2
-    letters = store.open_dead_letters("demo")
+    letters = store.dead_letters.open_dead_letters("demo")
     kinds = sorted(l["kind"] for l in letters)
     assert kinds == ["parse_error", "validation"]
     raws = [json.loads(l["raw"]) for l in letters]
@@ -119,9 +119,9 @@ def test_unparseable_date_is_kept_with_sentinel_and_never_filtered(store, settin
     result = run(store, [item(1, date="31/02/2024"), item(2, date="2020-01-01")], settings,
                  since=dt.date(2024, 1, 1))
     assert result.counts.out_of_range == 1
-    row = store.get_recall("XX", "R1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert row["date_unknown"] == 1 and row["recall_date"] == "1970-01-01"
-    assert store.get_recall("XX", "R2") is None
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R2"}) is None
 
 
 def test_incremental_window_is_newest_minus_overlap(store, settings):
@@ -139,8 +139,8 @@ def test_batch_with_one_breaking_row_stores_all_others(store, settings):
     items = [item(n) for n in range(1, 41)]
     result = run(store, items, settings.with_(batch_size=40))
     assert result.counts.saved == 39 and result.counts.dead_lettered == 1
-    assert store.count_recalls("demo") == 39
-    letter = store.open_dead_letters("demo")[0]
+    assert store.lookup.count("vehicle_recall", "demo") == 39
+    letter = store.dead_letters.open_dead_letters("demo")[0]
     assert letter["stage"] == "store" and "refused row" in letter["error"] and letter["record_key"] == "R13"
     assert json.loads(letter["raw"])["id"] == "R13"
 
@@ -165,8 +165,8 @@ def test_fetch_failure_keeps_records_fetched_before_it(store, settings):
 
     result = Breaking(store, settings=settings).run()
     assert result.status == "failed" and "listing page 2 vanished" in result.error
-    assert store.get_recall("XX", "R1") is not None
-    assert store.last_run("demo")["status"] == "failed"
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"}) is not None
+    assert store.runs.last_run("demo")["status"] == "failed"
 
 
 def test_parse_may_return_many_records_or_none(store, settings):
@@ -189,13 +189,13 @@ def test_endpoint_override_changes_scheme_and_host_only(store, settings, monkeyp
 
 def test_control_characters_are_removed_from_text(store, settings):
     run(store, [item(1, summary="Brake\x00 hose\x1b[31m may\r\nleak")], settings)
-    assert store.get_recall("XX", "R1")["summary_original"] == "Brake hose[31m may\nleak"
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})["summary_original"] == "Brake hose[31m may\nleak"
 
 
 def test_runaway_text_field_is_a_dead_letter_not_a_stored_value(store, settings):
     result = run(store, [item(1, summary="x" * 10_000_000), item(2)], settings)
-    assert result.counts.dead_lettered == 1 and store.get_recall("XX", "R1") is None
-    assert "at most 100000 characters" in store.open_dead_letters("demo")[0]["error"]
+    assert result.counts.dead_lettered == 1 and store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"}) is None
+    assert "at most 100000 characters" in store.dead_letters.open_dead_letters("demo")[0]["error"]
 
 
 def test_source_can_ask_for_a_longer_incremental_look_back(store, settings):
@@ -230,8 +230,8 @@ def test_progress_bar_counts_on_a_terminal_stream():
 
 def test_blank_value_inside_extra_never_erases_a_stored_one(store):
     first = Recall(country="XX", recall_number="E1", recall_date="2024-01-01", extra={"risk": "serious", "lot": "A"})
-    store.upsert_recalls([first], source="demo")
+    store.upsert("vehicle_recall", [first], source="demo")
     again = Recall(country="XX", recall_number="E1", recall_date="2024-01-01", extra={"risk": "", "lot": None, "new": 1})
-    result = store.upsert_recalls([again], source="demo")
+    result = store.upsert("vehicle_recall", [again], source="demo")
     assert result.updated == 1
-    assert store.get_recall("XX", "E1")["extra"] == {"risk": "serious", "lot": "A", "new": 1}
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "E1"})["extra"] == {"risk": "serious", "lot": "A", "new": 1}

@@ -129,9 +129,9 @@ def test_tomorrow_is_plausible_the_day_after_is_not_by_the_injected_clock(store,
     items = [{"id": "today", "date": "2026-03-10"}, {"id": "tomorrow", "date": "2026-03-11"},
              {"id": "after", "date": "2026-03-12"}, {"id": "y1900", "date": "1900-01-01"}]
     DatedDemo(store, items=items, settings=settings, mode="full", clock=lambda: noon).run()
-    assert store.get_recall("XX", "tomorrow")["recall_date"] == "2026-03-11"
-    assert store.get_recall("XX", "y1900")["recall_date"] == "1900-01-01"
-    after = store.get_recall("XX", "after")
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "tomorrow"})["recall_date"] == "2026-03-11"
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "y1900"})["recall_date"] == "1900-01-01"
+    after = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "after"})
     assert after["date_unknown"] == 1 and after["extra"]["implausible_recall_date"] == "2026-03-12"
     # The watermark is the newest plausible date.
     crawler = DatedDemo(store, items=[], settings=settings, clock=lambda: noon)

@@ -59,7 +59,7 @@ def test_counts_of_older_data_are_not_read(filled):
     facetcounts.store_whole_table_counts(filled)
     marker = facetcounts.data_marker(conn, "recalls")
     assert facetcounts.stored_counts(conn, "recalls", marker) is not None
-    filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
+    filled.upsert("vehicle_recall", [Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
                                   summary_original="late")], source="test")
     now = facetcounts.data_marker(conn, "recalls")
     assert now != marker and facetcounts.stored_counts(conn, "recalls", now) is None
@@ -93,7 +93,7 @@ def test_the_table_page_shows_the_counts_the_run_kept(filled, db_path):
     filled.set_meta(key, json.dumps(kept))
     assert _facet_counts(_page(db_path, "/recalls.json?_size=0"), "country") == {"ZZ": 99}
     # Kept for older data (a record added since): the page counts for itself.
-    filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
+    filled.upsert("vehicle_recall", [Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
                                   summary_original="late")], source="test")
     counted["US"] += 1
     assert _facet_counts(_page(db_path, "/recalls.json?_size=0"), "country") == counted
@@ -177,9 +177,9 @@ def test_a_term_in_most_records_is_the_whole_tables_counts_less_the_rest(store, 
     import basecrawler.reading.summary as summary_module
     from basecrawler.reading.search import build_query, short_index, short_terms
 
-    run = store.start_run("test", "incremental", "running", 1)
-    store.upsert_recalls(_mostly_pumps(200), source="test")
-    store.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
+    run = store.runs.start_run("test", "incremental", "running", 1)
+    store.upsert("vehicle_recall", _mostly_pumps(200), source="test")
+    store.runs.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
     facetcounts.store_whole_table_counts(store)
     monkeypatch.setattr(summary_module, "IDS_MAX", 10)
     conn = store.db.conn

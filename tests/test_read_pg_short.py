@@ -49,7 +49,7 @@ def _plain(conn, filters):
 def windows_store(pg_url, monkeypatch):  # noqa: F811
     monkeypatch.setenv(ENV, "windows")
     store = Store(pg_url)
-    store.upsert_recalls(_recalls(200), source="test")
+    store.upsert("vehicle_recall", _recalls(200), source="test")
     yield store
     store.close()
 
@@ -100,7 +100,7 @@ def test_a_text_past_the_indexed_length_is_found_and_a_huge_one_is_stored(window
     # Distinct windows of 3 MB and more: uncapped, the tsvector would be refused (over 1 MB of
     # lexemes) and with it the row.
     huge = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(99_990))
-    windows_store.upsert_recalls([Recall(country="JP", recall_number="HUGE", recall_date=dt.date(2024, 1, 1),
+    windows_store.upsert("vehicle_recall", [Recall(country="JP", recall_number="HUGE", recall_date=dt.date(2024, 1, 1),
                                          summary_original=huge, defect_cause_original=huge[::-1],
                                          consequence_original=huge[1::2] + huge[::2], remedy_original="末端Q8")],
                                  source="test")
@@ -117,7 +117,7 @@ def _indexes(store) -> set[str]:
 def test_a_store_switches_its_search_index_when_asked_and_keeps_it_otherwise(pg_url, monkeypatch):  # noqa: F811
     monkeypatch.delenv(ENV, raising=False)
     store = Store(pg_url)   # a new store: the windows index
-    store.upsert_recalls(_recalls(30), source="test")
+    store.upsert("vehicle_recall", _recalls(30), source="test")
     assert _indexes(store) == {"recalls_search_windows"}
     assert search_module.short_index(store.db.conn, RecallFilter().declaration())
     store.close()

@@ -36,7 +36,7 @@ def _recalls(n: int) -> list[Recall]:
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(_recalls(800), source="test")
+    store.upsert("vehicle_recall", _recalls(800), source="test")
     return store
 
 
@@ -122,10 +122,10 @@ def test_a_search_summary_is_counted_again_after_a_run_adds_records(filled, db_p
         first = await cached_summary(ds, name, "recalls", filters, wait_s=30)
         again = await cached_summary(ds, name, "recalls", filters, wait_s=30)
         assert again is first   # the same data: kept
-        run = filled.start_run("test", "incremental", "running", 1)
-        filled.upsert_recalls([Recall(country="US", recall_number="NEW-1", recall_date="2024-01-01",
+        run = filled.runs.start_run("test", "incremental", "running", 1)
+        filled.upsert("vehicle_recall", [Recall(country="US", recall_number="NEW-1", recall_date="2024-01-01",
                                       summary_original="new brake defect")], source="test")
-        filled.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
+        filled.runs.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
         after = await cached_summary(ds, name, "recalls", filters, wait_s=30)
         return first, after
 
@@ -180,7 +180,7 @@ def test_status_counts_from_partial_indexes_equal_the_stores_counts(filled):
     from basecrawler.recordtypes import get_record_type
 
     conn = filled.db.conn
-    filled.upsert_recalls([Recall(country="US", recall_number="U-1", recall_date="unknown", date_unknown=True),
+    filled.upsert("vehicle_recall", [Recall(country="US", recall_number="U-1", recall_date="unknown", date_unknown=True),
                            Recall(country="US", recall_number="U-2", recall_date="2024-01-01")], source="other")
     filled.write(lambda db: db.conn.execute(
         "UPDATE recalls SET translated_at = '2024-01-02', translation_status = CASE WHEN id % 3 = 0 THEN 'failed' "
@@ -202,7 +202,7 @@ def test_a_rare_short_term_on_a_large_table_reads_the_ids_its_summary_found(fill
 
     from basecrawler.reading.browse import WEB_DIR, build_metadata
 
-    filled.upsert_recalls([Recall(country="US", recall_number=f"Q-{n}", recall_date=f"2024-0{n}-01",
+    filled.upsert("vehicle_recall", [Recall(country="US", recall_number=f"Q-{n}", recall_date=f"2024-0{n}-01",
                                   summary_original=f"only here: Q7 variant {n}") for n in (1, 2)], source="test")
     expected = [r["recall_number"] for r in search(filled.db.conn, RecallFilter(text="Q7"), limit=50)]
     assert expected == ["Q-2", "Q-1"]

@@ -20,5 +20,5 @@ def test_readme_source_example_runs_end_to_end(tmp_path, store):
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json=pages[int(request.url.params["page"])]))
     result = module.ExampleCrawler(store, settings=fast_settings(store.path), transport=transport, mode="full").run()
     assert result.status == "succeeded" and result.counts.new == 1
-    row = store.get_recall("XX", "X1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "X1"})
     assert (row["recall_date"], row["affected_units"], row["extra"]) == ("2024-03-05", 2700, {"category": "car"})

@@ -42,24 +42,24 @@ def test_a_store_of_the_last_release_migrates_in_place_keeping_everything(tmp_pa
     columns = [d[0] for d in store.db.conn.execute("SELECT * FROM recalls WHERE 1 = 0").description]
     after = store.db.conn.execute(f"SELECT {', '.join(columns[:33])} FROM recalls ORDER BY id").fetchall()
     assert after == before                                   # every row, id and translation as it was
-    translated = store.get_recall("CA", "2024-001")
+    translated = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2024-001"})
     assert (translated["summary_ko"], translated["translation_status"]) == ("브레이크 호스 누유", "translated")
-    assert store.last_run("ca")["status"] == "succeeded" and store.get_meta("probe") == "kept"
-    letter, = store.open_dead_letters("ca")
+    assert store.runs.last_run("ca")["status"] == "succeeded" and store.get_meta("probe") == "kept"
+    letter, = store.dead_letters.open_dead_letters("ca")
     assert letter["record_key"] == "2024-009" and letter["record_type"] is None
     assert "recall_number" not in store.db["dead_letters"].columns_dict
     assert store.scalar("SELECT rowid FROM recalls_fts WHERE recalls_fts MATCH 'brake'") == 1
 
     # The old source's rows re-crawled: unchanged, translation kept; another source's same number: a second row.
-    assert store.upsert_recalls([_recall("2024-001", "Brake hose may leak.")], source="ca").unchanged == 1
-    assert store.upsert_recalls([_recall("2024-001", "Brake hose.")], source="rsa").new == 1
-    assert store.count_recalls() == 4 and store.get_recall("CA", "2024-001")["summary_ko"] == "브레이크 호스 누유"
+    assert store.upsert("vehicle_recall", [_recall("2024-001", "Brake hose may leak.")], source="ca").unchanged == 1
+    assert store.upsert("vehicle_recall", [_recall("2024-001", "Brake hose.")], source="rsa").new == 1
+    assert store.lookup.count("vehicle_recall") == 4 and store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2024-001"})["summary_ko"] == "브레이크 호스 누유"
     store.close()
 
 
 def test_a_postgresql_store_of_the_last_release_moves_its_key_in_place(pg_url):  # noqa: F811
     store = Store(pg_url)
-    store.upsert_recalls([_recall("2024-001", "Brake hose may leak.")], source="ca")
+    store.upsert("vehicle_recall", [_recall("2024-001", "Brake hose may leak.")], source="ca")
     store.write(lambda db: db.conn.execute("UPDATE recalls SET summary_ko = '브레이크', translated_at = 't'"))
     # Back to the schema of the last release: version 7, keys without the source, no record_type,
     # the queue's and letters' key columns under a vehicle recall's names.
@@ -88,10 +88,10 @@ def test_a_postgresql_store_of_the_last_release_moves_its_key_in_place(pg_url): 
     assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'idx_enrichment_source_country_recall_number'") == 0
     assert store.query("SELECT key_prefix, record_key, record_date, level FROM enrichment") == [
         {"key_prefix": "CA", "record_key": "2024-001", "record_date": "2024-03-01", "level": 2}]
-    assert [letter["record_key"] for letter in store.open_dead_letters("ca")] == ["2024-009"]
+    assert [letter["record_key"] for letter in store.dead_letters.open_dead_letters("ca")] == ["2024-009"]
     assert store.scalar("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'dead_letters' "
                         "AND column_name = 'record_type'") == 1
-    assert store.get_recall("CA", "2024-001")["summary_ko"] == "브레이크"
-    assert store.upsert_recalls([_recall("2024-001", "Brake hose.")], source="rsa").new == 1
-    assert store.count_recalls() == 2
+    assert store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2024-001"})["summary_ko"] == "브레이크"
+    assert store.upsert("vehicle_recall", [_recall("2024-001", "Brake hose.")], source="rsa").new == 1
+    assert store.lookup.count("vehicle_recall") == 2
     store.close()

@@ -55,7 +55,7 @@ def test_one_item_may_yield_records_of_several_types_and_the_run_line_adds_up(ga
     assert (c.fetched, c.parsed, c.new, c.saved) == (2, 5, 5, 5)
     assert c.parsed == c.out_of_range + c.new + c.updated + c.unchanged + c.merged + c.store_failed
     assert store.count("vehicle_recall", source="mixed") == 2 and store.count("gadget_alert", source="mixed") == 3
-    alert = store.get("gadget_alert", {"source": "mixed", "alert_id": "M1"})
+    alert = store.lookup.get("gadget_alert", {"source": "mixed", "alert_id": "M1"})
     assert alert["country"] == "CA" and alert["category"] == ["Food", "Allergen"]   # the source's country filled in
     again = MixedCrawler(store, items=[mixed(1), mixed(2, instance=True)], settings=settings, mode="full").run()
     assert (again.counts.unchanged, again.counts.new, again.counts.updated) == (5, 0, 0)
@@ -66,7 +66,7 @@ def test_a_source_of_another_type_windows_by_that_types_date(gadget_type, store,
              {"id": "G3", "published": None, "text": "undated"}]
     result = GadgetCrawler(store, items=items, settings=settings, since="2024-01-01").run()
     assert (result.counts.parsed, result.counts.out_of_range, result.counts.new) == (3, 1, 2)
-    undated = store.get("gadget_alert", {"source": "gadgets", "alert_id": "G3"})
+    undated = store.lookup.get("gadget_alert", {"source": "gadgets", "alert_id": "G3"})
     assert undated["date_unknown"] == 1 and undated["published"] is None
     assert store.count("vehicle_recall") == 0
 
@@ -76,11 +76,11 @@ def test_implausible_dates_and_links_that_are_not_http_are_prepared_by_the_decla
              {"id": "G2", "published": "2024-05-01", "text": "fine", "url": "https://example.gc.ca/a"}]
     result = GadgetCrawler(store, items=items, settings=settings, mode="full", clock=lambda: 1717200000.0).run()
     assert result.counts.new == 2
-    future = store.get("gadget_alert", {"source": "gadgets", "alert_id": "G1"})
+    future = store.lookup.get("gadget_alert", {"source": "gadgets", "alert_id": "G1"})
     assert (future["published"], future["date_unknown"]) == (None, 1)
     assert future["extra"] == {"implausible_published": "2999-01-01", "source_url_text": "javascript:alert(1)"}
     assert future["source_url"] is None
-    assert store.get("gadget_alert", {"source": "gadgets", "alert_id": "G2"})["source_url"] == "https://example.gc.ca/a"
+    assert store.lookup.get("gadget_alert", {"source": "gadgets", "alert_id": "G2"})["source_url"] == "https://example.gc.ca/a"
 
 
 def test_a_vehicle_recall_link_that_is_not_http_is_kept_as_text(store, settings):
@@ -91,7 +91,7 @@ def test_a_vehicle_recall_link_that_is_not_http_is_kept_as_text(store, settings)
             return {"recall_number": raw, "recall_date": "2024-05-01", "source_url": "file:///etc/passwd"}
 
     Links(store, items=["R1"], settings=settings, mode="full").run()
-    row = store.get_recall("XX", "R1")
+    row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert row["source_url"] is None and row["extra"] == {"source_url_text": "file:///etc/passwd"}
 
 
@@ -100,12 +100,12 @@ def test_a_store_failure_letter_names_its_type_and_retry_stores_it_through_the_s
                      "BEGIN SELECT RAISE(ABORT, 'refused'); END")
     result = MixedCrawler(store, items=[mixed(1), mixed(2)], settings=settings, mode="full").run()
     assert (result.counts.new, result.counts.store_failed, result.counts.dead_lettered) == (3, 1, 1)
-    letter, = store.open_dead_letters("mixed")
+    letter, = store.dead_letters.open_dead_letters("mixed")
     assert (letter["stage"], letter["record_type"], letter["record_key"]) == ("store", "gadget_alert", "M2")
     store.db.execute("DROP TRIGGER refuse")
     outcome = MixedCrawler(store, settings=settings).retry_dead_letters()
     assert outcome == {"retried": 1, "resolved": 1, "still_failing": 0}
-    assert store.get("gadget_alert", {"source": "mixed", "alert_id": "M2"})["title_original"] == "Item 2"
+    assert store.lookup.get("gadget_alert", {"source": "mixed", "alert_id": "M2"})["title_original"] == "Item 2"
     assert store.count("vehicle_recall", source="mixed") == 2
 
 
@@ -147,7 +147,7 @@ def test_parse_returning_a_model_of_no_declared_type_is_one_dead_letter(store, s
 
     result = StrayCrawler(store, items=["a"], settings=settings, mode="full").run()
     assert (result.counts.unparseable, result.counts.dead_lettered) == (1, 1)
-    assert "model of no record type" in store.open_dead_letters("stray")[0]["error"]
+    assert "model of no record type" in store.dead_letters.open_dead_letters("stray")[0]["error"]
 
 
 def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stored(gadget_type, store, settings,
@@ -166,7 +166,7 @@ def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stor
 
     def ledger_done(source, keys):
         for key in keys:   # when an item is marked done, its gadget alert is in the store already
-            marked.append((key, store.get("gadget_alert", {"source": "listed", "alert_id": key}) is not None))
+            marked.append((key, store.lookup.get("gadget_alert", {"source": "listed", "alert_id": key}) is not None))
         return real_done(source, keys)
     monkeypatch.setattr(store.ledger, "done", ledger_done)
     result = Listed(store, items=[mixed(1), mixed(2), mixed(3)], settings=settings.with_(batch_size=2),
@@ -178,7 +178,7 @@ def test_a_list_item_is_marked_done_only_once_its_records_of_every_type_are_stor
 def test_a_parse_failure_letter_is_meant_for_the_sources_own_type(gadget_type, store, settings):
     result = GadgetCrawler(store, items=[{"id": "", "text": "no id"}], settings=settings, mode="full").run()
     assert result.counts.unparseable == 1
-    letter, = store.open_dead_letters("gadgets")
+    letter, = store.dead_letters.open_dead_letters("gadgets")
     assert (letter["stage"], letter["record_type"]) == ("parse", "gadget_alert")
 
 
@@ -195,7 +195,7 @@ def test_a_source_of_another_type_has_a_detail_phase_too(gadget_type, store, set
                                            {"id": "G2", "published": "2024-05-02", "text": "b"}],
                              settings=settings, mode="full").run()
     assert result.enrichment_stats["done"] == 2 and sorted(DetailedGadgets.asked) == ["G1", "G2"]
-    one = store.get("gadget_alert", {"source": "detailed", "alert_id": "G1"})
+    one = store.lookup.get("gadget_alert", {"source": "detailed", "alert_id": "G1"})
     assert (one["hazard_original"], one["category"], one["title_original"]) == ("Hazard of G1", ["Toys"], "a")
     queued = store.query("SELECT key_prefix, record_key, record_date, state FROM enrichment ORDER BY record_key")
     assert queued == [{"key_prefix": "", "record_key": "G1", "record_date": "2024-05-01", "state": "done"},

@@ -45,8 +45,8 @@ def test_a_declared_type_gets_its_table_with_a_key_that_starts_with_the_source(g
     store.upsert(GADGET, [gadget(1)], source="hc")
     store.upsert(GADGET, [gadget(1, title_original="Other kettle")], source="cfia")   # same number, other source
     assert store.count(GADGET) == 2 and store.count("gadget_alert", source="hc") == 1
-    assert store.get(GADGET, {"source": "hc", "alert_id": "G1"})["title_original"] == "Kettle 1"
-    assert store.get(GADGET, {"source": "cfia", "alert_id": "G1"})["title_original"] == "Other kettle"
+    assert store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})["title_original"] == "Kettle 1"
+    assert store.lookup.get(GADGET, {"source": "cfia", "alert_id": "G1"})["title_original"] == "Other kettle"
     with pytest.raises(Exception):   # the unique key refuses a second (source, alert_id)
         store.write(lambda db: db.conn.execute(
             "INSERT INTO gadget_alerts (source, alert_id, first_seen_at, updated_at) VALUES ('hc', 'G1', 'x', 'x')"))
@@ -76,8 +76,8 @@ def test_a_changed_original_clears_its_translation(gadget_type, db_path):
     store.write(lambda db: db.conn.execute(
         "UPDATE gadget_alerts SET title_ko = '주전자', hazard_ko = '화상', translated_at = 't', translation_status = 'ok'"))
     store.upsert(GADGET, [gadget(1, title_original="Kettle one"), gadget(2)], source="hc")
-    one = store.get(GADGET, {"source": "hc", "alert_id": "G1"})
-    two = store.get(GADGET, {"source": "hc", "alert_id": "G2"})
+    one = store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})
+    two = store.lookup.get(GADGET, {"source": "hc", "alert_id": "G2"})
     assert (one["title_ko"], one["hazard_ko"], one["translated_at"], one["translation_status"]) == (None, "화상", None, None)
     assert (two["title_ko"], two["translated_at"]) == ("주전자", "t")
     store.close()
@@ -88,8 +88,8 @@ def test_a_multi_valued_facet_is_a_json_array_and_rows_come_back_by_key(gadget_t
     store.upsert(GADGET, [gadget(1, category=["Food", "Allergen"]), gadget(2, category=[])], source="hc")
     assert store.scalar("SELECT category FROM gadget_alerts WHERE alert_id = 'G1'") == '["Food", "Allergen"]'
     assert store.scalar("SELECT category FROM gadget_alerts WHERE alert_id = 'G2'") is None
-    assert store.get(GADGET, {"source": "hc", "alert_id": "G1"})["category"] == ["Food", "Allergen"]
-    found = store.rows_by_key(GADGET, [("hc", "G1"), ("hc", "G2"), ("hc", "G9"), ("cfia", "G1")], ["category"])
+    assert store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})["category"] == ["Food", "Allergen"]
+    found = store.lookup.rows_by_key(GADGET, [("hc", "G1"), ("hc", "G2"), ("hc", "G9"), ("cfia", "G1")], ["category"])
     assert set(found) == {("hc", "G1"), ("hc", "G2")} and found[("hc", "G1")]["category"] == '["Food", "Allergen"]'
     store.close()
 
@@ -97,14 +97,14 @@ def test_a_multi_valued_facet_is_a_json_array_and_rows_come_back_by_key(gadget_t
 def test_an_unknown_date_is_kept_never_invented_and_never_replaces_a_known_one(gadget_type, db_path):
     store = Store(db_path)
     store.upsert(GADGET, [gadget(1, published=None), gadget(2)], source="hc")
-    row = store.get(GADGET, {"source": "hc", "alert_id": "G1"})
+    row = store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})
     assert row["published"] is None and row["date_unknown"] == 1
     later = store.upsert(GADGET, [gadget(1, published=dt.date(2024, 6, 1)), gadget(2, published=None)], source="hc")
     assert (later.updated, later.unchanged) == (1, 1)
-    assert store.get(GADGET, {"source": "hc", "alert_id": "G1"})["published"] == "2024-06-01"
-    two = store.get(GADGET, {"source": "hc", "alert_id": "G2"})
+    assert store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})["published"] == "2024-06-01"
+    two = store.lookup.get(GADGET, {"source": "hc", "alert_id": "G2"})
     assert (two["published"], two["date_unknown"]) == ("2024-05-01", 0)
-    assert store.newest_date(GADGET, "hc", dt.date(2024, 7, 1)) == "2024-06-01"
+    assert store.lookup.newest_date(GADGET, "hc", dt.date(2024, 7, 1)) == "2024-06-01"
     store.close()
 
 
@@ -152,7 +152,7 @@ def test_a_field_added_to_a_model_becomes_a_column_and_rows_are_kept(db_path, fo
     store = Store(db_path)
     assert "units" in _columns(store, "things")
     assert store.upsert(second, [V2(code="a", units=3)], source="s").updated == 1
-    row = store.get(second, {"source": "s", "code": "a"})
+    row = store.lookup.get(second, {"source": "s", "code": "a"})
     assert (row["name_original"], row["units"]) == ("Alpha", 3)
     store.close()
 
@@ -183,21 +183,21 @@ def test_the_same_recall_from_two_sources_and_types_is_linked_never_merged(gadge
     from basecrawler import Recall
 
     store = Store(db_path)
-    store.upsert_recalls([Recall(country="CA", recall_number="2024-123", recall_date="2024-05-01",
+    store.upsert("vehicle_recall", [Recall(country="CA", recall_number="2024-123", recall_date="2024-05-01",
                                  manufacturer_original="Ford")], source="ca")
-    store.upsert_recalls([Recall(country="US", recall_number="2024-123", recall_date="2024-05-01")], source="us")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="2024-123", recall_date="2024-05-01")], source="us")
     store.upsert(GADGET, [gadget("x", alert_id="2024-123", country="CA"), gadget("z", alert_id="2024-999", country="CA")],
                  source="hc")
     store.upsert(GADGET, [gadget("y", alert_id="2024-123", country=None)], source="cfia")
-    ford = store.get("vehicle_recall", {"source": "ca", "country": "CA", "recall_number": "2024-123"})
-    linked = store.same_as("vehicle_recall", ford)
+    ford = store.lookup.get("vehicle_recall", {"source": "ca", "country": "CA", "recall_number": "2024-123"})
+    linked = store.lookup.same_as("vehicle_recall", ford)
     assert sorted((r["record_type"], r["source"], r.get("country")) for r in linked) == [
         ("gadget_alert", "cfia", None), ("gadget_alert", "hc", "CA")]     # not itself, not the US recall
-    alert = store.get(GADGET, {"source": "hc", "alert_id": "2024-123"})
-    back = store.same_as(GADGET, alert)
+    alert = store.lookup.get(GADGET, {"source": "hc", "alert_id": "2024-123"})
+    back = store.lookup.same_as(GADGET, alert)
     assert sorted((r["record_type"], r["source"]) for r in back) == [("gadget_alert", "cfia"), ("vehicle_recall", "ca")]
     assert store.count("vehicle_recall") == 2 and store.count(GADGET) == 2 + 1   # nothing merged away
-    assert store.same_as(GADGET, store.get(GADGET, {"source": "hc", "alert_id": "2024-999"})) == []
+    assert store.lookup.same_as(GADGET, store.lookup.get(GADGET, {"source": "hc", "alert_id": "2024-999"})) == []
     store.close()
 
 
@@ -210,7 +210,7 @@ def test_search_indexes_of_every_type_can_be_rebuilt_after_rows_were_copied_in(g
     def found():
         return store.scalar("SELECT COUNT(*) FROM gadget_alerts_fts WHERE gadget_alerts_fts MATCH 'kettle'")
     assert found() == 0
-    store.rebuild_search_indexes()
+    store.records.rebuild_search_indexes()
     assert found() == 1
     store.close()
 

@@ -49,8 +49,8 @@ def test_a_stop_keeps_what_was_stored_and_starts_no_later_source(settings, store
     assert summary.statuses() == {"aa": "interrupted", "bb": "not_started"}
     assert summary.summary_line() == "2 sources: 0 succeeded, 0 failed or suspect, 1 interrupted, 1 not started " \
                                      "(aa=interrupted, bb=not_started)"
-    assert store.count_recalls("aa") == 2                 # the two items before the stop
-    assert store.last_run("aa")["status"] == "interrupted"
+    assert store.lookup.count("vehicle_recall", "aa") == 2                 # the two items before the stop
+    assert store.runs.last_run("aa")["status"] == "interrupted"
 
 
 def test_the_scheduled_job_uses_the_runner_and_then_the_hooks(settings, monkeypatch):
@@ -123,7 +123,7 @@ def test_a_stop_during_a_wait_is_never_a_dead_letter(settings, store):
     summary = run_sources({"cc": Careful}, settings=settings, stop=threading.Event(), store=store)
     assert time.monotonic() - started < 5
     assert summary.statuses() == {"cc": "interrupted"}
-    assert store.count_recalls("cc") == 1
+    assert store.lookup.count("vehicle_recall", "cc") == 1
     assert store.query("SELECT COUNT(*) AS n FROM dead_letters")[0]["n"] == 0
 
 

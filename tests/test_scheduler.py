@@ -115,7 +115,7 @@ def test_failing_sources_do_not_stop_the_others(settings, translation):
     assert not report.ok and sorted(report.failed_sources) == ["aa", "bb"]
     store = Store(settings.db_path)
     try:
-        assert store.get_recall("CC", "cc-1") is not None
+        assert store.lookup.get("vehicle_recall", {"country": "CC", "recall_number": "cc-1"}) is not None
     finally:
         store.close()
 

@@ -35,7 +35,7 @@ KOREAN = {  # what the translator would have written for the Japanese brake reca
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(RECALLS, source="test")
+    store.upsert("vehicle_recall", RECALLS, source="test")
     for number, fields in KOREAN.items():
         sets = ", ".join(f"{k} = ?" for k in fields)
         store.write(lambda db: db.conn.execute(f"UPDATE recalls SET {sets} WHERE recall_number = ?",
@@ -122,7 +122,7 @@ def test_hostile_or_syntax_terms_are_plain_text(filled, term):
     # None of these strings occurs literally in the data: treated as text they match nothing,
     # while as FTS syntax `brake*` / `-brake` would match or raise, and the DROP would run.
     assert numbers(filled, text=term) == []
-    assert filled.count_recalls() == 5
+    assert filled.lookup.count("vehicle_recall") == 5
 
 
 def test_like_wildcards_in_input_are_literal(filled):

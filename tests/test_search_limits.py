@@ -10,7 +10,7 @@ from basecrawler.reading.search import MAX_QUERY_CHARS, MAX_QUERY_TERMS, QueryTo
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls([Recall(country="US", recall_number="24V-101", recall_date="2024-02-20", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-101", recall_date="2024-02-20", source_lang="en",
                                  manufacturer_original="Ford", model_original="F-150", model_year="2021",
                                  summary_original="The rear brake hose may rupture.")], source="test")
     return store

@@ -21,7 +21,7 @@ SITE = "https://api.example"
 
 def letters(store, source):
     return [{**row, "raw": decode_raw(row["raw_kind"], row["raw"], row["raw_bytes"])}
-            for row in store.open_dead_letters(source)]
+            for row in store.dead_letters.open_dead_letters(source)]
 
 
 # ---- item(): one failed item is one dead letter, the crawl goes on ------------------------------
@@ -72,7 +72,7 @@ def test_item_failure_becomes_one_fetch_dead_letter_and_the_crawl_goes_on(store,
     [letter] = letters(store, "itemdemo")
     assert letter["stage"] == "fetch" and letter["kind"] == error.kind
     assert letter["raw"] == {"id": "a", "note": "raw a"} and letter["url"] == f"{SITE}/items/a"
-    assert store.get_recall("XX", "B") is not None          # the item after it was still crawled
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "B"}) is not None          # the item after it was still crawled
     assert [scope.failed for scope in crawler.scopes] == [True, False]
 
 
@@ -81,7 +81,7 @@ def test_blocked_inside_item_passes_through_and_ends_the_run(store, settings):
     result = crawler.run()
     assert result.status == "failed" and "403" in (result.error or "")
     assert letters(store, "itemdemo") == []
-    assert store.get_recall("XX", "B") is None              # nothing after the block
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "B"}) is None              # nothing after the block
 
 
 def test_item_failure_inside_a_ledger_attempt_marks_the_list_item_failing(store, settings):
@@ -123,7 +123,7 @@ def test_list_with_a_bare_ampersand_yields_its_items_and_a_warning(store, settin
     crawler = list_crawler(store, settings, body)
     result = crawler.run()
     assert result.status == "succeeded" and result.counts.fetched == 2
-    assert store.get_recall("XX", "R-1 Nuts & bolts") is not None and store.get_recall("XX", "R-2") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R-1 Nuts & bolts"}) is not None and store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R-2"}) is not None
     assert crawler.warnings == ["feed /feed.xml: escaped 1 bare '&'"]
     assert letters(store, "listdemo") == []
 
@@ -132,7 +132,7 @@ def test_lost_list_item_is_an_unreadable_item_dead_letter_with_its_text(store, s
     body = b"<list><item><title>R-1</title></item><item><title>R-2</item><item><title>R-3</title></item></list>"
     result = list_crawler(store, settings, body).run()
     assert result.counts.fetched == 2
-    assert store.get_recall("XX", "R-1") is not None and store.get_recall("XX", "R-3") is not None
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R-1"}) is not None and store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R-3"}) is not None
     [letter] = letters(store, "listdemo")
     assert (letter["kind"], letter["stage"]) == ("unreadable_item", "fetch")
     assert letter["raw"] == {"feed": f"{SITE}/feed.xml", "item": "<item><title>R-2</item>"}
@@ -224,7 +224,7 @@ def test_in_window_holds_dates_inside_the_bounds_and_undated_items(store, settin
 def test_known_keys_are_the_given_numbers_this_source_has_stored(store, settings):
     FactsDemo(store, settings=settings, mode="full", items=[{"id": "K1", "date": "2024-05-01"},
                                                           {"id": "K2", "date": "2024-05-02"}]).run()
-    store.upsert_recalls([Recall(country="YY", recall_number="K3", recall_date="2024-05-03", source_lang="en")],
+    store.upsert("vehicle_recall", [Recall(country="YY", recall_number="K3", recall_date="2024-05-03", source_lang="en")],
                          source="other")
     crawler = FactsDemo(store, settings=settings)
     assert crawler.known_keys(["K1", "K3", "K9"]) == {"K1"}
@@ -235,7 +235,7 @@ def test_known_date_is_the_stored_date_and_none_when_unknown_or_absent(store, se
                                                           {"id": "D2", "date": "31/02/2024"}]).run()
     crawler = FactsDemo(store, settings=settings)
     assert crawler.known_date("D1") == "2024-05-01"
-    assert store.get_recall("XX", "D2")["date_unknown"] == 1
+    assert store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "D2"})["date_unknown"] == 1
     assert crawler.known_date("D2") is None
     assert crawler.known_date("D9") is None
 
@@ -263,7 +263,7 @@ def test_known_date_reads_the_type_it_is_asked_for(store, settings):
 def test_known_dates_holds_this_sources_known_dates_only(store, settings):
     FactsDemo(store, settings=settings, mode="full", items=[{"id": "D1", "date": "2024-05-01"},
                                                           {"id": "D2", "date": "31/02/2024"}]).run()
-    store.upsert_recalls([Recall(country="XX", recall_number="D3", recall_date="2024-05-03", source_lang="en")],
+    store.upsert("vehicle_recall", [Recall(country="XX", recall_number="D3", recall_date="2024-05-03", source_lang="en")],
                          source="other")   # the same country and number, another source's record
     crawler = FactsDemo(store, settings=settings)
     assert crawler.known_dates(["D1", "D2", "D3", "D9", "D1"]) == {"D1": "2024-05-01"}

@@ -13,12 +13,12 @@ NOW = dt.datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
 
 
 def _run(store, source, status, finished_at):
-    run_id = store.start_run(source, "incremental", "running", 1)
-    store.update_run(run_id, status=status, started_at=finished_at, finished_at=finished_at)
+    run_id = store.runs.start_run(source, "incremental", "running", 1)
+    store.runs.update_run(run_id, status=status, started_at=finished_at, finished_at=finished_at)
 
 
 def _recall(store, source, number, date):
-    store.upsert_recalls([Recall.model_validate({"country": "AA", "source_lang": "en", "recall_number": number,
+    store.upsert("vehicle_recall", [Recall.model_validate({"country": "AA", "source_lang": "en", "recall_number": number,
                                                  "recall_date": date})], source=source)
 
 

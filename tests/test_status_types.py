@@ -20,7 +20,7 @@ def _fill(store):
     ], source="hc")
     store.upsert("product_alert", [model(country="EU", alert_id="E1", alert_date="2024-04-01", title_original="c")],
                  source="eu")
-    store.upsert_recalls([Recall(country="EU", recall_number="E1", recall_date="2024-03-01"),
+    store.upsert("vehicle_recall", [Recall(country="EU", recall_number="E1", recall_date="2024-03-01"),
                           Recall(country="EU", recall_number="E2", recall_date="garbled")], source="eu")
 
 

@@ -94,7 +94,7 @@ def _runs(db_path):
     store = Store(str(db_path))
     try:
         return {row["source"]: row["status"] for row in store.query("SELECT source, status FROM crawl_runs")}, \
-            store.count_recalls("aslow")
+            store.lookup.count("vehicle_recall", "aslow")
     finally:
         store.close()
 

@@ -41,10 +41,10 @@ def test_old_database_with_duplicates_is_merged_then_indexed(tmp_path):
             merged["affected_units"]) == ("Ford", "F-150", "new summary", 10)
     assert rows[1]["model_original"] == "Bolt"
     # The unique key now holds, so upserts work on the migrated database.
-    result = store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+    result = store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
                                           remedy_original="Replace")], source="us")
     assert (result.new, result.updated) == (0, 1)
-    assert store.count_recalls() == 2
+    assert store.lookup.count("vehicle_recall") == 2
 
 
 def test_schema_is_versioned(store):
@@ -114,7 +114,7 @@ def test_two_processes_at_once_second_waits_no_lock_errors_no_duplicates(tmp_pat
     assert out1.strip() == "succeeded" and out2.strip() == "succeeded", (err1, err2)
     assert "database is locked" not in err1 + err2
     store = Store(db)
-    assert store.count_recalls() == 300
+    assert store.lookup.count("vehicle_recall") == 300
     assert store.db.execute("SELECT COUNT(DISTINCT recall_number) FROM recalls").fetchone()[0] == 300
     runs = store.query("SELECT status, started_at FROM crawl_runs ORDER BY id")
     assert [r["status"] for r in runs] == ["succeeded", "succeeded"]
@@ -176,13 +176,13 @@ def test_new_rows_reach_the_index_without_an_insert_trigger(store):
     triggers = {r["name"] for r in store.query("SELECT name FROM sqlite_master WHERE type = 'trigger' "
                                                "AND tbl_name = 'recalls'")}
     assert triggers == {"recalls_fts_au", "recalls_fts_ad"}
-    store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
                                  summary_original="Brake hose may rupture"),
                           Recall(country="JP", recall_number="JP-1", recall_date="2024-01-02", source_lang="ja",
                                  summary_original="燃料ポンプが停止するおそれ")], source="t")
     assert _matches(store, "hose") == ["24V001"] and _matches(store, "燃料ポ") == ["JP-1"]
     # A changed original goes through the update trigger; a second batch appends after the first.
-    store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
                                  summary_original="Fuel pump may fail"),
                           Recall(country="CA", recall_number="2024-9", recall_date="2024-01-03",
                                  summary_original="Brake fluid leak")], source="t")
@@ -192,7 +192,7 @@ def test_new_rows_reach_the_index_without_an_insert_trigger(store):
 
 
 def test_rows_refused_by_the_database_are_not_indexed(store):
-    result = store.upsert_recalls([Recall(country="US", recall_number="A1", recall_date="2024-01-01",
+    result = store.upsert("vehicle_recall", [Recall(country="US", recall_number="A1", recall_date="2024-01-01",
                                           summary_original="kept airbag row"),
                                    # Past the model (which keeps such a count out, #13.6), straight to
                                    # the database: an integer SQLite cannot hold.
@@ -206,7 +206,8 @@ def test_rows_refused_by_the_database_are_not_indexed(store):
 
 
 def test_a_database_still_fed_by_the_insert_trigger_is_not_indexed_twice(tmp_path):
-    from basecrawler.store.schema import FTS_COLUMNS
+    from basecrawler.recordtypes import get_record_type
+    FTS_COLUMNS = get_record_type("vehicle_recall").text_index_columns
     Store(tmp_path / "t.db").close()
     conn = sqlite3.connect(tmp_path / "t.db")
     cols = ", ".join(FTS_COLUMNS)
@@ -215,7 +216,7 @@ def test_a_database_still_fed_by_the_insert_trigger_is_not_indexed_twice(tmp_pat
     conn.commit()
     conn.close()
     store = Store(tmp_path / "t.db")
-    store.upsert_recalls([Recall(country="US", recall_number="B1", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="B1", recall_date="2024-01-01",
                                  summary_original="seat belt latch")], source="t")
     assert _matches(store, "latch") == ["B1"] and _fts_consistent(store)
 
@@ -246,7 +247,7 @@ def test_without_the_translate_package_the_store_works_and_has_no_memory_table(t
     store = Store(tmp_path / "bare.db")
     assert "translation_memory" not in store.db.table_names()
     assert "schema_extensions" not in store.db.table_names()
-    result = store.upsert_recalls([Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
+    result = store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V001", recall_date="2024-01-01",
                                           remedy_original="Replace")], source="us")
     assert result.new == 1
     assert "translation_memory" not in schema.reference_schema()
@@ -267,7 +268,7 @@ def test_a_schema_extension_that_fails_to_load_is_left_out(tmp_path, monkeypatch
     try:
         store = Store(tmp_path / "x.db")
         assert "schema extension broken could not be loaded" in caplog.text
-        assert store.count_recalls() == 0
+        assert store.lookup.count("vehicle_recall") == 0
         store.close()
     finally:
         monkeypatch.undo()
@@ -282,11 +283,11 @@ def _statements(store) -> list[str]:
 
 def test_new_rows_go_by_plain_insert_and_changed_ones_by_an_update_of_the_merged_row_without_a_savepoint(tmp_path):
     store = Store(tmp_path / "t.db")
-    store.upsert_recalls([Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01", summary_original="s")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01", summary_original="s")
                           for n in range(3)], source="t")
     ids = {row["recall_number"]: row["id"] for row in store.query("SELECT id, recall_number FROM recalls")}
     seen = _statements(store)
-    result = store.upsert_recalls([Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01",
+    result = store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"P{n}", recall_date="2024-01-01",
                                           summary_original="changed" if n < 2 else "s") for n in range(5)], source="t")
     assert (result.new, result.updated, result.unchanged) == (2, 2, 1)
     # The trace shows each row's statement with its values (the update trigger traces it again).
@@ -300,12 +301,12 @@ def test_new_rows_go_by_plain_insert_and_changed_ones_by_an_update_of_the_merged
 
 def test_a_refused_changed_row_among_new_ones_fails_alone_and_the_rest_is_written_once(tmp_path):
     store = Store(tmp_path / "t.db")
-    store.upsert_recalls([Recall(country="US", recall_number=f"Q{n}", recall_date="2024-01-01", summary_original="old")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"Q{n}", recall_date="2024-01-01", summary_original="old")
                           for n in range(4)], source="t")
     store.db.execute("CREATE TRIGGER refuse_q2 BEFORE UPDATE ON recalls WHEN new.recall_number = 'Q2' "
                      "BEGIN SELECT RAISE(ABORT, 'refuse_q2'); END")
     seen = _statements(store)
-    result = store.upsert_recalls([Recall(country="US", recall_number=f"Q{n}", recall_date="2024-01-01",
+    result = store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"Q{n}", recall_date="2024-01-01",
                                           summary_original="new") for n in range(8)], source="t")
     assert (result.new, result.updated, len(result.failed)) == (4, 3, 1)
     assert "refuse_q2" in result.failed[0][1] and result.failed[0][0]["recall_number"] == "Q2"
@@ -340,9 +341,9 @@ def test_a_store_without_the_input_index_gets_it_when_opened(tmp_path):
 
 def test_known_inputs_gives_each_stored_key_found_its_hash_and_date_the_date_only_when_asked(tmp_path):
     store = Store(tmp_path / "t.db")
-    store.upsert_recalls([Recall(country="US", recall_number=n, recall_date="2024-01-02", summary_original="s")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number=n, recall_date="2024-01-02", summary_original="s")
                           for n in ("7", "42")], source="t")
-    store.upsert_recalls([Recall(country="US", recall_number="7", summary_original="s")], source="1")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="7", summary_original="s")], source="1")
     hashes = {(r["source"], r["recall_number"]): r["input_hash"] for r in store.query("SELECT * FROM recalls")}
     asked = [("t", "US", "7"), ("t", "US", 42), ("t", "US", "9"), ("u", "US", "7"), (1, "US", "7")]
     found = store.known_inputs("vehicle_recall", asked)

@@ -125,34 +125,34 @@ def test_a_row_the_database_refuses_is_bisected_into_one_dead_letter(store, sett
         store.db.execute("ALTER TABLE recalls ADD CONSTRAINT refuse_r13 CHECK (recall_number <> 'R13')")
     result = run(store, [item(n) for n in range(1, 41)], settings.with_(batch_size=40))
     assert result.counts.saved == 39 and result.counts.dead_lettered == 1 and result.counts.store_failed == 1
-    assert store.count_recalls("demo") == 39
-    letter = store.open_dead_letters("demo")[0]
+    assert store.lookup.count("vehicle_recall", "demo") == 39
+    letter = store.dead_letters.open_dead_letters("demo")[0]
     assert letter["stage"] == "store" and "refuse_r13" in letter["error"] and letter["record_key"] == "R13"
     assert json.loads(letter["raw"])["id"] == "R13"
 
 
 def test_dead_letters_keep_bytes_text_and_json_raws(store):
-    ids = [store.add_dead_letter(source="demo", run_id=None, stage="parse", kind="k", error="e", raw=raw)
+    ids = [store.dead_letters.add_dead_letter(source="demo", run_id=None, stage="parse", kind="k", error="e", raw=raw)
            for raw in (b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None, "nul\x00 in text", {"k": "nul\x00"})]
     assert ids == sorted(ids) and len(set(ids)) == 6
     from basecrawler.store.core import decode_raw
-    kept = [decode_raw(l["raw_kind"], l["raw"], l["raw_bytes"]) for l in store.open_dead_letters("demo")]
+    kept = [decode_raw(l["raw_kind"], l["raw"], l["raw_bytes"]) for l in store.dead_letters.open_dead_letters("demo")]
     assert kept == [b"\x00\xffPDF", "テキスト", {"a": [1, "二"]}, None, "nul\x00 in text", {"k": "nul\x00"}]
 
 
 def test_runs_ledger_meta_and_memory_round_trip(store):
-    run_id = store.start_run("demo", "full", "running", os.getpid())
-    store.update_run(run_id, status="succeeded", new=2, skip_reasons={"not a vehicle": 1}, duration_s=1.5)
-    last = store.last_run("demo")
+    run_id = store.runs.start_run("demo", "full", "running", os.getpid())
+    store.runs.update_run(run_id, status="succeeded", new=2, skip_reasons={"not a vehicle": 1}, duration_s=1.5)
+    last = store.runs.last_run("demo")
     assert (last["id"], last["status"], last["new"], last["duration_s"]) == (run_id, "succeeded", 2, 1.5)
     assert json.loads(last["skip_reasons"]) == {"not a vehicle": 1}
 
     store.ledger.note("demo", "w1", url="https://x/1", listed_date="2024-01-01", data={"n": 1})
     store.ledger.note("demo", "w1", url=None, listed_date=None, data=None)        # a known item keeps its facts
-    letter = store.add_dead_letter(source="demo", run_id=run_id, stage="fetch", kind="http", error="500", raw=None)
+    letter = store.dead_letters.add_dead_letter(source="demo", run_id=run_id, stage="fetch", kind="http", error="500", raw=None)
     assert store.ledger.failed("demo", "w1", "500", max_attempts=2, letters=[letter]) == {"state": "failing", "attempts": 1}
     assert store.ledger.items("demo", ["failing"])[0]["data"] == {"n": 1}
-    assert store.ledger.done("demo", ["w1"]) == 1 and store.open_dead_letters("demo") == []
+    assert store.ledger.done("demo", ["w1"]) == 1 and store.dead_letters.open_dead_letters("demo") == []
     assert store.ledger.counts("demo") == {"done": 1}
 
     assert store.ledger.failed("demo", "w2", "blocked", max_attempts=1, count=False) == {}   # never listed
@@ -187,10 +187,10 @@ def test_the_enrichment_queue_keeps_its_ladder_and_resolves_only_its_records_let
     queue.release(r2["id"], state="pending", due=t(5), now=t(3), attempted=True, error="timeout")
     assert queue.claim("demo", due=["pending"], claimed="processing", now=t(4), limit=5) == []   # not due yet
     for source in ("demo", "other"):
-        store.add_dead_letter(source=source, run_id=None, stage="detail", kind="k", error="e", raw=None, record_key="R1")
+        store.dead_letters.add_dead_letter(source=source, run_id=None, stage="detail", kind="k", error="e", raw=None, record_key="R1")
     queue.settle("demo", claimed[0], state="done", level=0, due=None, now=t(4), attempted=True, error=None,
                  resolve_letters=True)
-    assert [letter["source"] for letter in store.open_dead_letters()] == ["other"]
+    assert [letter["source"] for letter in store.dead_letters.open_dead_letters()] == ["other"]
     assert queue.reclaim("demo", claimed="processing", claimed_before=t(9), retry="retry", pending="pending",
                          now=t(9)) == []   # R2 was released, R1 settled: nothing stuck
     row = store.query("SELECT * FROM enrichment WHERE record_key = 'R2'")[0]
@@ -205,10 +205,10 @@ def test_the_enrichment_queue_keeps_its_ladder_and_resolves_only_its_records_let
 def test_dead_crawl_runs_are_closed_alive_ones_kept(store):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        alive = store.start_run("demo", "full", "running", os.getpid())
-        gone = store.start_run("demo", "full", "running", 2 ** 22 + 12345)   # above pid_max: no such process
-        assert store.close_dead_runs() == [gone]
-        assert store.last_run("demo")["id"] == gone and store.query(
+        alive = store.runs.start_run("demo", "full", "running", os.getpid())
+        gone = store.runs.start_run("demo", "full", "running", 2 ** 22 + 12345)   # above pid_max: no such process
+        assert store.runs.close_dead_runs() == [gone]
+        assert store.runs.last_run("demo")["id"] == gone and store.query(
             "SELECT status FROM crawl_runs WHERE id = ?", [alive])[0]["status"] == "running"
     finally:
         child.kill()
@@ -307,7 +307,7 @@ def test_translation_workers_never_send_the_same_row_twice(pg_url):  # noqa: F81
             return [pseudo_korean(t) for t in texts]
 
     setup = Store(pg_url)
-    setup.upsert_recalls([Recall(country="XX", recall_number=f"T{n}", recall_date=f"2024-02-{n % 28 + 1:02d}",
+    setup.upsert("vehicle_recall", [Recall(country="XX", recall_number=f"T{n}", recall_date=f"2024-02-{n % 28 + 1:02d}",
                                  source_lang="en", summary_original=f"Summary number {n} of the fleet")
                           for n in range(120)], source="demo")
     sent: list[str] = []
@@ -390,7 +390,7 @@ def test_replay_demo_gives_the_same_records_on_both_engines_and_migrates_both_wa
     tables = ("crawl_runs", "dead_letters", "list_ledger", "enrichment", "responses", "artifacts")
     assert {t: moved.scalar(f"SELECT COUNT(*) FROM {t}") for t in tables} == \
         {t: Store(lite).scalar(f"SELECT COUNT(*) FROM {t}") for t in tables}
-    new_id = moved.start_run("demo", "full", "running", os.getpid())   # ids continue after the copied ones
+    new_id = moved.runs.start_run("demo", "full", "running", os.getpid())   # ids continue after the copied ones
     assert new_id > Store(lite).scalar("SELECT MAX(id) FROM crawl_runs")
     moved.close()
 
@@ -445,7 +445,7 @@ def test_translation_claims_of_a_live_worker_wait_dead_or_stale_ones_return(stor
             self.count_call()
             return [pseudo_korean(t) for t in texts]
 
-    store.upsert_recalls([Recall(country="XX", recall_number=f"C{n}", recall_date="2024-03-01", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="XX", recall_number=f"C{n}", recall_date="2024-03-01", source_lang="en",
                                  summary_original=f"Summary {'abcd'[n]} of the fleet") for n in range(4)], source="demo")
     from translate.claims import _host
     fresh, stale = time.time() + 3600, time.time() - 3600

@@ -153,7 +153,7 @@ def test_a_run_whose_batch_is_lost_while_finishing_fails_and_counts_only_what_wa
     assert calls[:2] == [True, True]   # the pipeline stores behind
     assert result.status == "failed" and "no_such_index" in result.error
     store.records.fts_feeds.clear()
-    kept = store.count_recalls()
+    kept = store.lookup.count("vehicle_recall")
     assert kept == 10
     assert (result.counts.saved, result.counts.new) == (kept, kept)   # the lost batch is not counted
     run = store.query("SELECT status, saved FROM crawl_runs WHERE id = ?", [result.run_id])[0]

@@ -21,7 +21,7 @@ FACET_INDEX = index_name(VEHICLE, facet_index_columns(VEHICLE))
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(_recalls(800), source="test")
+    store.upsert("vehicle_recall", _recalls(800), source="test")
     return store
 
 
@@ -60,9 +60,9 @@ def test_a_whole_table_summary_is_counted_once_not_per_part(filled, monkeypatch)
 @pytest.mark.parametrize("text", ["pump", "hose", "brake", "fuel"])
 def test_the_other_way_round_in_parts_equals_counting_the_matches(store, monkeypatch, text):
     """A term in most records (the kept whole-table counts less the rest), counted in two parts."""
-    run = store.start_run("test", "incremental", "running", 1)
-    store.upsert_recalls(_mostly_pumps(200), source="test")
-    store.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
+    run = store.runs.start_run("test", "incremental", "running", 1)
+    store.upsert("vehicle_recall", _mostly_pumps(200), source="test")
+    store.runs.update_run(run, status="succeeded", finished_at="2024-01-02T00:00:00+00:00")
     facetcounts.store_whole_table_counts(store)
     monkeypatch.setattr(summary_module, "IDS_MAX", 10)
     monkeypatch.setattr(summary_module, "SPLIT_ROWS", 0)

@@ -52,19 +52,19 @@ class RecordingBackend(Backend):
 def test_string_translated_in_an_earlier_run_comes_from_memory(store):
     seed(store, 2)
     translate_pending(store, RecordingBackend())
-    store.upsert_recalls([Recall(country="JP", recall_number="J1", recall_date="2024-06-01", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="JP", recall_number="J1", recall_date="2024-06-01", source_lang="en",
                                  manufacturer_original="Acme Motor Company", component_original="AIR BAGS")], source="jp")
     backend = RecordingBackend()
     report = translate_pending(store, backend)
     assert backend.sent == [] and report.from_memory == 1
-    assert store.get_recall("JP", "J1")["manufacturer_ko"] == pseudo_korean("Acme Motor Company")
+    assert store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "J1"})["manufacturer_ko"] == pseudo_korean("Acme Motor Company")
     uses = store.db.execute("SELECT uses FROM translation_memory WHERE source_text = 'Acme Motor Company'").fetchone()[0]
     assert uses == 1
 
 
 def test_whitespace_and_unicode_variants_of_a_string_are_sent_once(store):
     seed(store, 3, manufacturer_original="Citroe\u0308n  Automobiles", summary="Same  text\n here.")
-    store.upsert_recalls([Recall(country="FR", recall_number="F1", recall_date="2024-02-01", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="FR", recall_number="F1", recall_date="2024-02-01", source_lang="en",
                                  manufacturer_original="Citro\u00ebn Automobiles", summary_original="Same text here.")],
                          source="fr")
     backend = RecordingBackend()
@@ -81,18 +81,18 @@ def test_glossary_term_gets_its_fixed_korean_even_when_the_backend_says_otherwis
     backend = RecordingBackend(overrides={sent_form: "⟦0⟧이 전개되지 않을 수 있습니다."})
     translate_pending(store, backend, glossary=glossary)
     assert "airbag" not in " ".join(backend.texts())
-    assert store.get_recall("US", "US-0000")["summary_ko"] == "에어백이 전개되지 않을 수 있습니다."
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})["summary_ko"] == "에어백이 전개되지 않을 수 있습니다."
 
 
 def test_remembered_translation_that_contradicts_the_glossary_is_translated_again(store):
     seed(store, 1, summary="The airbag may not deploy.")
     translate_pending(store, RecordingBackend())          # remembered without a glossary
-    store.upsert_recalls([Recall(country="US", recall_number="US-0001", recall_date="2024-03-01", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="US-0001", recall_date="2024-03-01", source_lang="en",
                                  summary_original="The airbag may not deploy.")], source="us")
     backend = RecordingBackend()
     translate_pending(store, backend, glossary=Glossary([Term("airbag", "에어백", None)]))
     assert len(backend.sent) == 1
-    assert "에어백" in store.get_recall("US", "US-0001")["summary_ko"]
+    assert "에어백" in store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0001"})["summary_ko"]
 
 
 def test_glossary_csv_loads_terms_languages_and_keep_as_is_entries(tmp_path):
@@ -111,14 +111,14 @@ def test_codes_vins_and_keep_as_is_names_never_reach_the_backend_and_come_back_u
     sent = " ".join(backend.texts())
     for kept in ("Takata", "F-150", "24V-123", "1FTEW1EP5MKD12345", "1FTEW1EP5MKD12399"):
         assert kept not in sent
-        assert kept in store.get_recall("US", "US-0000")["summary_ko"]
+        assert kept in store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})["summary_ko"]
 
 
 def test_text_made_only_of_codes_is_kept_without_a_backend_call(store):
     seed(store, 1, model_original="F-150", summary="24V-123", manufacturer_original=None, component_original=None)
     backend = RecordingBackend()
     translate_pending(store, backend)
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert (row["model_ko"], row["summary_ko"]) == ("F-150", "24V-123")
     assert backend.calls == 0 and row["translation_status"] == "translated"
 
@@ -128,7 +128,7 @@ def test_translation_that_loses_a_protected_code_is_blocked(store):
     seed(store, 1, summary=summary)
     backend = RecordingBackend(overrides={mask(summary, None, "en").text: "리콜은 일부 트럭에 적용됩니다."})
     translate_pending(store, backend)
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert row["translation_status"] == "blocked" and row["summary_ko"] is None
     assert row["translation_note"] == "summary: protected term lost: 24V-123"
 
@@ -138,7 +138,7 @@ def test_record_the_backend_refuses_alone_is_stamped_failed_and_the_rest_transla
     seed(store, 3)
     bad = "The airbag inflator may rupture in vehicle number 1."
     report = translate_pending(store, RecordingBackend(fail_texts={bad}))
-    row = store.get_recall("US", "US-0001")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0001"})
     assert row["translation_status"] == "failed" and row["translated_at"] and row["summary_ko"] is None
     assert "backend error" in row["translation_note"]
     assert (report.failed, report.translated, report.pending) == (1, 2, 0)
@@ -200,10 +200,10 @@ def test_row_whose_original_changes_while_in_flight_is_not_written_and_stays_pen
     seed(store, 1)
 
     def crawl_changes_the_summary(texts):
-        store.upsert_recalls([Recall(country="US", recall_number="US-0000", recall_date="2024-01-01",
+        store.upsert("vehicle_recall", [Recall(country="US", recall_number="US-0000", recall_date="2024-01-01",
                                      summary_original="The inflator was replaced by a new text.")], source="us")
     report = translate_pending(store, RecordingBackend(on_call=crawl_changes_the_summary))
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert row["translated_at"] is None and row["summary_ko"] is None
     assert report.skipped == 1 and report.pending == 1
 
@@ -211,12 +211,12 @@ def test_row_whose_original_changes_while_in_flight_is_not_written_and_stays_pen
 def test_crawl_changing_a_translated_original_requeues_the_row_for_translation(store):
     seed(store, 1)
     translate_pending(store, RecordingBackend())
-    store.upsert_recalls([Recall(country="US", recall_number="US-0000", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="US-0000", recall_date="2024-01-01",
                                  summary_original="A corrected summary of the defect.")], source="us")
     backend = RecordingBackend()
     translate_pending(store, backend)
     assert backend.texts() == ["A corrected summary of the defect."]
-    assert store.get_recall("US", "US-0000")["summary_ko"] == pseudo_korean("A corrected summary of the defect.")
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})["summary_ko"] == pseudo_korean("A corrected summary of the defect.")
 
 
 # ---- order, limit, languages ------------------------------------------------------------------
@@ -293,7 +293,7 @@ def test_command_applies_the_glossary_file_given_with_glossary(store, db_path, m
         monkeypatch.setenv("BASECRAWLER_LIBRETRANSLATE_URL", server.url)
         assert cli_main(["--db", db_path, "translate", "--no-progress", "--glossary", str(example)]) == 0
         sent = server.texts
-    summary_ko = store.get_recall("US", "US-0000")["summary_ko"]
+    summary_ko = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})["summary_ko"]
     assert "에어백" in summary_ko and "Takata" in summary_ko
     assert not any("airbag" in text or "Takata" in text for text in sent)
 
@@ -306,7 +306,7 @@ def test_glossary_named_by_the_environment_applies_without_being_passed(store, t
     backend = RecordingBackend()
     translate_pending(store, backend)
     assert "airbag" not in " ".join(backend.texts())
-    assert "에어백" in store.get_recall("US", "US-0000")["summary_ko"]
+    assert "에어백" in store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})["summary_ko"]
 
 
 def test_capitalised_phrase_echoed_in_a_descriptive_field_is_blocked_but_a_name_is_kept(store):

@@ -40,7 +40,7 @@ class Scripted(Backend):
 
 
 def _seed(store, count):
-    store.upsert_recalls([Recall(country="XX", recall_number=f"R{n:03d}", recall_date=f"2024-{n % 12 + 1:02d}-01",
+    store.upsert("vehicle_recall", [Recall(country="XX", recall_number=f"R{n:03d}", recall_date=f"2024-{n % 12 + 1:02d}-01",
                                  source_lang="en", summary_original=f"Summary number {n} of the fleet")
                           for n in range(count)], source="demo")
 

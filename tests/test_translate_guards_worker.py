@@ -15,7 +15,7 @@ def test_full_width_type_code_never_reaches_the_backend_and_is_stored_as_written
     with FakeLibreTranslate(overrides={sent_form: "형식 ⟦0⟧ 차량에서 브레이크액이 샐 우려가 있다."}) as server:
         translate_pending(store, libre(server))
         sent = " ".join(server.texts)
-    row = store.get_recall("JP", "JP-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "JP-0000"})
     assert "ＺＶＷ" not in sent and "ZVW" not in sent
     assert row["summary_ko"] == "형식 ＤＢＡ－ＺＶＷ３０ 차량에서 브레이크액이 샐 우려가 있다."
     assert row["translation_status"] == "translated"
@@ -28,7 +28,7 @@ def test_letter_only_code_is_masked_so_a_backend_that_swaps_it_is_blocked(store)
     assert "ECU" not in sent_form
     with FakeLibreTranslate(overrides={sent_form: "ECM 소프트웨어가 주행 중 엔진 출력을 낮출 수 있다."}) as server:
         translate_pending(store, libre(server))
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert row["translation_status"] == "blocked" and row["summary_ko"] is None
     assert row["translation_note"] == "summary: protected term lost: ECU"
 
@@ -37,7 +37,7 @@ def test_an_acronym_the_glossary_renders_in_korean_is_not_demanded_back(store):
     seed(store, 1, summary="The ABS warning light may illuminate.")
     with FakeLibreTranslate() as server:
         translate_pending(store, libre(server), glossary=Glossary([Term("ABS", "잠김 방지 브레이크", "en")]))
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert row["translation_status"] == "translated"
     assert "잠김 방지 브레이크" in row["summary_ko"] and "ABS" not in row["summary_ko"]
 
@@ -48,7 +48,7 @@ def test_doubled_translation_is_blocked_with_its_reason_and_retry_blocked_transl
     seed(store, 1, country="JP", source="jp", lang="ja", summary=summary)
     with FakeLibreTranslate(overrides={summary: f"{good} {good}"}) as server:
         translate_pending(store, libre(server))
-    row = store.get_recall("JP", "JP-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "JP-0000"})
     assert row["translation_status"] == "blocked" and row["summary_ko"] is None
     assert row["translation_note"] == "summary: repeated output: the same text 2 times"
 
@@ -56,6 +56,6 @@ def test_doubled_translation_is_blocked_with_its_reason_and_retry_blocked_transl
         monkeypatch.setenv("BASECRAWLER_TRANSLATE_BACKEND", "libretranslate")
         monkeypatch.setenv("BASECRAWLER_LIBRETRANSLATE_URL", server.url)
         assert cli_main(["--db", db_path, "translate", "--no-progress", "--retry", "blocked"]) == 0
-    row = store.get_recall("JP", "JP-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "JP", "recall_number": "JP-0000"})
     assert statuses(store) == {"translated": 1}
     assert row["summary_ko"] == good and row["translation_note"] is None

@@ -109,7 +109,7 @@ def test_script_answer_with_enough_hangul_is_blocked_in_the_worker_and_never_sto
     texts = ["The airbag inflator may rupture in vehicle number 0."]
     with FakeLibreTranslate(overrides={texts[0]: hostile}) as server:
         translate_pending(store, libre(server))
-    bad, good = store.get_recall("US", "US-0000"), store.get_recall("US", "US-0001")
+    bad, good = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"}), store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0001"})
     assert bad["translation_status"] == "blocked" and bad["summary_ko"] is None
     assert bad["translation_note"] == "summary: tag not in the original: '<script'"
     assert good["translation_status"] == "translated" and "<" not in good["summary_ko"]
@@ -139,7 +139,7 @@ def test_a_backend_answering_more_translations_than_texts_fails_those_rows_with_
     seed(store, 1)
     with HostilePost(fixed_answer({"translatedText": [GOOD] * 1000})) as server:
         report = translate_pending(store, libre(server))
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert report.failed == 1 and row["summary_ko"] is None
     assert "summary: backend error: libretranslate returned 1000 translations for 1 texts" in row["translation_note"]
 

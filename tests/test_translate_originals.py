@@ -131,4 +131,4 @@ def seed_shared(store, source, country, count, offset=0):
                       recall_date=(dt.date(2024, 1, 1) + dt.timedelta(days=i)).isoformat(),
                       summary_original=SHARED[i % len(SHARED)], source_lang="en")
                for i in range(count)]
-    store.upsert_recalls(records, source=source)
+    store.upsert("vehicle_recall", records, source=source)

@@ -39,7 +39,7 @@ def test_translated_row_holds_korean_for_every_original_field(store):
     seed(store, 1, summary="The airbag inflator may rupture.")
     with FakeLibreTranslate() as server:
         translate_pending(store, libre(server))
-    row = store.get_recall("US", "US-0000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0000"})
     assert row["summary_ko"] == pseudo_korean("The airbag inflator may rupture.")
     assert row["manufacturer_ko"] == pseudo_korean("Acme Motor Company")
     assert row["translation_status"] == "translated" and row["translated_at"]
@@ -64,11 +64,11 @@ def test_bad_translation_is_blocked_with_its_reason_and_good_rows_are_stored(sto
     seed(store, 1, country="CA", source="ca", summary=source)
     with FakeLibreTranslate(overrides={mask(source, None, "en").text: bad_output}) as server:
         report = translate_pending(store, libre(server))
-    bad = store.get_recall("CA", "CA-0000")
+    bad = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "CA-0000"})
     assert bad["translation_status"] == "blocked" and bad["summary_ko"] is None
     assert bad["translation_note"].startswith("summary: " + reason)
     assert bad["manufacturer_ko"] == pseudo_korean("Acme Motor Company")   # its good fields are kept
-    good = store.get_recall("US", "US-0001")
+    good = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "US-0001"})
     assert good["translation_status"] == "translated"
     assert good["summary_ko"] == pseudo_korean("The door latch may open while driving, vehicle 1.")
     assert (report.blocked, report.translated) == (1, 3)

@@ -20,7 +20,7 @@ RECALLS = [
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls(RECALLS, source="test")
+    store.upsert("vehicle_recall", RECALLS, source="test")
     return store
 
 

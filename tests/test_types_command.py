@@ -10,10 +10,10 @@ from basecrawler.cli import main
 
 @pytest.fixture
 def filled(store):
-    store.upsert_recalls([Recall(country="JP", recall_number="JP-1", recall_date="2024-05-02", source_lang="ja"),
+    store.upsert("vehicle_recall", [Recall(country="JP", recall_number="JP-1", recall_date="2024-05-02", source_lang="ja"),
                           Recall(country="JP", recall_number="JP-2", recall_date="2024-05-01", source_lang="ja")],
                          source="jp")
-    store.upsert_recalls([Recall(country="US", recall_number="US-1", recall_date="2024-04-01")], source="us")
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="US-1", recall_date="2024-04-01")], source="us")
     return store
 
 

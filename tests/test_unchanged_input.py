@@ -84,7 +84,7 @@ def test_only_the_changed_records_of_a_rerun_are_validated_and_written(store, va
     again = run(store, items, mode="full")
     assert [entry.fields["recall_number"] for entry in validations] == ["24V0007"]
     assert (again.counts.updated, again.counts.unchanged) == (1, 49)
-    assert store.get_recall("US", "24V0007")["summary_original"] == "Brake hose chafes on the frame"
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V0007"})["summary_original"] == "Brake hose chafes on the frame"
 
 
 def test_a_change_to_the_code_that_makes_records_sends_everything_the_whole_way_once(store, validations, monkeypatch):
@@ -105,7 +105,7 @@ def test_a_recognised_record_is_windowed_by_its_own_date(store, validations):
     old, new, undated = recall("OLD", recall_date="2020-01-01"), recall("NEW", recall_date="2024-06-01"), \
         recall("NODATE", recall_date="soon")
     run(store, [old, new, undated], mode="full")
-    assert store.get_recall("US", "NODATE")["date_unknown"] == 1
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "NODATE"})["date_unknown"] == 1
     validations.clear()
     windowed = run(store, [old, new, undated], mode="full", since=dt.date(2024, 1, 1))
     assert validations == []
@@ -121,7 +121,7 @@ def test_a_recognised_record_with_a_changed_one_of_its_key_waiting_goes_the_whol
     validations.clear()
     result = run(store, [changed, first], mode="full")
     assert len(validations) == 2
-    row = store.get_recall("US", "24V1")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V1"})
     assert (row["summary_original"], row["remedy_original"]) == ("Original summary", "Replace the hose")
     assert (result.counts.updated, result.counts.merged) == (1, 1)
 
@@ -137,7 +137,7 @@ def test_a_round_of_recognised_records_one_of_whose_keys_waits_in_a_batch_sends_
     changed = recall("24V1", summary_original="A changed summary", remedy_original="Replace the hose")
     result = run(store, [changed, first, recall("24V2")], mode="full")
     assert [entry.fields["summary_original"] for entry in validations] == ["A changed summary", "Original summary"]
-    row = store.get_recall("US", "24V1")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V1"})
     assert (row["summary_original"], row["remedy_original"]) == ("Original summary", "Replace the hose")
     assert (result.counts.updated, result.counts.unchanged, result.counts.merged) == (1, 1, 1)
 
@@ -166,9 +166,9 @@ def test_an_item_whose_record_fails_validation_is_still_one_whole_dead_letter(tm
     good, bad = recall("24V1"), recall("24V2", affected_units="many")
     result = run(store, [[good], [recall("24V3"), bad]], mode="full")
     assert (result.counts.saved, result.counts.unparseable, result.counts.dead_lettered) == (1, 1, 1)
-    [letter] = store.open_dead_letters("tst")
+    [letter] = store.dead_letters.open_dead_letters("tst")
     assert letter["kind"] == "validation" and "affected_units" in letter["error"]
-    assert store.get_recall("US", "24V3") is None   # the item is kept whole, not half stored
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V3"}) is None   # the item is kept whole, not half stored
 
 
 def test_an_implausible_date_is_judged_again_on_every_run(tmp_path, validations):
@@ -176,7 +176,7 @@ def test_an_implausible_date_is_judged_again_on_every_run(tmp_path, validations)
     store = Store(tmp_path / "s.db")
     items = [recall("FUTURE", recall_date="9999-12-31"), recall("NOW")]
     run(store, items, mode="full")
-    assert "implausible_recall_date" in store.get_recall("US", "FUTURE")["extra"]
+    assert "implausible_recall_date" in store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "FUTURE"})["extra"]
     validations.clear()
     run(store, items, mode="full")
     assert [entry.fields["recall_number"] for entry in validations] == ["FUTURE"]

@@ -66,7 +66,7 @@ def queue_row(store, number):
 
 def test_list_row_maps_to_recall_fields(store, settings):
     crawl(store, settings.with_(enrich_limit=0), FakeNhtsa(), mode="full")
-    row = store.get_recall("US", "24V701000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V701000"})
     assert row["recall_date"] == "2024-09-19"
     assert row["manufacturer_original"] == "Ford Motor Company"
     assert row["summary_original"] == "Rear Axle Bolt May Fracture"
@@ -83,7 +83,7 @@ def test_list_row_maps_to_recall_fields(store, settings):
 
 def test_units_with_thousands_separator_are_a_count(store, settings):
     crawl(store, settings.with_(enrich_limit=0), FakeNhtsa(), mode="full")
-    assert store.get_recall("US", "24V655000")["affected_units"] == 1117
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V655000"})["affected_units"] == 1117
 
 
 def test_list_is_paged_until_a_short_page(store, settings):
@@ -93,7 +93,7 @@ def test_list_is_paged_until_a_short_page(store, settings):
     assert [q["$offset"] for q in queries] == [["0"], ["5"], ["10"]]
     assert all(q["$limit"] == ["5"] and q["$order"] == ["report_received_date DESC,nhtsa_id"] for q in queries)
     assert all("$where" not in q for q in queries)
-    assert result.counts.fetched == 12 and store.count_recalls("us") == 12
+    assert result.counts.fetched == 12 and store.lookup.count("vehicle_recall", "us") == 12
 
 
 def test_incremental_run_asks_only_from_newest_stored_date_minus_overlap(store, settings):
@@ -114,7 +114,7 @@ def test_app_token_is_sent_and_never_logged(store, settings, monkeypatch, caplog
 
 def test_detail_with_many_vehicles_fills_model_year_range_and_vehicle_list(store, settings):
     crawl(store, settings, FakeNhtsa(), mode="full")
-    row = store.get_recall("US", "24V701000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V701000"})
     assert row["model_original"] == "AVIATOR, EXPLORER, POLICE INTERCEPTOR UTILITY"
     assert row["model_year"] == "2020-2022"
     vehicles = row["extra"]["vehicles"]
@@ -126,9 +126,9 @@ def test_detail_with_many_vehicles_fills_model_year_range_and_vehicle_list(store
 
 def test_model_year_9999_is_ignored(store, settings):
     crawl(store, settings, FakeNhtsa(), mode="full")
-    equipment = store.get_recall("US", "24V702000")
+    equipment = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V702000"})
     assert equipment["model_original"] == "WINGBAR EVO" and equipment["model_year"] is None
-    mixed = store.get_recall("US", "24V690000")
+    mixed = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V690000"})
     assert mixed["model_year"] == "2023-2024"
     assert {"make": "FOREST RIVER", "model": "CHEROKEE", "model_year": None} in mixed["extra"]["vehicles"]
 
@@ -136,7 +136,7 @@ def test_model_year_9999_is_ignored(store, settings):
 def test_detail_report_date_is_read_day_first(store, settings):
     crawl(store, settings, FakeNhtsa(), mode="full")
     # "11/09/2024" in the detail API is 11 September (DD/MM/YYYY), not 9 November.
-    assert store.get_recall("US", "24V690000")["extra"]["detail_report_received_date"] == "2024-09-11"
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V690000"})["extra"]["detail_report_received_date"] == "2024-09-11"
 
 
 def test_detail_with_count_zero_is_not_yet(store, settings):
@@ -144,7 +144,7 @@ def test_detail_with_count_zero_is_not_yet(store, settings):
     result = crawl(store, settings, server, mode="full")
     row = queue_row(store, "24V701000")
     assert (row["state"], row["level"]) == ("retry", 1)
-    assert result.status == "succeeded" and store.open_dead_letters("us") == []
+    assert result.status == "succeeded" and store.dead_letters.open_dead_letters("us") == []
 
 
 def test_campaign_detail_found_on_third_attempt_is_done_after_exactly_three_requests(store, settings):
@@ -153,7 +153,7 @@ def test_campaign_detail_found_on_third_attempt_is_done_after_exactly_three_requ
         crawl(store, settings, server)
     assert server.detail_count("24V703000") == 3
     assert queue_row(store, "24V703000")["state"] == "done"
-    assert store.get_recall("US", "24V703000")["model_original"] == "ACCORD, CIVIC, ILX"
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V703000"})["model_original"] == "ACCORD, CIVIC, ILX"
 
 
 def test_campaign_never_served_is_gone_after_five_attempts(store, settings):
@@ -176,7 +176,7 @@ def test_campaign_failing_with_503_never_becomes_gone(store, settings):
 def test_second_list_crawl_keeps_detail_fields(store, settings):
     crawl(store, settings, FakeNhtsa(), mode="full")
     result = crawl(store, settings, FakeNhtsa(), mode="full")       # list rows carry no model at all
-    row = store.get_recall("US", "24V701000")
+    row = store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V701000"})
     assert row["model_original"] == "AVIATOR, EXPLORER, POLICE INTERCEPTOR UTILITY"
     assert row["model_year"] == "2020-2022" and len(row["extra"]["vehicles"]) == 8
     assert result.counts.updated == 0
@@ -186,8 +186,8 @@ def test_manufacturer_comes_from_detail_only_when_the_list_lacks_it(store, setti
     pages = json.loads(json.dumps(PAGES))
     del pages[0][4]["manufacturer"]                                 # 24V701000 without a manufacturer
     crawl(store, settings, FakeNhtsa(pages=pages), mode="full")
-    assert store.get_recall("US", "24V701000")["manufacturer_original"] == "Ford Motor Company"
-    assert store.get_recall("US", "24V703000")["manufacturer_original"] == "Honda (American Honda Motor Co.)"
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V701000"})["manufacturer_original"] == "Ford Motor Company"
+    assert store.lookup.get("vehicle_recall", {"country": "US", "recall_number": "24V703000"})["manufacturer_original"] == "Honda (American Honda Motor Co.)"
 
 
 def test_list_answer_that_is_not_an_array_fails_the_run(store, settings):

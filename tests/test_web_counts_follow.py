@@ -181,11 +181,11 @@ def test_slow_searches_are_counted_again_when_a_run_changed_the_data(filled, db_
         await summary_cache.cached_summary(ds, name, "recalls", RecallFilter(text="defect"), wait_s=30)
         seen: dict = {}
         nothing_new = await summary_cache.recount_slow(ds, seen)
-        run = filled.start_run("test", "incremental", "running", 1)
-        filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
+        run = filled.runs.start_run("test", "incremental", "running", 1)
+        filled.upsert("vehicle_recall", [Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
                                       summary_original="fuel leak late")], source="test")
         during_run = await summary_cache.recount_slow(ds, seen)
-        filled.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
+        filled.runs.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
         after_run = await summary_cache.recount_slow(ds, seen)
         marker = await summary_cache.run_marker(ds, name, "recalls")
         counted = {key[2].text: value.count for key, value in summary_cache._summaries.items() if key[3] == marker}
@@ -257,10 +257,10 @@ def test_the_web_views_loop_recounts_a_slow_search_after_a_run(filled, db_path, 
         await summary_cache.cached_summary(ds, name, "recalls", RecallFilter(text="fuel"), wait_s=30)
         loop = asyncio.create_task(summary_cache.keep_fresh(ds))
         await asyncio.sleep(0.1)   # it has seen the data as it is
-        run = filled.start_run("test", "incremental", "running", 1)
-        filled.upsert_recalls([Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
+        run = filled.runs.start_run("test", "incremental", "running", 1)
+        filled.upsert("vehicle_recall", [Recall(country="US", recall_number="LATE", recall_date="2024-05-01",
                                       summary_original="fuel leak late")], source="test")
-        filled.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
+        filled.runs.update_run(run, status="succeeded", finished_at="2024-06-02T00:00:00+00:00")
         marker = await summary_cache.run_marker(ds, name, "recalls")
         found = None
         for _ in range(250):

@@ -242,7 +242,7 @@ def test_multi_valued_facet_counts_each_listed_value():
 # ---- PostgreSQL: a read-only SQLite snapshot ---------------------------------------------------
 def test_browse_on_postgresql_serves_a_refreshed_snapshot(pg_url, tmp_path):  # noqa: F811
     store = Store(pg_url)
-    store.upsert_recalls([Recall(country="US", recall_number="24V-001", recall_date="2024-01-05", source_lang="en",
+    store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-001", recall_date="2024-01-05", source_lang="en",
                                  summary_original="Brake hose may rupture.")], source="us")
     snapshot = snapshot_to_sqlite(pg_url, tmp_path / "snap.db")
     with sqlite3.connect(snapshot) as conn:
@@ -254,7 +254,7 @@ def test_browse_on_postgresql_serves_a_refreshed_snapshot(pg_url, tmp_path):  # 
         assert server.snapshot == tmp_path / "browse-snapshot" / f"{database}.db"
         url = f"{server.server.url}/{database}/recalls.json?_shape=objects&_col=recall_number"
         assert [r["recall_number"] for r in get_json(url)["rows"]] == ["24V-001"]
-        store.upsert_recalls([Recall(country="US", recall_number="24V-002", recall_date="2024-01-06",
+        store.upsert("vehicle_recall", [Recall(country="US", recall_number="24V-002", recall_date="2024-01-06",
                                      source_lang="en")], source="us")
         server.refresh(quiet=True)            # what the periodic refresh does
         assert sorted(r["recall_number"] for r in get_json(url)["rows"]) == ["24V-001", "24V-002"]
@@ -293,7 +293,7 @@ def test_a_card_links_the_same_recall_from_another_source(tmp_path):
     db_path = tmp_path / "recalls.db"
     store = Store(db_path)
     for source in ("ca", "cawide"):
-        store.upsert_recalls([Recall(country="CA", recall_number="2024-150", recall_date="2024-04-30",
+        store.upsert("vehicle_recall", [Recall(country="CA", recall_number="2024-150", recall_date="2024-04-30",
                                      source_lang="en", summary_original=f"Brake fluid may leak ({source}).")],
                              source=source)
     store.close()

@@ -65,7 +65,7 @@ def test_a_report_with_a_bare_ampersand_stores_that_notification_with_a_warning(
     with caplog.at_level(logging.WARNING):
         result = crawl(store, settings, site)
     assert result.counts.dead_lettered == 0
-    row = store.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/01902/26"})
+    row = store.lookup.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/01902/26"})
     assert row["product_original"] == "Tom & Jerry toy car"
     assert store.count("product_alert", "eu") == 4
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]

@@ -48,7 +48,7 @@ def _store(store: Store, records) -> None:
     for record in records:
         record = dict(record)
         korean, source = record.pop("ko", None), record.pop("source")
-        store.upsert_recalls([Recall(**record)], source=source)
+        store.upsert("vehicle_recall", [Recall(**record)], source=source)
         if korean:
             sets = ", ".join(f"[{k}] = ?" for k in korean)
             store.write(lambda db: db.conn.execute(

@@ -21,7 +21,7 @@ def seed(store, count: int, *, source="us", country="US", lang="en", summary=Non
         }
         values.update({k: (v.format(i=i) if isinstance(v, str) else v) for k, v in fields.items()})
         records.append(Recall(**values))
-    store.upsert_recalls(records, source=source)
+    store.upsert("vehicle_recall", records, source=source)
     return records
 
 

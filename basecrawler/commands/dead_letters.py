@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from basecrawler.errors import EXIT_OK
 from basecrawler.pipeline.registry import discover, get_source
 from basecrawler.store.core import Store
 from basecrawler.reading.tables import render_table
@@ -38,22 +39,22 @@ def cmd_dead_letters(args) -> int:
 
 
 def _list(args, store: Store) -> int:
-    rows = store.list_dead_letters(args.source, include_resolved=args.all, limit=args.limit)
+    rows = store.dead_letters.list_dead_letters(args.source, include_resolved=args.all, limit=args.limit)
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return 0
+        return EXIT_OK
     if not rows:
         print("no dead letters")
-        return 0
+        return EXIT_OK
     table = [[row["id"], row["source"], row["stage"], row["kind"], "resolved" if row["resolved_at"] else "open",
               row["record_key"] or row["url"] or "", row["error"]] for row in rows]
     print(render_table(["id", "source", "stage", "kind", "state", "record key or URL", "error"], table,
                        align=[">"], max_width=ERROR_COLUMNS))
-    return 0
+    return EXIT_OK
 
 
 def _retry(args, store: Store) -> int:
-    sources = [args.source] if args.source else store.sources_with_open_dead_letters()
+    sources = [args.source] if args.source else store.dead_letters.sources_with_open_dead_letters()
     registry = discover()
     totals = {"retried": 0, "resolved": 0, "still_failing": 0}
     for source_id in sources:
@@ -64,4 +65,4 @@ def _retry(args, store: Store) -> int:
         for key in totals:
             totals[key] += outcome[key]
     print(f"dead letters: retried {totals['retried']}, resolved {totals['resolved']}, still failing {totals['still_failing']}")
-    return 0
+    return EXIT_OK

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from basecrawler.config import DEFAULT_USER_AGENT, Settings, db_directory, endpoint_override
-from basecrawler.errors import ConfigError, CrawlerError
+from basecrawler.errors import EXIT_OK, ConfigError, CrawlerError
 from basecrawler.pipeline.runner import translation_backend_factory
 from basecrawler.reading.tables import render_table
 from basecrawler.store.engines import is_postgres_url
@@ -83,7 +83,7 @@ def cmd_doctor(args) -> int:
     else:   # one row per check; results line up whatever the script of the names and paths
         print(render_table(["", "check", "result"], [[c.mark, c.name, c.result()] for c in checks]))
     sys.stdout.flush()
-    return 0 if ok else 1
+    return EXIT_OK if ok else CrawlerError.exit_code   # a check failed
 
 
 def run_checks(settings: Settings, *, timeout_s: float = DEFAULT_TIMEOUT_S, sources: dict | None = None,

@@ -1,14 +1,15 @@
 """`migrate --to TARGET`: copy the whole store (--db) into another engine, e.g. a SQLite file
 into PostgreSQL (`--to postgresql://…`) or a PostgreSQL database into a local SQLite copy
 (`--to copy.db`). Every table the source database holds is copied (discovered, not listed),
-then the row counts of each are compared: exit 1 naming every table that could not be copied
-or whose counts differ; ✓ only for a table copied whole."""
+then the row counts of each are compared: exit TransferFailed's code (1) naming every table
+that could not be copied or whose counts differ; ✓ only for a table copied whole."""
 from __future__ import annotations
 
 import sys
 
+from basecrawler.errors import EXIT_OK, CrawlerError
 from basecrawler.store.engines import redact, scrub
-from basecrawler.store.engines.transfer import copy_store, failed_tables
+from basecrawler.store.engines.transfer import TransferFailed, copy_store, failed_tables
 from basecrawler.store.core import Store
 
 
@@ -27,7 +28,7 @@ def _open_target(target: str) -> Store | None:
         return Store(target)
     except ConfigError:
         raise   # already one line naming the target (an invalid URL): exit 2
-    except Exception as exc:   # unreachable server, unusable file: exit 1
+    except Exception as exc:   # unreachable server, unusable file: "the database cannot be opened"
         text = scrub(" ".join(str(exc).split()), target)
         where = redact(target)
         print(f"basecrawler: cannot open the target {where}: {text}" if where not in text else f"basecrawler: {text}",
@@ -40,7 +41,7 @@ def cmd_migrate(args) -> int:
     try:
         target = _open_target(args.to)
         if target is None:
-            return 1
+            return CrawlerError.exit_code
         try:
             result = copy_store(source, target)   # TargetNotEmpty is a ConfigError: the CLI exits 2
         finally:
@@ -56,6 +57,6 @@ def cmd_migrate(args) -> int:
     failed = failed_tables(result)
     if failed:
         print(f"INCOMPLETE: {redact(args.settings.db_path)} → {redact(args.to)}; not copied: {', '.join(failed)}")
-        return 1
+        return TransferFailed.exit_code
     print(f"copied {len(result)} tables: {redact(args.settings.db_path)} → {redact(args.to)}")
-    return 0
+    return EXIT_OK

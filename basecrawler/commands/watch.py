@@ -7,7 +7,7 @@ import json
 import sys
 
 from basecrawler.commands import require_database
-from basecrawler.errors import ConfigError
+from basecrawler.errors import EXIT_OK, ConfigError, CrawlerError
 
 
 def register(sub) -> None:
@@ -123,5 +123,6 @@ def _run(args, store, repository) -> int:
         from basecrawler.watch.delivery import deliver
         report = deliver(store)
         _print(args, report.__dict__, report.line())
-        return 1 if report.failed else 0
-    return 0
+        # A delivery given up for good is a job that failed (the notifications that will retry are not).
+        return CrawlerError.exit_code if report.failed else EXIT_OK
+    return EXIT_OK

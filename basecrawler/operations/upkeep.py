@@ -16,7 +16,7 @@ def recover_after_crash(store: Store, source: str, run_id: int | None) -> None:
     """Under the run lock: close run rows left by killed processes, drop their half downloads."""
     from basecrawler.fetch.http import sweep_partial_downloads
 
-    closed = store.close_dead_runs(exclude_run_id=run_id, lock_held=True)
+    closed = store.runs.close_dead_runs(exclude_run_id=run_id, lock_held=True)
     if closed:
         log.warning("%s: %d earlier run(s) whose process is gone marked crashed (ids %s)", source,
                     len(closed), ", ".join(map(str, closed)))

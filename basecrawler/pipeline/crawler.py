@@ -133,7 +133,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
         result = RunResult(source=self.source, run_id=None, status="failed", counts=self.counts)
         try:   # a database unreachable from the start fails the run here too: run() never raises
             waiting = not lock.try_acquire()
-            self.run_id = result.run_id = self.store.start_run(self.source, self.mode, "waiting" if waiting else "running",
+            self.run_id = result.run_id = self.store.runs.start_run(self.source, self.mode, "waiting" if waiting else "running",
                                                                os.getpid())
         except Exception as exc:
             return not_started(result, exc, lock)
@@ -141,10 +141,10 @@ class BaseCrawler(SourceAPI, abc.ABC):
             if waiting:
                 log.info("%s: waiting for the run lock held by pid %s", self.source, lock.holder_pid())
                 lock.acquire()  # may time out (BASECRAWLER_LOCK_TIMEOUT): a failed run, not a stuck row
-                self.store.update_run(self.run_id, status="running")
+                self.store.runs.update_run(self.run_id, status="running")
             upkeep.recover_after_crash(self.store, self.source, self.run_id)
             self._resolve_window()
-            self.store.update_run(self.run_id, since=self.since and self.since.isoformat(),
+            self.store.runs.update_run(self.run_id, since=self.since and self.since.isoformat(),
                                   until=self.until and self.until.isoformat())
             with fewer_collections():
                 self._pipeline(result)
@@ -231,7 +231,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     def _resolve_window(self) -> None:
         if self._explicit_since is None and self.mode == "incremental":
             # Only plausible dates count: one stored 9999-12-31 must not filter out every new record.
-            newest = self.store.newest_date(self.default_type(), self.source, self.today())
+            newest = self.store.lookup.newest_date(self.default_type(), self.source, self.today())
             if newest:
                 overlap = max(self.settings.overlap_days, self.min_overlap_days)
                 self.since = dt.date.fromisoformat(newest) - dt.timedelta(days=overlap)

@@ -1,7 +1,7 @@
 """Dead letters: keeping what could not become a stored record (with its raw input and where it
 came from), and re-parsing those letters later with a fixed parser (`dead-letters retry`).
 
-Listing them is the store's (`Store.list_dead_letters`); the `dead-letters` command shows them.
+Listing them is the store's (`store.dead_letters.list_dead_letters`); the `dead-letters` command shows them.
 `crawler` below is the running source's public API (source_api.SourceAPI: `store`, `counts`,
 `last_response_sha256()`, `ledger_in_use()`, `records_from()`, `prepare_record()`).
 """
@@ -45,7 +45,7 @@ def record(crawler, raw: Any, error: BaseException | str, *, stage: str = "fetch
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     # A letter of a fetch or parse failure is meant to be a record of the source's own type.
     record_type = record_type or crawler.record_type
-    letter_id = crawler.store.add_dead_letter(
+    letter_id = crawler.store.dead_letters.add_dead_letter(
         source=crawler.source, run_id=crawler.run_id, stage=stage, kind=kind, error=message, raw=raw,
         record_key=key, url=url, response_sha256=response_sha256, record_type=record_type,
     )
@@ -64,12 +64,12 @@ def retry(crawler) -> dict:
     outcome = {"retried": 0, "resolved": 0, "still_failing": 0}
     store = crawler.store
     with RunLock(store.path, crawler.settings.lock_timeout_s, scope=crawler.source):
-        letters = [l for l in store.open_dead_letters(crawler.source) if l["stage"] in ("parse", "store")]
+        letters = [l for l in store.dead_letters.open_dead_letters(crawler.source) if l["stage"] in ("parse", "store")]
         for letter in letters:
             outcome["retried"] += 1
             error = _store_again(crawler, decode_raw(letter["raw_kind"], letter["raw"], letter["raw_bytes"]))
             outcome["resolved" if error is None else "still_failing"] += 1
-            store.dead_letter_retried(letter["id"], error=error, at=utc_now_iso())
+            store.dead_letters.dead_letter_retried(letter["id"], error=error, at=utc_now_iso())
     log.info("%s: dead letters retried %d → resolved %d, still failing %d", crawler.source,
              outcome["retried"], outcome["resolved"], outcome["still_failing"])
     return outcome

@@ -93,7 +93,7 @@ def enqueue(crawler, records, failed: list[dict] = ()) -> int:
     keys = {(crawler.source, *(getattr(r, name) for name in rt.key)) for r in records} - refused
     if not keys:
         return 0
-    stored = crawler.store.rows_by_key(rt, keys)
+    stored = crawler.store.lookup.rows_by_key(rt, keys)
     wanted = []
     for row in stored.values():
         try:
@@ -178,7 +178,7 @@ def run_ladder(crawler) -> dict:
         _log_summary(crawler, stats)
         return stats
 
-    stored = crawler.store.rows_by_key(crawler.default_type(), [_stored_key(crawler, i) for i in items])
+    stored = crawler.store.lookup.rows_by_key(crawler.default_type(), [_stored_key(crawler, i) for i in items])
     work: list[tuple[dict, dict]] = []
     for item in items:
         row = stored.get(_stored_key(crawler, item))

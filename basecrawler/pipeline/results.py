@@ -99,7 +99,7 @@ def record_run(store, run_id: int | None, result: RunResult) -> None:
     # interrupted: a stop was asked for and what was fetched is stored: handled, nothing lost.
     {"succeeded": log.info, "interrupted": log.warning}.get(result.status, log.error)(line)
     try:
-        store.update_run(
+        store.runs.update_run(
             run_id, status=result.status, finished_at=utc_now_iso(), duration_s=round(result.duration_s, 3),
             error=result.error, summary=line, http_stats=result.http_stats,
             enrichment_stats=result.enrichment_stats, **asdict(result.counts),

@@ -223,14 +223,14 @@ class SourceAPI:
             return {}
         keys = [self._key(number, rt) for number in dict.fromkeys(numbers)]
         columns = [rt.date_field, *(["date_unknown"] if rt.has_date_unknown else [])]
-        rows = self.store.rows_by_key(rt, keys, columns)
+        rows = self.store.lookup.rows_by_key(rt, keys, columns)
         return {key[-1]: row[rt.date_field] for key, row in rows.items()
                 if not row.get("date_unknown") and row[rt.date_field] is not None}
 
     def known_keys(self, numbers) -> set[str]:
         """Which of these numbers (the last field of the type's key) this source has stored."""
         keys = [self._key(number) for number in numbers]
-        return {key[-1] for key in self.store.existing_keys(self.default_type(), keys)}
+        return {key[-1] for key in self.store.lookup.existing_keys(self.default_type(), keys)}
 
     def _key(self, number: str, rt: RecordType | None = None) -> tuple:
         """A stored key of a type (default: this source's) from its last field: the source

@@ -16,9 +16,8 @@ log = logging.getLogger("basecrawler")
 
 ENTRY_POINT_GROUP = "basecrawler.record_types"
 BUILTIN_PACKAGE = "record_types"
-# The type a source emits when it names none (`BaseCrawler.record_type`), and the type of the
-# store's names from before record types (`upsert_recalls`, `count_recalls`): every source
-# written before types produced vehicle recalls.
+# The type a source emits when it names none (`BaseCrawler.record_type`): every source written
+# before types produced vehicle recalls.
 DEFAULT_RECORD_TYPE = "vehicle_recall"
 
 _registered: dict[str, RecordType] = {}

@@ -10,10 +10,11 @@ holding its own SQL:
     store.enrichment    the enrichment queue (enrichment_queue.py)
 
 Two engines, one contract: a path is a SQLite file (the default, no server); a
-`postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py), whose
-adapter takes the same SQL, so every repository and every `store.write(…)` elsewhere runs on
-both. The methods at the end that only hand a call to a repository are the names callers used
-before the repositories; new code asks the repository.
+`postgresql://…` URL is a PostgreSQL database reached through psycopg 3 (engines/pg.py). Each
+statement is spelled with the engine's dialect (`dialect_of(store)`, engines/dialect.py), so
+every repository and every `store.write(…)` elsewhere runs on both. Callers ask the
+repositories; the Store keeps only `upsert` (the pipeline's write) and the few calls modules
+outside the store still make of it.
 """
 from __future__ import annotations
 
@@ -24,17 +25,16 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import sqlite_utils
 from pydantic import BaseModel
 
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.store.engines import is_postgres_url, redact
-from basecrawler.recordtypes import RecordType, get_record_type, record_types
-from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-from basecrawler.recordtypes.tables import feed_fts_sql, pg_trgm_index_name, pg_windows_index_name
-from basecrawler.recordtypes.upsert import plan_for
+from basecrawler.store.engines.dialect import SQLITE, dialect_of
+from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.recordtypes.tables import pg_trgm_index_name, pg_windows_index_name
 from basecrawler.store.dberrors import is_locked_error
 from basecrawler.store.deadletters import DeadLetters, decode_raw, encode_raw
 from basecrawler.store.enrichment_queue import EnrichmentQueue
@@ -80,11 +80,11 @@ class Store:
         # The file opened at start (the working directory may move since), None for :memory:.
         self.file = Path(self.path).resolve() if self.path != ":memory:" else None
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(SQLITE.write(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}"))
         if self.path != ":memory:":
-            self.with_lock_retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
+            self.with_lock_retry(lambda: conn.execute(SQLITE.write("PRAGMA journal_mode = WAL")))
+        conn.execute(SQLITE.write("PRAGMA synchronous = NORMAL"))
+        conn.execute(SQLITE.write("PRAGMA foreign_keys = ON"))
         self._db = sqlite_utils.Database(conn)
         self.with_lock_retry(lambda: migrate(self.db))
         self.ensure_type_tables()
@@ -180,18 +180,19 @@ class Store:
         so two writers queue on busy_timeout instead of failing half-way). `finish(conn)`, when
         given, ends the transaction in place of the COMMIT, still under the lock (a batch
         finishing behind: records.py)."""
+        d = dialect_of(self)
         with self.lock:
             conn = self.db.conn
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(d.write(d.begin))
             try:
                 yield self.db
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    conn.execute(d.write("ROLLBACK"))
                 raise
             else:
                 if finish is None:
-                    conn.execute("COMMIT")
+                    conn.execute(d.write("COMMIT"))
                 else:
                     finish(conn)
 
@@ -221,147 +222,60 @@ class Store:
 
     # ---- meta: small facts kept by name (the scheduler's, the facet counts') -------------
     def set_meta(self, key: str, value: str) -> None:
-        self.write(lambda db: db.conn.execute(
-            "INSERT INTO meta (key, value, updated_at) VALUES (?,?,?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+        d = dialect_of(self)
+        self.write(lambda db: db.conn.execute(d.write(
+            f"INSERT INTO meta (key, value, updated_at) VALUES ({d.params(3)}) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"),
             [key, value, utc_now_iso()],
         ))
 
     def get_meta(self, key: str) -> str | None:
-        return self.scalar("SELECT value FROM meta WHERE key = ?", [key])
+        d = dialect_of(self)
+        return self.scalar(d.query(f"SELECT value FROM meta WHERE key = {d.p}"), [key])
 
     # ---- PostgreSQL's facts for `doctor` -------------------------------------------------
     def server_facts(self) -> tuple[str, int | None, bool]:
         """PostgreSQL only: the server version, the schema version reached and whether the
         pg_trgm extension the search index needs is installed."""
-        return (self.scalar("SHOW server_version"), self.scalar("SELECT MAX(version) FROM schema_version"),
-                bool(self.scalar("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'")))
+        d = dialect_of(self)
+        return (self.scalar(d.query("SHOW server_version")), self.scalar(d.query("SELECT MAX(version) FROM schema_version")),
+                bool(self.scalar(d.query("SELECT COUNT(*) FROM pg_extension WHERE extname = 'pg_trgm'"))))
 
     def search_indexes(self) -> dict[str, str | None]:
         """PostgreSQL only: per table of a type with searched text, its search index —
         "windows" (terms of every length), "trgm" (3+ characters; a shorter term reads the
         table) or None."""
-        found = {}
+        found, d = {}, dialect_of(self)
         for record_type in record_types().values():
             if not record_type.text_index_columns:
                 continue
             names = {pg_windows_index_name(record_type): "windows", pg_trgm_index_name(record_type): "trgm"}
             with self.lock:
-                held = [names[name] for (name,) in self.db.conn.execute(
-                    "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname IN (?, ?)",
+                held = [names[name] for (name,) in self.db.conn.execute(d.query(
+                    f"SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname IN ({d.params(2)})"),
                     list(names)).fetchall()]
             found[record_type.table] = "windows" if "windows" in held else held[0] if held else None
         return found
 
-    # ---- the names callers used before the repositories: each hands the call on ----------
+    # ---- the write the pipeline uses, and what intake asks before it ---------------------
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
                raws: list | None = None, input_hashes: list[str | None] | None = None,
                behind: bool = False) -> UpsertResult:
+        """`store.records.upsert`: the one write entry of the pipeline (pipeline/storing.py)."""
         return self.records.upsert(record_type, records, source=source, raws=raws, input_hashes=input_hashes,
                                    behind=behind)
 
+    # Still called from engines/transfer.py and pipeline/intake.py; everything else asks the
+    # repositories.
     def rebuild_search_indexes(self) -> None:
         self.records.rebuild_search_indexes()
-
-    def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
-                    columns: Iterable[str] | None = None, *, lock: bool = False) -> dict[tuple, dict]:
-        return self.lookup.rows_by_key(record_type, keys, columns, lock=lock)
 
     def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple],
                      dates: bool = True) -> dict[tuple, tuple]:
         return self.lookup.known_inputs(record_type, keys, dates)
 
-    def existing_keys(self, record_type: RecordType | str, keys: Iterable[tuple]) -> set[tuple]:
-        return self.lookup.existing_keys(record_type, keys)
-
     def count(self, record_type: RecordType | str, source: str | None = None) -> int:
         return self.lookup.count(record_type, source)
-
-    def get(self, record_type: RecordType | str, key: dict) -> dict | None:
-        return self.lookup.get(record_type, key)
-
-    def same_as(self, record_type: RecordType | str, row: dict) -> list[dict]:
-        return self.lookup.same_as(record_type, row)
-
-    def newest_date(self, record_type: RecordType | str, source: str, today) -> str | None:
-        return self.lookup.newest_date(record_type, source, today)
-
-    # The default type (vehicle recalls) under the names callers used before record types.
-    def upsert_recalls(self, records: Iterable[BaseModel], *, source: str, raws: list | None = None) -> UpsertResult:
-        return self.records.upsert(DEFAULT_RECORD_TYPE, records, source=source, raws=raws)
-
-    def newest_recall_date(self, source: str, today) -> str | None:
-        return self.lookup.newest_date(DEFAULT_RECORD_TYPE, source, today)
-
-    def count_recalls(self, source: str | None = None) -> int:
-        return self.lookup.count(DEFAULT_RECORD_TYPE, source)
-
-    def get_recall(self, *key: str) -> dict | None:
-        """The oldest stored default-type row with these key values (source left out)."""
-        rt = get_record_type(DEFAULT_RECORD_TYPE)
-        return self.lookup.get(rt, dict(zip(rt.key, (key[0].upper(), *key[1:]))))
-
-    def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
-        return self.runs.start_run(source, mode, status, pid, since, until)
-
-    def update_run(self, run_id: int, **fields: Any) -> None:
-        return self.runs.update_run(run_id, **fields)
-
-    def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
-        return self.runs.close_dead_runs(exclude_run_id=exclude_run_id, lock_held=lock_held)
-
-    def session(self) -> str:
-        return self.runs.session()
-
-    def session_alive(self, token: str) -> bool:
-        return self.runs.session_alive(token)
-
-    def last_run(self, source: str) -> dict | None:
-        return self.runs.last_run(source)
-
-    def sources_with_runs(self) -> set[str]:
-        return self.runs.sources_with_runs()
-
-    def last_successful_run(self, source: str) -> dict | None:
-        return self.runs.last_successful_run(source)
-
-    def run_problem_counts(self, source: str) -> dict[str, int]:
-        return self.runs.run_problem_counts(source)
-
-    def add_dead_letter(self, *, source: str, run_id: int | None, stage: str, kind: str, error: str,
-                        raw: Any, record_key: str | None = None, url: str | None = None,
-                        response_sha256: str | None = None, record_type: str | None = None) -> int:
-        return self.dead_letters.add_dead_letter(source=source, run_id=run_id, stage=stage, kind=kind, error=error,
-                                                 raw=raw, record_key=record_key, url=url,
-                                                 response_sha256=response_sha256, record_type=record_type)
-
-    def open_dead_letters(self, source: str | None = None) -> list[dict]:
-        return self.dead_letters.open_dead_letters(source)
-
-    def dead_letter_retried(self, letter_id: int, *, error: str | None, at: str) -> None:
-        return self.dead_letters.dead_letter_retried(letter_id, error=error, at=at)
-
-    def list_dead_letters(self, source: str | None = None, *, include_resolved: bool = False,
-                          limit: int = 100) -> list[dict]:
-        return self.dead_letters.list_dead_letters(source, include_resolved=include_resolved, limit=limit)
-
-    def sources_with_open_dead_letters(self) -> list[str]:
-        return self.dead_letters.sources_with_open_dead_letters()
-
-    def count_open_dead_letters(self, source: str | None = None) -> int:
-        return self.dead_letters.count_open_dead_letters(source)
-
-
-def __getattr__(name: str):
-    """Names of the store before record types, derived from the default type on first use."""
-    if name == "DATA_COLUMNS":   # the columns a crawl writes, derived ones left out
-        plan = plan_for(get_record_type(DEFAULT_RECORD_TYPE))
-        return plan.written
-    if name == "_FEED_FTS_SQL":
-        return feed_fts_sql(get_record_type(DEFAULT_RECORD_TYPE))
-    if name == "TEXT_FIELDS":
-        return get_record_type(DEFAULT_RECORD_TYPE).translated
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]

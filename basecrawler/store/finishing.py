@@ -33,7 +33,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
+from basecrawler.store.engines.dialect import SQLITE
+
 log = logging.getLogger(__name__)
+
+COMMIT, ROLLBACK = SQLITE.write("COMMIT"), SQLITE.write("ROLLBACK")
 
 
 # While batches finish behind, the writer checkpoints the WAL itself only past this many pages
@@ -72,7 +76,7 @@ class Finisher:
             # A COMMIT that finds the WAL past `wal_autocheckpoint` pages copies it into the file
             # first: a quarter of a finishing batch's time (10 of 38 µs a recall), on the path
             # the pipeline waits for. The checkpointer does it on its own connection instead.
-            conn.execute(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}")
+            conn.execute(SQLITE.write(f"PRAGMA wal_autocheckpoint = {WRITER_CHECKPOINT_PAGES}"))
             self._checkpointer = Checkpointer(file)
         self._held = held
         self._pending = self._pool.submit(_finish, conn, tuple(statements), self._checkpointer)
@@ -112,7 +116,7 @@ class Checkpointer:
 
     def __init__(self, file: Path) -> None:
         self._conn = sqlite3.connect(file, check_same_thread=False, timeout=0)
-        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._conn.execute(SQLITE.write("PRAGMA synchronous = NORMAL"))
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="basecrawler-store-checkpoint")
         self._running: Future | None = None
         self._wanted = False   # a batch was committed since the running checkpoint began
@@ -146,7 +150,7 @@ class Checkpointer:
 
     def _checkpoint(self) -> None:
         try:
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._conn.execute(SQLITE.write("PRAGMA wal_checkpoint(PASSIVE)")).fetchall()
         except sqlite3.Error as exc:
             if not self._warned:
                 self._warned = True
@@ -165,7 +169,7 @@ def _finish(conn: sqlite3.Connection, statements: tuple[tuple[str, Sequence], ..
         _commit(conn)
     except BaseException:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            conn.execute(ROLLBACK)
         raise
     if checkpointer is not None:
         checkpointer.poke()
@@ -180,7 +184,7 @@ COMMIT_RETRY_BASE_WAIT_S = 0.2
 def _commit(conn: sqlite3.Connection) -> None:
     for attempt in range(COMMIT_RETRIES + 1):
         try:
-            conn.execute("COMMIT")
+            conn.execute(COMMIT)
             return
         except sqlite3.OperationalError as exc:
             locked = "database is locked" in str(exc) or "database is busy" in str(exc)

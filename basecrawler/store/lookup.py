@@ -2,7 +2,7 @@
 ask), the input hashes the pipeline recognises an unchanged input by, a row, counts, the same
 thing published elsewhere, the newest date, translation states. Reached as `store.lookup`;
 nothing here writes. PostgreSQL's lookups by key are engines/pg_lookup.py's (index probes); the
-rest is one SQL spelling both engines answer."""
+rest is spelled with the store's dialect."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,9 @@ from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.tables import input_index
 from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for
+from basecrawler.store.engines.dialect import SQLITE, dialect_of
+
+quote = SQLITE.quote   # an identifier as both engines read it
 
 
 class Lookup:
@@ -82,10 +85,10 @@ class Lookup:
         return set(self.rows_by_key(rt, keys, rt.key_columns))
 
     def count(self, record_type: RecordType | str, source: str | None = None) -> int:
-        table = record_type_of(record_type).table
+        d, table = dialect_of(self.store), quote(record_type_of(record_type).table)
         if source is None:
-            return self.store.scalar(f"SELECT COUNT(*) FROM [{table}]")
-        return self.store.scalar(f"SELECT COUNT(*) FROM [{table}] WHERE source = ?", [source])
+            return self.store.scalar(d.query(f"SELECT COUNT(*) FROM {table}"))
+        return self.store.scalar(d.query(f"SELECT COUNT(*) FROM {table} WHERE source = {d.p}"), [source])
 
     def get(self, record_type: RecordType | str, key: dict) -> dict | None:
         """The stored row with these key values (JSON columns decoded); without `source` in
@@ -94,8 +97,10 @@ class Lookup:
         unknown = [name for name in key if name not in rt.key_columns]
         if unknown:
             raise ValueError(f"{', '.join(unknown)} not in the key of {rt.name} ({', '.join(rt.key_columns)})")
-        where = " AND ".join(f"[{name}] = ?" for name in key) or "1 = 1"
-        rows = self.store.query(f"SELECT * FROM [{rt.table}] WHERE {where} ORDER BY id LIMIT 1", list(key.values()))
+        d = dialect_of(self.store)
+        where = " AND ".join(f"{quote(name)} = {d.p}" for name in key) or "1 = 1"
+        rows = self.store.query(d.query(f"SELECT * FROM {quote(rt.table)} WHERE {where} ORDER BY id LIMIT 1"),
+                                list(key.values()))
         return decode_row(rt, rows[0]) if rows else None
 
     def same_as(self, record_type: RecordType | str, row: dict) -> list[dict]:
@@ -109,23 +114,24 @@ class Lookup:
         if value is None or value == "":
             return []
         country = row.get("country") if "country" in rt.column_types else None
+        d = dialect_of(self.store)
         found = []
         for other in record_types().values():
             if not other.same_as_field:
                 continue
-            where, params = [f"[{other.same_as_field}] = ?"], [value]
+            where, params = [f"{quote(other.same_as_field)} = {d.p}"], [value]
             if country and "country" in other.column_types:
-                where.append("(country = ? OR country IS NULL)")
+                where.append(f"(country = {d.p} OR country IS NULL)")
                 params.append(country)
             if other.table == rt.table:   # not the row itself
                 if row.get("id") is not None:
-                    where.append("id <> ?")
+                    where.append(f"id <> {d.p}")
                     params.append(row["id"])
                 else:
-                    where.append("NOT (" + " AND ".join(f"[{c}] IS ?" for c in rt.key_columns) + ")")
+                    where.append("NOT (" + " AND ".join(f"{quote(c)} {d.is_} {d.p}" for c in rt.key_columns) + ")")
                     params += [row.get(c) for c in rt.key_columns]
-            for match in self.store.query(f"SELECT * FROM [{other.table}] WHERE {' AND '.join(where)} ORDER BY id",
-                                          params):
+            for match in self.store.query(d.query(f"SELECT * FROM {quote(other.table)} WHERE {' AND '.join(where)} "
+                                                  "ORDER BY id"), params):
                 found.append({"record_type": other.name, **decode_row(other, match)})
         return found
 
@@ -137,9 +143,10 @@ class Lookup:
         if rt.date_field is None:
             return None
         known = f" AND {DATE_UNKNOWN} = 0" if rt.has_date_unknown else ""
-        return self.store.scalar(
-            f"SELECT MAX([{rt.date_field}]) FROM [{rt.table}] WHERE source = ?{known} "
-            f"AND [{rt.date_field}] >= ? AND [{rt.date_field}] <= ?",
+        d, date = dialect_of(self.store), quote(rt.date_field)
+        return self.store.scalar(d.query(
+            f"SELECT MAX({date}) FROM {quote(rt.table)} WHERE source = {d.p}{known} "
+            f"AND {date} >= {d.p} AND {date} <= {d.p}"),
             [source, EARLIEST_PLAUSIBLE_DATE.isoformat(), latest_plausible_date(today).isoformat()])
 
     # ---- what `status` shows of the records (reading/counts.py reads the same from indexes) ----
@@ -147,16 +154,18 @@ class Lookup:
         """Records of every type by translation state: pending, translated, or the status the
         worker set."""
         counts: dict[str, int] = {}
+        d = dialect_of(self.store)
         for rt in _types_translated():
-            for row in self.store.query(
+            for row in self.store.query(d.query(
                     "SELECT CASE WHEN translated_at IS NULL THEN 'pending' ELSE COALESCE(translation_status, 'translated') "
-                    f"END AS s, COUNT(*) AS n FROM [{rt.table}] WHERE source = ? GROUP BY s", [source]):
+                    f"END AS s, COUNT(*) AS n FROM {quote(rt.table)} WHERE source = {d.p} GROUP BY s"), [source]):
                 counts[row["s"] or "pending"] = counts.get(row["s"] or "pending", 0) + row["n"]
         return dict(sorted(counts.items()))
 
     def translation_backlog(self) -> int:
         """Records of every translated type not translated yet."""
-        return sum(self.store.scalar(f"SELECT COUNT(*) FROM [{rt.table}] WHERE translated_at IS NULL")
+        d = dialect_of(self.store)
+        return sum(self.store.scalar(d.query(f"SELECT COUNT(*) FROM {quote(rt.table)} WHERE translated_at IS NULL"))
                    for rt in _types_translated())
 
 
@@ -172,8 +181,8 @@ def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[
     by_prefix: dict[tuple, list] = {}
     for key in keys:
         by_prefix.setdefault(tuple(key[:-1]), []).append(key[-1])
-    prefix_sql = "".join(f"[{c}] = ? AND " for c in prefix_columns)
-    index = f" INDEXED BY [{indexed_by}]" if indexed_by else ""
+    prefix_sql = "".join(f"{quote(c)} = ? AND " for c in prefix_columns)
+    index = f" INDEXED BY {quote(indexed_by)}" if indexed_by else ""
     prefix_kinds = [rt.column_types.get(c, str) for c in prefix_columns]
     found: dict[tuple, Any] = {}
     for prefix, values in by_prefix.items():
@@ -183,14 +192,15 @@ def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[
         if columns is None:
             cols = "*"
         elif as_values:   # the key, then the columns (one may be a key column too)
-            cols = ", ".join(f"[{c}]" if c else "NULL" for c in ([last, *columns] if short else [*key_columns, *columns]))
+            cols = ", ".join(quote(c) if c else "NULL" for c in ([last, *columns] if short else [*key_columns, *columns]))
         else:
-            cols = ", ".join(f"[{c}]" for c in dict.fromkeys([*key_columns, *columns]))
+            cols = ", ".join(quote(c) for c in dict.fromkeys([*key_columns, *columns]))
         width = len(key_columns)
         for start in range(0, len(values), 500):
             chunk = values[start:start + 500]
-            where, params = f"[{last}] IN ({','.join('?' * len(chunk))})", [*prefix, *chunk]
-            cursor = conn.execute(f"SELECT {cols} FROM [{rt.table}]{index} WHERE {prefix_sql}{where}", params)
+            where, params = f"{quote(last)} IN ({SQLITE.params(len(chunk))})", [*prefix, *chunk]
+            cursor = conn.execute(SQLITE.query(f"SELECT {cols} FROM {quote(rt.table)}{index} WHERE {prefix_sql}{where}"),
+                                  params)
             if short:
                 found.update((prefix + row[:1], row[1:]) for row in cursor)
             elif as_values:

@@ -4,7 +4,9 @@ core schema, append one; never edit an old one.
 
 Migrations 1-7, from before record types, are in migrations_early.py; from migration 8 on
 (which put the source into the identity of a record) they are here. Both modules name the
-vehicle_recall type's old columns by design: they are history.
+vehicle_recall type's old columns by design: they are history. They run on SQLite (PostgreSQL's
+schema is derived from their result, schema.py), so their statements are SQLite's, except
+`refill_derived_columns`, which PostgreSQL's step 9 runs too.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import logging
 
 import sqlite_utils
 
+from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.store.groups_migration import m013_copy_flags
 from basecrawler.store.migrations_early import EARLY_MIGRATIONS
 
@@ -26,12 +29,12 @@ def _m008_source_in_identity(db: sqlite_utils.Database) -> None:
     keyed the same way, and a dead letter says which record type it was meant to be."""
     for index in db["recalls"].indexes:
         if index.unique and list(index.columns) == ["country", "recall_number"]:
-            db.execute(f"DROP INDEX [{index.name}]")
+            db.execute(SQLITE.write(f"DROP INDEX {SQLITE.quote(index.name)}"))
     db["recalls"].create_index(["source", "country", "recall_number"], unique=True, index_name="recalls_key",
                                if_not_exists=True)
     for index in db["enrichment"].indexes:
         if index.unique and list(index.columns) == ["country", "recall_number"]:
-            db.execute(f"DROP INDEX [{index.name}]")
+            db.execute(SQLITE.write(f"DROP INDEX {SQLITE.quote(index.name)}"))
     db["enrichment"].create_index(["source", "country", "recall_number"], unique=True, if_not_exists=True)
     if "record_type" not in db["dead_letters"].columns_dict:
         db["dead_letters"].add_column("record_type", str)
@@ -49,8 +52,9 @@ def refill_derived_columns(conn, type_name: str) -> int:
     if rt.derived is None or not derived:
         return 0
     changed, last_id = 0, 0
+    d = dialect_of(conn)
     while True:
-        cursor = conn.execute(f"SELECT * FROM {rt.table} WHERE id > ? ORDER BY id LIMIT 1000", [last_id])
+        cursor = conn.execute(d.query(f"SELECT * FROM {rt.table} WHERE id > {d.p} ORDER BY id LIMIT 1000"), [last_id])
         names = [d[0] for d in cursor.description]
         rows = [dict(zip(names, values)) for values in cursor.fetchall()]
         if not rows:
@@ -62,8 +66,8 @@ def refill_derived_columns(conn, type_name: str) -> int:
             if any(fresh.get(name) != row.get(name) for name in derived):
                 updates.append([fresh.get(name) for name in derived] + [row["id"]])
         if updates:
-            sets = ", ".join(f"{name} = ?" for name in derived)
-            conn.executemany(f"UPDATE {rt.table} SET {sets} WHERE id = ?", updates)
+            sets = ", ".join(f"{name} = {d.p}" for name in derived)
+            conn.executemany(d.write(f"UPDATE {rt.table} SET {sets} WHERE id = {d.p}"), updates)
             changed += len(updates)
 
 
@@ -103,9 +107,10 @@ def _m010_generic_key_columns(db: sqlite_utils.Database) -> None:
         columns = db[table].columns_dict
         for old, new in renames.items():
             if old in columns and new not in columns:
-                db.execute(f"ALTER TABLE [{table}] RENAME COLUMN [{old}] TO [{new}]")
+                db.execute(SQLITE.write(f"ALTER TABLE {SQLITE.quote(table)} RENAME COLUMN {SQLITE.quote(old)} "
+                                        f"TO {SQLITE.quote(new)}"))
     old_index, new_index = ENRICHMENT_KEY_INDEX
-    db.execute(f"DROP INDEX IF EXISTS [{old_index}]")
+    db.execute(SQLITE.write(f"DROP INDEX IF EXISTS {SQLITE.quote(old_index)}"))
     db["enrichment"].create_index(["source", "key_prefix", "record_key"], unique=True, index_name=new_index,
                                   if_not_exists=True)
 

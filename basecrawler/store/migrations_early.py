@@ -1,7 +1,9 @@
 """Migrations 1-7: the store before record types, frozen. They built the one record table
 there was (`recalls`) and the bookkeeping tables, and name its columns as they were then;
 today that table belongs to the vehicle_recall type and is evolved from its declaration
-(recordtypes/tables.py). migrations.py runs them first, in this order; never edit one.
+(recordtypes/tables.py). migrations.py runs them first, in this order; never edit one. They run
+on SQLite only (PostgreSQL's schema is derived from what they make), so their statements are
+SQLite's (`SQLITE.query` / `SQLITE.write`).
 """
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import json
 import logging
 
 import sqlite_utils
+
+from basecrawler.store.engines.dialect import SQLITE
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +63,15 @@ def merge_duplicate_recalls(db: sqlite_utils.Database) -> int:
     number of rows removed.
     """
     columns = [c for c in db["recalls"].columns_dict if c != "id"]
-    dup_keys = db.execute(
+    dup_keys = db.execute(SQLITE.query(
         "SELECT country, recall_number FROM recalls GROUP BY country, recall_number HAVING COUNT(*) > 1"
-    ).fetchall()
+    )).fetchall()
     removed = 0
     for country, recall_number in dup_keys:
         rows = list(
-            db.query(
+            db.query(SQLITE.query(
                 "SELECT rowid AS _rowid, * FROM recalls WHERE country = ? AND recall_number = ? "
-                "ORDER BY COALESCE(updated_at, ''), rowid",
+                "ORDER BY COALESCE(updated_at, ''), rowid"),
                 [country, recall_number],
             )
         )
@@ -87,9 +91,9 @@ def merge_duplicate_recalls(db: sqlite_utils.Database) -> int:
                 merged[col] = value
         keep = rows[-1]["_rowid"]
         assignments = ", ".join(f"[{c}] = ?" for c in merged)
-        db.execute(f"UPDATE recalls SET {assignments} WHERE rowid = ?", [*merged.values(), keep])
-        db.execute(
-            "DELETE FROM recalls WHERE country = ? AND recall_number = ? AND rowid != ?",
+        db.execute(SQLITE.write(f"UPDATE recalls SET {assignments} WHERE rowid = ?"), [*merged.values(), keep])
+        db.execute(SQLITE.write(
+            "DELETE FROM recalls WHERE country = ? AND recall_number = ? AND rowid != ?"),
             [country, recall_number, keep],
         )
         removed += len(rows) - 1
@@ -185,10 +189,10 @@ def _m002_fts(db: sqlite_utils.Database) -> None:
     so upserts and the translation worker need no extra code to keep search current.
     """
     cols = ", ".join(_LEGACY_FTS_COLUMNS)
-    db.execute(
+    db.execute(SQLITE.write(
         f"CREATE VIRTUAL TABLE IF NOT EXISTS recalls_fts USING fts5({cols}, "
         "content='recalls', content_rowid='id', tokenize='trigram')"
-    )
+    ))
     new_vals = ", ".join(f"new.{c}" for c in _LEGACY_FTS_COLUMNS)
     old_vals = ", ".join(f"old.{c}" for c in _LEGACY_FTS_COLUMNS)
     db.executescript(
@@ -205,7 +209,7 @@ def _m002_fts(db: sqlite_utils.Database) -> None:
         END;
         """
     )
-    db.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')")
+    db.execute(SQLITE.write("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')"))
 
 
 def _m003_run_counts(db: sqlite_utils.Database) -> None:
@@ -244,7 +248,7 @@ def _m006_fts_fed_per_batch(db: sqlite_utils.Database) -> None:
     deletes keep theirs, so no other writer has to know about the index. The store is the only
     module that inserts recalls; a script inserting rows by hand must feed recalls_fts itself
     (or run `INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')`)."""
-    db.execute(f"DROP TRIGGER IF EXISTS {FTS_INSERT_TRIGGER}")
+    db.execute(SQLITE.write(f"DROP TRIGGER IF EXISTS {FTS_INSERT_TRIGGER}"))
 
 
 def _m005_manufacturer_key(db: sqlite_utils.Database) -> None:
@@ -276,12 +280,12 @@ def _m007_translation_claims(db: sqlite_utils.Database) -> None:
     cols = ", ".join(_LEGACY_FTS_COLUMNS)
     new_vals = ", ".join(f"new.{c}" for c in _LEGACY_FTS_COLUMNS)
     old_vals = ", ".join(f"old.{c}" for c in _LEGACY_FTS_COLUMNS)
-    db.execute("DROP TRIGGER IF EXISTS recalls_fts_au")
-    db.execute(
+    db.execute(SQLITE.write("DROP TRIGGER IF EXISTS recalls_fts_au"))
+    db.execute(SQLITE.write(
         f"""CREATE TRIGGER recalls_fts_au AFTER UPDATE OF {cols} ON recalls BEGIN
           INSERT INTO recalls_fts(recalls_fts, rowid, {cols}) VALUES ('delete', old.id, {old_vals});
           INSERT INTO recalls_fts(rowid, {cols}) VALUES (new.id, {new_vals});
-        END""")
+        END"""))
 
 
 # In the order they run (migrations.MIGRATIONS continues the list).

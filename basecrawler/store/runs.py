@@ -1,6 +1,6 @@
 """The `crawl_runs` table: a run's row from start to its counts, runs whose process died, and
-what `status` asks of them. `Store` delegates its run methods here (`store.runs`); the SQL is
-one spelling both engines answer."""
+what `status` asks of them (`store.runs`); each statement is spelled with the store's dialect
+(engines/dialect.py)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import dialect_of
 
 
 class Runs:
@@ -17,11 +18,13 @@ class Runs:
         self.store = store
 
     def start_run(self, source: str, mode: str, status: str, pid: int, since=None, until=None) -> int:
+        d = dialect_of(self.store)
+
         def op(db):
             # RETURNING rather than lastrowid: the one spelling both engines answer.
-            return db.conn.execute(
-                "INSERT INTO crawl_runs (source, mode, status, pid, started_at, since, until) VALUES (?,?,?,?,?,?,?) "
-                "RETURNING id", [source, mode, status, pid, utc_now_iso(), since, until],
+            return db.conn.execute(d.write(
+                f"INSERT INTO crawl_runs (source, mode, status, pid, started_at, since, until) VALUES ({d.params(7)}) "
+                "RETURNING id"), [source, mode, status, pid, utc_now_iso(), since, until],
             ).fetchone()[0]
         return self.store.write(op)
 
@@ -29,8 +32,10 @@ class Runs:
         if not fields:
             return
         fields = {k: (json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v) for k, v in fields.items()}
-        assignments = ", ".join(f"[{k}] = ?" for k in fields)
-        self.store.write(lambda db: db.conn.execute(f"UPDATE crawl_runs SET {assignments} WHERE id = ?", [*fields.values(), run_id]))
+        d = dialect_of(self.store)
+        assignments = ", ".join(f"{d.quote(k)} = {d.p}" for k in fields)
+        self.store.write(lambda db: db.conn.execute(d.write(f"UPDATE crawl_runs SET {assignments} WHERE id = {d.p}"),
+                                                    [*fields.values(), run_id]))
 
     def close_dead_runs(self, *, exclude_run_id: int | None = None, lock_held: bool = False) -> list[int]:
         """Mark `running` / `waiting` rows whose process is gone as `crashed` (kill -9, power
@@ -44,7 +49,9 @@ class Runs:
         On PostgreSQL crawls run on several machines under per-source advisory locks: a pid is
         alive while a connection named for it exists (pg_stat_activity), and a held lock speaks
         for its own source only."""
-        rows = self.store.query("SELECT id, pid, status, source FROM crawl_runs WHERE status IN ('running', 'waiting')")
+        d = dialect_of(self.store)
+        rows = self.store.query(d.query("SELECT id, pid, status, source FROM crawl_runs "
+                                        "WHERE status IN ('running', 'waiting')"))
         own = next((row["source"] for row in rows if row["id"] == exclude_run_id), None)
         alive = self._process_alive
 
@@ -56,11 +63,10 @@ class Runs:
             not alive(row["pid"]) or lock_says_dead(row))]
         if dead:
             now = utc_now_iso()
-            marks = ",".join("?" * len(dead))
-            self.store.write(lambda db: db.conn.execute(
-                f"UPDATE crawl_runs SET status = 'crashed', finished_at = COALESCE(finished_at, ?), "
+            self.store.write(lambda db: db.conn.execute(d.write(
+                f"UPDATE crawl_runs SET status = 'crashed', finished_at = COALESCE(finished_at, {d.p}), "
                 f"error = COALESCE(error, 'the process ended without closing its run (killed or crashed)') "
-                f"WHERE id IN ({marks}) AND status IN ('running', 'waiting')", [now, *dead]))
+                f"WHERE id IN ({d.params(len(dead))}) AND status IN ('running', 'waiting')"), [now, *dead]))
         return dead
 
     def _process_alive(self, pid: int | None) -> bool:
@@ -69,8 +75,10 @@ class Runs:
         if pid == os.getpid():
             return True
         from basecrawler.store.engines.pg import APPLICATION_PREFIX
-        return bool(self.store.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE application_name LIKE ?",
-                                [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
+        d = dialect_of(self.store)
+        return bool(self.store.scalar(
+            d.query(f"SELECT COUNT(*) FROM pg_stat_activity WHERE application_name {d.ilike} {d.p}"),
+            [f"{APPLICATION_PREFIX} % {int(pid or 0)}"]))
 
     def session(self) -> str:
         """A token for whoever writes through this store, whose liveness any other process can
@@ -78,32 +86,39 @@ class Runs:
         process of this connection (PostgreSQL, any machine)."""
         if self.store.engine == "sqlite":
             return str(os.getpid())
-        return f"pg{self.store.scalar('SELECT pg_backend_pid()')}"
+        return f"pg{self.store.scalar(dialect_of(self.store).query('SELECT pg_backend_pid()'))}"
 
     def session_alive(self, token: str) -> bool:
         if token.startswith("pg"):
             if self.store.engine != "postgresql" or not token[2:].isdigit():
                 return False
-            return bool(self.store.scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ?", [int(token[2:])]))
+            d = dialect_of(self.store)
+            return bool(self.store.scalar(d.query(f"SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {d.p}"),
+                                          [int(token[2:])]))
         return token.isdigit() and pid_alive(int(token))
 
     def last_run(self, source: str) -> dict | None:
-        rows = self.store.query("SELECT * FROM crawl_runs WHERE source = ? ORDER BY id DESC LIMIT 1", [source])
+        d = dialect_of(self.store)
+        rows = self.store.query(d.query(f"SELECT * FROM crawl_runs WHERE source = {d.p} ORDER BY id DESC LIMIT 1"),
+                                [source])
         return rows[0] if rows else None
 
     def sources_with_runs(self) -> set[str]:
-        return {row["source"] for row in self.store.query("SELECT DISTINCT source FROM crawl_runs")}
+        rows = self.store.query(dialect_of(self.store).query("SELECT DISTINCT source FROM crawl_runs"))
+        return {row["source"] for row in rows}
 
     def last_successful_run(self, source: str) -> dict | None:
-        rows = self.store.query("SELECT started_at, finished_at FROM crawl_runs WHERE source = ? AND status = 'succeeded' "
-                          "ORDER BY id DESC LIMIT 1", [source])
+        d = dialect_of(self.store)
+        rows = self.store.query(d.query(f"SELECT started_at, finished_at FROM crawl_runs WHERE source = {d.p} "
+                                        "AND status = 'succeeded' ORDER BY id DESC LIMIT 1"), [source])
         return rows[0] if rows else None
 
     def run_problem_counts(self, source: str) -> dict[str, int]:
         """Runs of the source that crashed or were interrupted, by status."""
-        return {row["status"]: row["n"] for row in self.store.query(
-            "SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = ? AND status IN ('crashed', 'interrupted') "
-            "GROUP BY status", [source])}
+        d = dialect_of(self.store)
+        return {row["status"]: row["n"] for row in self.store.query(d.query(
+            f"SELECT status, COUNT(*) AS n FROM crawl_runs WHERE source = {d.p} AND status IN ('crashed', 'interrupted') "
+            "GROUP BY status"), [source])}
 
 
 def pid_alive(pid: int | None) -> bool:

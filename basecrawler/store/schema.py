@@ -24,11 +24,17 @@ from collections.abc import Callable, Sequence
 
 import sqlite_utils
 
+from basecrawler.store.engines.dialect import SQLITE
 from basecrawler.store.migrations import MIGRATIONS, PG_DROPPED_INDEXES
 from basecrawler.recordtypes import record_types
 from basecrawler.recordtypes.tables import ensure_sqlite, needs_ensure, pg_statements
 
 log = logging.getLogger(__name__)
+
+# Migrations run on SQLite (PostgreSQL gets the schema they make, derived below), so this
+# module's statements are SQLite's.
+BEGIN, COMMIT, ROLLBACK = (SQLITE.write(sql) for sql in (SQLITE.begin, "COMMIT", "ROLLBACK"))
+USER_VERSION = SQLITE.query("PRAGMA user_version")
 
 # ---- record types -------------------------------------------------------------------------
 def ensure_types(db: sqlite_utils.Database) -> None:
@@ -37,13 +43,13 @@ def ensure_types(db: sqlite_utils.Database) -> None:
     for record_type in record_types().values():
         if not needs_ensure(db.conn, record_type):
             continue
-        db.conn.execute("BEGIN IMMEDIATE")
+        db.conn.execute(BEGIN)
         try:
             if needs_ensure(db.conn, record_type):   # again under the write lock
                 ensure_sqlite(db, record_type)
-            db.conn.execute("COMMIT")
+            db.conn.execute(COMMIT)
         except BaseException:
-            db.conn.execute("ROLLBACK")
+            db.conn.execute(ROLLBACK)
             raise
 
 
@@ -85,7 +91,7 @@ def schema_extensions() -> dict[str, list[Migration]]:
 def _extension_version(db: sqlite_utils.Database, name: str) -> int:
     if EXTENSIONS_TABLE not in db.table_names():
         return 0
-    row = db.execute(f"SELECT version FROM {EXTENSIONS_TABLE} WHERE name = ?", [name]).fetchone()
+    row = db.execute(SQLITE.query(f"SELECT version FROM {EXTENSIONS_TABLE} WHERE name = ?"), [name]).fetchone()
     return row[0] if row else 0
 
 
@@ -94,19 +100,19 @@ def _migrate_extension(db: sqlite_utils.Database, name: str, migrations: Sequenc
     for number, migration in enumerate(migrations, start=1):
         if number <= version:
             continue
-        db.conn.execute("BEGIN IMMEDIATE")
+        db.conn.execute(BEGIN)
         try:
             # Read the version again under the write lock (another process may have got there).
             ran = number > _extension_version(db, name)
             if ran:
-                db.execute(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} "
-                           "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+                db.execute(SQLITE.write(f"CREATE TABLE IF NOT EXISTS {EXTENSIONS_TABLE} "
+                                        "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)"))
                 migration(db)
-                db.execute(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
-                           "ON CONFLICT(name) DO UPDATE SET version = excluded.version", [name, number])
-            db.conn.execute("COMMIT")
+                db.execute(SQLITE.write(f"INSERT INTO {EXTENSIONS_TABLE} (name, version) VALUES (?, ?) "
+                                        "ON CONFLICT(name) DO UPDATE SET version = excluded.version"), [name, number])
+            db.conn.execute(COMMIT)
         except BaseException:
-            db.conn.execute("ROLLBACK")
+            db.conn.execute(ROLLBACK)
             raise
         if ran:
             log.debug("schema extension %s migrated to version %d (%s)", name, number, migration.__name__)
@@ -132,26 +138,6 @@ def pg_extras() -> list[str]:
             *(statement for rt in record_types().values() for statement in pg_statements(rt))]
 
 
-_LEGACY_NAMES = ("FTS_COLUMNS", "PG_SEARCH_DOCUMENT", "FTS_INSERT_TRIGGER", "PG_EXTRAS")
-
-
-def __getattr__(name: str):
-    """Names from before record types, derived from the default type on first use (search.py
-    still imports them). Only these names reach the registry: the import machinery asks a
-    module for others (`__path__`) while record types may still be loading."""
-    if name not in _LEGACY_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from basecrawler.recordtypes import get_record_type
-    from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
-    from basecrawler.recordtypes.tables import fts_insert_trigger, pg_search_document
-
-    default = get_record_type(DEFAULT_RECORD_TYPE)
-    return {"FTS_COLUMNS": lambda: list(default.text_index_columns),
-            "PG_SEARCH_DOCUMENT": lambda: pg_search_document(default),
-            "FTS_INSERT_TRIGGER": lambda: fts_insert_trigger(default),
-            "PG_EXTRAS": pg_extras}[name]()
-
-
 def _pg_type(kind: str) -> str:
     base, _, rest = kind.partition(" ")
     return _PG_TYPES.get(base, "TEXT") + (" " + rest if rest else "")
@@ -171,19 +157,21 @@ def reference_schema(*, types_only: bool = False) -> dict[str, dict]:
         if not types_only:
             migrate(db)
         ensure_types(db)
-        virtual = [name for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'")]
+        virtual = [name for (name,) in conn.execute(SQLITE.query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"))]
         tables = {}
-        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-                                    "AND name != ? ORDER BY name", [EXTENSIONS_TABLE]):
+        for (name,) in conn.execute(SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                 "AND name NOT LIKE 'sqlite_%' AND name != ? ORDER BY name"),
+                                    [EXTENSIONS_TABLE]):
             if any(name == v or name.startswith(v + "_") for v in virtual):
                 continue   # a full-text index and its shadow tables: SQLite's own
-            info = conn.execute(f"PRAGMA table_info([{name}])").fetchall()
+            info = conn.execute(SQLITE.query(f"PRAGMA table_info({SQLITE.quote(name)})")).fetchall()
             indexes = []
-            for _, index, unique, origin, partial in conn.execute(f"PRAGMA index_list([{name}])").fetchall():
+            for _, index, unique, origin, partial in conn.execute(
+                    SQLITE.query(f"PRAGMA index_list({SQLITE.quote(name)})")).fetchall():
                 if origin == "pk" or partial:   # partial indexes reach PostgreSQL with their condition (pg_statements)
                     continue
-                cols = [r[2] for r in conn.execute(f"PRAGMA index_info([{index}])").fetchall()]
+                cols = [r[2] for r in conn.execute(SQLITE.query(f"PRAGMA index_info({SQLITE.quote(index)})")).fetchall()]
                 indexes.append((index, bool(unique), cols))
             tables[name] = {
                 "columns": [(r[1], (r[2] or "").upper() + (" NOT NULL" if r[3] else "")) for r in info],
@@ -249,23 +237,23 @@ PG_INDEX_COLUMNS = (
 def migrate(db: sqlite_utils.Database) -> int:
     """Bring the database to the newest schema: the core migrations, then those of each schema
     extension not applied yet; returns the core version reached."""
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    version = db.execute(USER_VERSION).fetchone()[0]
     for number, migration in enumerate(MIGRATIONS, start=1):
         if number <= version:
             continue
-        db.conn.execute("BEGIN IMMEDIATE")
+        db.conn.execute(BEGIN)
         # Read the version again under the write lock: another process opening the same new
         # database may have migrated it while we waited.
-        version = db.execute("PRAGMA user_version").fetchone()[0]
+        version = db.execute(USER_VERSION).fetchone()[0]
         if number <= version:
-            db.conn.execute("COMMIT")
+            db.conn.execute(COMMIT)
             continue
         try:
             migration(db)
-            db.conn.execute(f"PRAGMA user_version = {number}")
-            db.conn.execute("COMMIT")
+            db.conn.execute(SQLITE.write(f"PRAGMA user_version = {number}"))
+            db.conn.execute(COMMIT)
         except BaseException:
-            db.conn.execute("ROLLBACK")
+            db.conn.execute(ROLLBACK)
             raise
         log.debug("schema migrated to version %d (%s)", number, migration.__name__)
         version = number

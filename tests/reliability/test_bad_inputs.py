@@ -63,7 +63,7 @@ def assert_nothing_wrong_stored(store, reference, source_id):
 
 
 def assert_clear_error_or_dead_letter(store, result, source_id):
-    letters = store.open_dead_letters(source_id)
+    letters = store.dead_letters.open_dead_letters(source_id)
     assert result.status in ("failed", "suspect") or letters, "a bad input went unnoticed"
     if result.status == "failed":
         assert result.error and len(result.error) > 20
@@ -99,7 +99,7 @@ def test_bad_input_is_a_clear_error_or_dead_letter_never_a_wrong_value(tmp_path,
     assert handler.hits, "the bad input was never requested"
     assert_clear_error_or_dead_letter(store, results[-1], source_id)
     assert_nothing_wrong_stored(store, reference, source_id)
-    assert "root:x:0:0" not in str(store.query("SELECT * FROM recalls")) + str(store.open_dead_letters(source_id))
+    assert "root:x:0:0" not in str(store.query("SELECT * FROM recalls")) + str(store.dead_letters.open_dead_letters(source_id))
     store.close()
 
 
@@ -175,9 +175,9 @@ def test_csv_impossible_date_huge_field_and_control_characters(tmp_path, monkeyp
             row[comment] = "Issue: brake\x00 fluid\x1b leak"
     store, results = run_against(tmp_path, monkeypatch, "ca", serve_csv(header, rows))
     assert results[0].status == "succeeded"
-    dated = store.get_recall("CA", bad_date)
+    dated = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": bad_date})
     assert dated["date_unknown"] == 1 and dated["recall_date"] == "1970-01-01"  # never 2024-03-02
-    assert store.get_recall("CA", huge) is None
-    assert any(l["record_key"] == huge or huge in (l["raw"] or "")[:200] for l in store.open_dead_letters("ca"))
-    assert "\x00" not in store.get_recall("CA", control)["summary_original"]
-    assert "brake fluid leak" in store.get_recall("CA", control)["summary_original"]
+    assert store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": huge}) is None
+    assert any(l["record_key"] == huge or huge in (l["raw"] or "")[:200] for l in store.dead_letters.open_dead_letters("ca"))
+    assert "\x00" not in store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": control})["summary_original"]
+    assert "brake fluid leak" in store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": control})["summary_original"]

@@ -65,9 +65,9 @@ def test_a_live_process_keeps_its_running_row_and_partial_file(tmp_path):
     from basecrawler.fetch.http import sweep_partial_downloads
 
     store = Store(str(tmp_path / "live.db"))
-    live = store.start_run("ca", "full", "waiting", os.getpid())
-    dead = store.start_run("ca", "full", "running", 2 ** 22 + 12345)   # above the default pid_max
-    assert store.close_dead_runs() == [dead]
+    live = store.runs.start_run("ca", "full", "waiting", os.getpid())
+    dead = store.runs.start_run("ca", "full", "running", 2 ** 22 + 12345)   # above the default pid_max
+    assert store.runs.close_dead_runs() == [dead]
     assert store.query("SELECT status FROM crawl_runs WHERE id = ?", [live])[0]["status"] == "waiting"
     (tmp_path / "tmp").mkdir()
     mine = tmp_path / "tmp" / f"dl-{os.getpid()}-abc.part"

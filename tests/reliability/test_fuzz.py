@@ -104,7 +104,7 @@ def assert_invariants(store: Store, result, source_id: str) -> None:
     from basecrawler.recordtypes import record_types
 
     assert sum(store.count(name, source_id) for name in record_types()) == c.new
-    letters = store.open_dead_letters(source_id)
+    letters = store.dead_letters.open_dead_letters(source_id)
     assert len(letters) >= c.unparseable + c.store_failed, (len(letters), c)
 
 

@@ -37,7 +37,7 @@ def test_app_token_never_in_logs_dead_letters_or_archive(tmp_path, monkeypatch, 
         point_source_at(monkeypatch, discover()["us"], server.url)
         discover()["us"](store, settings=fast_settings(db), mode="full").run()
     assert TOKEN in seen_tokens                      # the token was really used
-    assert store.open_dead_letters("us")             # and a failure was recorded
+    assert store.dead_letters.open_dead_letters("us")             # and a failure was recorded
     assert TOKEN not in caplog.text
     assert TOKEN not in everything_stored(store, tmp_path)
 
@@ -49,7 +49,7 @@ def test_translation_key_never_in_logs_or_database(tmp_path, caplog):
     db = str(tmp_path / "tr.db")
     store = Store(db)
     from basecrawler import Recall
-    store.upsert_recalls([Recall(country="XX", recall_number="1", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="XX", recall_number="1", recall_date="2024-01-01",
                                  summary_original="Brake hose may leak.")], source="xx")
     caplog.set_level(logging.DEBUG)
     with LoopbackServer(lambda req: Reply(403, body=b'{"message": "Wrong auth key"}')) as server:
@@ -65,10 +65,10 @@ def test_translation_key_never_in_logs_or_database(tmp_path, caplog):
 def test_search_terms_are_data_not_sql(store):
     from basecrawler import Recall
     from basecrawler.reading.search import RecallFilter, search
-    store.upsert_recalls([Recall(country="XX", recall_number="1", recall_date="2024-01-01",
+    store.upsert("vehicle_recall", [Recall(country="XX", recall_number="1", recall_date="2024-01-01",
                                  manufacturer_original="Acme", summary_original="Brake hose")], source="xx")
     for term in ("'; DROP TABLE recalls; --", '" OR 1=1 --', "brake' OR '1'='1", "NEAR(", "*", "x'"):
         assert search(store.db.conn, RecallFilter(text=term)) == []
         assert search(store.db.conn, RecallFilter(text="brake", manufacturer=term)) == []
     assert len(search(store.db.conn, RecallFilter(text="brake"))) == 1
-    assert store.count_recalls() == 1
+    assert store.lookup.count("vehicle_recall") == 1
