@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import dialect_of
 
 from .backends import CONFIGURE_HELP, Backend
 from .batch import BatchTranslator, RowOutcome
@@ -98,10 +99,10 @@ def requeue(store, statuses) -> int:
     unknown = [s for s in statuses if s not in RETRYABLE_STATUSES]
     if unknown:
         raise ValueError(f"can only retry {' or '.join(RETRYABLE_STATUSES)}, not {unknown[0]!r}")
-    marks = ",".join("?" * len(statuses))
-    return store.write(lambda db: sum(db.conn.execute(
+    d = dialect_of(store)
+    return store.write(lambda db: sum(db.conn.execute(d.write(
         f"UPDATE {target.table} SET translated_at = NULL, translation_status = NULL, translation_note = NULL "
-        f"WHERE translated_at IS NOT NULL AND translation_status IN ({marks})", statuses).rowcount
+        f"WHERE translated_at IS NOT NULL AND translation_status IN ({d.params(len(statuses))})"), statuses).rowcount
         for target in translation_targets(store)))
 
 
@@ -111,7 +112,8 @@ def count_pending(store) -> int:
 
 
 def pending_by_type(store) -> dict[str, int]:
-    return {target.name: store.scalar(f"SELECT COUNT(*) FROM {target.table} WHERE translated_at IS NULL")
+    d = dialect_of(store)
+    return {target.name: store.scalar(d.query(f"SELECT COUNT(*) FROM {target.table} WHERE translated_at IS NULL"))
             for target in translation_targets(store)}
 
 
@@ -221,10 +223,12 @@ class _Worker:
     # ---- writing one batch ------------------------------------------------------------------
     def _write(self, target: Target, outcomes: list[RowOutcome], new_memory, memory_uses) -> None:
         now = utc_now_iso()
-        assignments = ", ".join(f"{c} = ?" for c in target.koreans)
-        unchanged = " AND ".join(f"{c} IS ?" for c in target.originals)
-        sql = (f"UPDATE {target.table} SET {assignments}, translated_at = ?, translation_status = ?, "
-               f"translation_note = ? WHERE id = ? AND translated_at IS NULL AND {unchanged}")
+        d = dialect_of(self.store)
+        assignments = ", ".join(f"{c} = {d.p}" for c in target.koreans)
+        # (null-safe: an original that is NULL is unchanged when it is still NULL)
+        unchanged = " AND ".join(f"{c} {d.is_} {d.p}" for c in target.originals)
+        sql = d.write(f"UPDATE {target.table} SET {assignments}, translated_at = {d.p}, translation_status = {d.p}, "
+                      f"translation_note = {d.p} WHERE id = {d.p} AND translated_at IS NULL AND {unchanged}")
 
         def op(db):
             # Memory rows first (in one fixed order, see memory.write), the batch's own rows

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import dialect_of
 from basecrawler.fetch.ranged import ArtifactError, Received, discard, exchange
 from basecrawler.fetch.verify import DEFAULT_MAX_BYTES, PDF_MAGIC, STATES, Artifact, sha256_of, verify
 
@@ -51,7 +52,8 @@ class Artifacts:
 
     # ---- manifest ---------------------------------------------------------------------
     def manifest(self, target_key: str) -> dict | None:
-        rows = self.store.query("SELECT * FROM artifacts WHERE target_key = ?", [target_key])
+        d = dialect_of(self.store)
+        rows = self.store.query(d.query(f"SELECT * FROM artifacts WHERE target_key = {d.p}"), [target_key])
         return rows[0] if rows else None
 
     def save(self, target_key: str, **fields) -> dict:
@@ -61,9 +63,10 @@ class Artifacts:
         row["updated_at"] = utc_now_iso()
         # Portable upsert (SQLite and PostgreSQL): the columns given replace the stored ones.
         names = list(row)
-        sql = (f"INSERT INTO artifacts ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-               f"ON CONFLICT(target_key) DO UPDATE SET "
-               + ", ".join(f"{n} = excluded.{n}" for n in names if n != "target_key"))
+        d = dialect_of(self.store)
+        sql = d.write(f"INSERT INTO artifacts ({', '.join(names)}) VALUES ({d.params(len(names))}) "
+                      f"ON CONFLICT(target_key) DO UPDATE SET "
+                      + ", ".join(f"{n} = excluded.{n}" for n in names if n != "target_key"))
         self.store.write(lambda db: db.conn.execute(sql, [row[n] for n in names]))
         return row
 

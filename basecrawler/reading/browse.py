@@ -38,6 +38,7 @@ import urllib.request
 from pathlib import Path
 
 from basecrawler.store.engines import is_postgres_url, redact
+from basecrawler.store.engines.dialect import SQLITE
 from basecrawler.errors import ConfigError
 from basecrawler.reading.web.limits import SQL_THREADS
 from basecrawler.reading.webmeta import (COMMON_COLUMN_DESCRIPTIONS, DASHBOARD_PATH, PLUGIN_NAME, best_text_column,
@@ -181,7 +182,7 @@ def snapshot_to_sqlite(url: str, path: str | Path) -> Path:
         leftover.unlink(missing_ok=True)
     _copy_into_sqlite(url, partial)
     with sqlite3.connect(partial) as conn:   # one self-contained file: no -wal beside it
-        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute(SQLITE.write("PRAGMA journal_mode = DELETE"))
     partial.replace(path)
     return path
 

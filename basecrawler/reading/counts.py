@@ -8,11 +8,13 @@ set none.
 from __future__ import annotations
 
 from basecrawler.recordtypes import record_types
+from basecrawler.store.engines.dialect import dialect_of
 
 
 def translation_by_source(conn) -> dict[str, dict[str, int]]:
     """Source → state → records, over every type that declares translated fields."""
     found: dict[str, dict[str, int]] = {}
+    d = dialect_of(conn)
 
     def add(source: str, state: str, n: int) -> None:
         states = found.setdefault(source, {})
@@ -21,13 +23,13 @@ def translation_by_source(conn) -> dict[str, dict[str, int]]:
     for record_type in record_types().values():
         if not record_type.translated:
             continue
-        table = record_type.table
-        for source, n in conn.execute(f"SELECT source, COUNT(*) FROM [{table}] WHERE translated_at IS NULL "
-                                      "GROUP BY source").fetchall():
+        table = d.quote(record_type.table)
+        for source, n in conn.execute(d.query(f"SELECT source, COUNT(*) FROM {table} WHERE translated_at IS NULL "
+                                              "GROUP BY source")).fetchall():
             add(source, "pending", n)
-        for source, status, n in conn.execute(
-                f"SELECT source, translation_status, COUNT(*) FROM [{table}] WHERE translated_at IS NOT NULL "
-                "GROUP BY source, translation_status").fetchall():
+        for source, status, n in conn.execute(d.query(
+                f"SELECT source, translation_status, COUNT(*) FROM {table} WHERE translated_at IS NOT NULL "
+                "GROUP BY source, translation_status")).fetchall():
             add(source, status or "translated", n)
     return {source: dict(sorted(states.items())) for source, states in found.items()}
 
@@ -38,9 +40,9 @@ def copies_by_type_and_source(conn) -> dict[str, dict[str, int]]:
     from basecrawler.store import groups
 
     found: dict[str, dict[str, int]] = {}
-    for record_type, source, n in conn.execute(
+    for record_type, source, n in conn.execute(dialect_of(conn).query(
             f'SELECT record_type, member_source, COUNT(DISTINCT member_id) FROM "{groups.TABLE}" '
-            'GROUP BY record_type, member_source').fetchall():
+            'GROUP BY record_type, member_source')).fetchall():
         found.setdefault(record_type, {})[source] = n
     return found
 

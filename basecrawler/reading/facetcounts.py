@@ -7,11 +7,13 @@ version (`data_marker`), and a run that changed data counts them as it ends
 (`store_whole_table_counts`, called by the pipeline) into `meta`, where the first visitor's page
 finds them ready instead of counting them (1–2 s at a million records, bench/README.md).
 
-The SQL here is the web facets' own (basecrawler/reading/web/plugins/basecrawler_facets.py
-builds its queries with these functions), so counts read from `meta` are the ones the page
-would have counted. The month facet over a whole table is counted from the date index, less
-the months of the records whose date is unknown (a partial index holds those few): the
-straight query read every row for its `date_unknown` flag (1.3 s at a million).
+SQLite only (a PostgreSQL store is browsed as a SQLite snapshot): the statements are
+SQLITE's (engines/dialect.py). The SQL here is the web facets' own
+(basecrawler/reading/web/plugins/basecrawler_facets.py builds its queries with these
+functions), so counts read from `meta` are the ones the page would have counted. The
+month facet over a whole table is counted from the date index, less the months of the
+records whose date is unknown (a partial index holds those few): the straight query read
+every row for its `date_unknown` flag (1.3 s at a million).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import time
 
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from basecrawler.store.engines.dialect import SQLITE
 
 log = logging.getLogger(__name__)
 
@@ -94,17 +97,17 @@ def data_marker(conn, table: str, now: float | None = None) -> list:
     a record added; the current minute while a run is going (SQLite or the snapshot of one)."""
     now = time.time() if now is None else now
     try:
-        run_id, finished, running = conn.execute(
-            "SELECT max(id), max(finished_at), sum(status = 'running') FROM crawl_runs").fetchone()
+        run_id, finished, running = conn.execute(SQLITE.query(
+            "SELECT max(id), max(finished_at), sum(status = 'running') FROM crawl_runs")).fetchone()
         marker = [run_id, finished, int(now // RUNNING_TTL_S) if running else None]
     except Exception:   # a database without the runs table: the minute
         marker = [int(now // RUNNING_TTL_S)]
-    top = conn.execute(f"SELECT max(rowid) FROM [{table}]").fetchone()[0]
+    top = conn.execute(SQLITE.query(f"SELECT max(rowid) FROM [{table}]")).fetchone()[0]
     return [*marker, top]
 
 
 def _rows(conn, sql: str) -> list[dict]:
-    cursor = conn.execute(sql)
+    cursor = conn.execute(SQLITE.query(sql))
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, row)) for row in cursor.fetchall()]
 
@@ -118,7 +121,7 @@ def count_whole_table(conn, record_type: RecordType) -> dict:
 def stored_counts(conn, table: str, marker: list) -> dict[str, list[dict]] | None:
     """The counts a run stored for `table` at data version `marker` (None: none, or older)."""
     try:
-        found = conn.execute("SELECT value FROM meta WHERE key = ?", [META_PREFIX + table]).fetchone()
+        found = conn.execute(SQLITE.query("SELECT value FROM meta WHERE key = ?"), [META_PREFIX + table]).fetchone()
     except Exception:   # a database without meta
         return None
     if not found:
@@ -152,8 +155,8 @@ def keep_counts_in_snapshot(path) -> None:
     conn = sqlite3.connect(path)
     try:
         def set_meta(key: str, value: str) -> None:
-            conn.execute("INSERT OR REPLACE INTO meta (key, value, updated_at) VALUES (?, ?, datetime('now'))",
-                         [key, value])
+            conn.execute(SQLITE.write("INSERT OR REPLACE INTO meta (key, value, updated_at) "
+                                      "VALUES (?, ?, datetime('now'))"), [key, value])
         write_counts(conn, set_meta, record_types().values())
         conn.commit()
     finally:
@@ -161,7 +164,7 @@ def keep_counts_in_snapshot(path) -> None:
 
 
 def write_counts(conn, set_meta, types) -> None:
-    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    present = {row[0] for row in conn.execute(SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'table'"))}
     for record_type in types:
         if record_type.table not in present:
             continue

@@ -21,6 +21,7 @@ from basecrawler.reading import facetcounts
 from basecrawler.reading.facetcounts import known_months, months_sql, stored_counts, unknown_sql, values_sql, whole_table
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.tables import facet_index_columns, index_name
+from basecrawler.store.engines.dialect import SQLITE
 
 from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_index,
                                        short_terms, text_conditions)
@@ -52,7 +53,8 @@ _LAST_ID = 2 ** 63 - 1
 
 
 def summarise(conn, filters: RecallFilter, parts: int = 1) -> SearchSummary:
-    """Count, facet values and months of the records `filters` selects (SQLite). The
+    """Count, facet values and months of the records `filters` selects (SQLite: its
+    statements are SQLITE's, engines/dialect.py). The
     matching rows' facet columns are read once into a temporary table (the connection's own;
     the database is only read) and counted there with the facet queries' own SQL, so the
     work stays in SQLite and off Python's lock, which the web view's event loop needs. They
@@ -122,10 +124,11 @@ def _start(conn, record_type, counts_terms: bool) -> tuple:
     """(the kept whole-table summary or None, the last id, the number of records when a term
     must be compared with it, whether the facet index is there)."""
     kept = _kept_whole_table(conn, record_type)
-    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    table = record_type.table
+    top = conn.execute(SQLITE.query(f"SELECT max(rowid) FROM [{table}]")).fetchone()[0] or 0
     total = kept.count if kept is not None else \
-        conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0] if counts_terms else None
-    indexed = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?",
+        conn.execute(SQLITE.query(f"SELECT count(*) FROM [{table}]")).fetchone()[0] if counts_terms else None
+    indexed = conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"),
                            [_facet_index(record_type)]).fetchone() is not None
     return kept, top, total, indexed
 
@@ -161,7 +164,8 @@ def _term_counts(conn, record_type, terms: list[str], span) -> dict[str, int]:
     for term in terms:
         params = [fts_phrase(term)]
         spanned = _in_span("rowid", span, params)
-        counts[term] = conn.execute(f"SELECT count(*) FROM [{fts}] WHERE [{fts}] MATCH ?{spanned}", params).fetchone()[0]
+        counting = SQLITE.query(f"SELECT count(*) FROM [{fts}] WHERE [{fts}] MATCH ?{spanned}")
+        counts[term] = conn.execute(counting, params).fetchone()[0]
     return counts
 
 
@@ -254,26 +258,27 @@ def _counted(conn, record_type, sql: str, params: list, keep_ids: bool = True) -
     """The summary of the rows `sql` (selecting `_selected` columns) returns."""
     _drop(conn)
     if params:
-        conn.execute(f"CREATE TABLE {MATCHED} AS {sql}", params)
+        conn.execute(SQLITE.write(f"CREATE TABLE {MATCHED} AS {sql}"), params)
     else:   # nothing narrows the table: count it through its own indexes (a view is flattened)
-        conn.execute(f"CREATE VIEW {MATCHED} AS {sql}")
+        conn.execute(SQLITE.write(f"CREATE VIEW {MATCHED} AS {sql}"))
     try:
         summary = SearchSummary()
         # The facet queries' own SQL (facetcounts.py) over the matching rows, so a summary
         # counts exactly as a facet does.
         for facet in record_type.facets:
             counted = values_sql(facet.field, facet.multi, f"SELECT * FROM {MATCHED}")
-            summary.values[facet.field] = dict(conn.execute(counted).fetchall())
+            summary.values[facet.field] = dict(conn.execute(SQLITE.query(counted)).fetchall())
         # Every record once in a single-valued facet's counts (NULL is a value there too).
         single = next((f.field for f in record_type.facets if not f.multi), None)
         summary.count = sum(summary.values[single].values()) if single is not None else \
-            conn.execute(f"SELECT count(*) FROM {MATCHED}").fetchone()[0]
+            conn.execute(SQLITE.query(f"SELECT count(*) FROM {MATCHED}")).fetchone()[0]
         if keep_ids and summary.count <= IDS_MAX:
-            summary.ids = [row[0] for row in conn.execute(f"SELECT bc_id FROM {MATCHED}")]
+            summary.ids = [row[0] for row in conn.execute(SQLITE.query(f"SELECT bc_id FROM {MATCHED}"))]
         if record_type.date_field:
             dated = f"SELECT bc_date AS [{record_type.date_field}], bc_unknown AS [{DATE_UNKNOWN}] FROM {MATCHED}"
-            summary.months = dict(conn.execute(months_sql(record_type.date_field, dated, known_only=True)).fetchall())
-            summary.date_unknown = conn.execute(unknown_sql(dated)).fetchone()[0]
+            months = SQLITE.query(months_sql(record_type.date_field, dated, known_only=True))
+            summary.months = dict(conn.execute(months).fetchall())
+            summary.date_unknown = conn.execute(SQLITE.query(unknown_sql(dated))).fetchone()[0]
         return summary
     finally:
         _drop(conn)
@@ -306,7 +311,7 @@ def _kept_whole_table(conn, record_type) -> SearchSummary | None:
         # the whole table's count, which counting the table took 0.3–0.5 s at a million.
         single = next((f for f in record_type.facets if not f.multi), None)
         summary.count = sum(summary.values[single.field].values()) if single is not None else \
-            conn.execute(f"SELECT count(*) FROM [{record_type.table}]").fetchone()[0]
+            conn.execute(SQLITE.query(f"SELECT count(*) FROM [{record_type.table}]")).fetchone()[0]
         if summary.count <= IDS_MAX:
             return None
         date = record_type.date_field
@@ -324,8 +329,8 @@ def _kept_whole_table(conn, record_type) -> SearchSummary | None:
 
 def _drop(conn) -> None:
     name = MATCHED.split(".")[1]
-    for (kind,) in conn.execute("SELECT type FROM temp.sqlite_master WHERE name = ?", [name]).fetchall():
-        conn.execute(f"DROP {kind.upper()} {MATCHED}")
+    for (kind,) in conn.execute(SQLITE.query("SELECT type FROM temp.sqlite_master WHERE name = ?"), [name]).fetchall():
+        conn.execute(SQLITE.write(f"DROP {kind.upper()} {MATCHED}"))
 
 
 __all__ = ["SearchSummary", "summarise", "summarise_in"]

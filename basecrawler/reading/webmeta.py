@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.store.engines.dialect import SQLITE
 
 PLUGIN_NAME = "basecrawler_web"   # the plugin module's name: Datasette's key for its config
 
@@ -136,8 +137,9 @@ def present_tables(db_path: str | Path) -> dict[str, int] | None:
         return None
     try:
         with sqlite3.connect(f"file:{Path(db_path).resolve()}?mode=ro", uri=True) as conn:
-            names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            return {t: conn.execute(f"SELECT count(*) FROM [{t}]").fetchone()[0]
+            tables = SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+            names = {row[0] for row in conn.execute(tables)}
+            return {t: conn.execute(SQLITE.query(f"SELECT count(*) FROM [{t}]")).fetchone()[0]
                     for t in types_by_table() if t in names}
     except sqlite3.Error:
         return None

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import dialect_of
 from basecrawler.watch import matching, outbox
 from basecrawler.watch.channels import atom, mail, webhook
 from basecrawler.watch.repository import all_watches, any_watch
@@ -76,7 +77,9 @@ def watch_feed_needed(store) -> bool:
 
 def _deliver_watch(store, watch, now, report, *, transport, smtp, resolve, ends, monotonic) -> None:
     if watch.channel == "mail" and watch.digest:
-        last = store.scalar("SELECT MAX(sent_at) FROM watch_outbox WHERE watch_id = ? AND state = 'sent'", [watch.id])
+        d = dialect_of(store)
+        last = store.scalar(d.query(f"SELECT MAX(sent_at) FROM watch_outbox WHERE watch_id = {d.p} AND state = 'sent'"),
+                            [watch.id])
         import datetime as dt
         if last and (dt.datetime.fromisoformat(now) - dt.datetime.fromisoformat(last)).total_seconds() < DIGEST_EVERY_S:
             return

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from basecrawler.formats.dates import utc_now_iso
 from basecrawler.reading.search import RecordFilter, UnknownFilter, check_facets
 from basecrawler.recordtypes import RecordType, record_types
+from basecrawler.store.engines.dialect import POSTGRES, dialect_of
 from basecrawler.watch import outbox, selection
 from basecrawler.watch.model import Watch
 from basecrawler.watch.repository import all_watches, set_checked
@@ -123,26 +124,29 @@ def _cutoff(watch: Watch) -> str | None:
 
 def _fill_candidates(store, record_type: RecordType, cutoff: str | None) -> int:
     table = record_type.table
+    d = dialect_of(store)
 
     def op(db):
-        db.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_CANDIDATES} (id BIGINT PRIMARY KEY)")
-        db.conn.execute(f"DELETE FROM {_CANDIDATES}")
+        db.conn.execute(d.write(f"CREATE TEMP TABLE IF NOT EXISTS {_CANDIDATES} (id BIGINT PRIMARY KEY)"))
+        db.conn.execute(d.write(f"DELETE FROM {_CANDIDATES}"))
         if cutoff is None:
-            db.conn.execute(f"INSERT INTO {_CANDIDATES} (id) SELECT id FROM {table}")
+            db.conn.execute(d.write(f"INSERT INTO {_CANDIDATES} (id) SELECT id FROM {table}"))
         else:
-            db.conn.execute(f"INSERT INTO {_CANDIDATES} (id) SELECT id FROM {table} "
-                            "WHERE updated_at > ? OR translated_at > ?", [cutoff, cutoff])
+            db.conn.execute(d.write(f"INSERT INTO {_CANDIDATES} (id) SELECT id FROM {table} "
+                                    f"WHERE updated_at > {d.p} OR translated_at > {d.p}"), [cutoff, cutoff])
     store.write(op)
-    if store.engine == "postgresql":   # autovacuum never analyzes a temporary table: the planner would guess
-        store.write(lambda db: db.conn.execute(f"ANALYZE {_CANDIDATES}"))
-    return store.scalar(f"SELECT COUNT(*) FROM {_CANDIDATES}")
+    if d is POSTGRES:   # autovacuum never analyzes a temporary table: the planner would guess
+        store.write(lambda db: db.conn.execute(d.write(f"ANALYZE {_CANDIDATES}")))
+    return store.scalar(d.query(f"SELECT COUNT(*) FROM {_CANDIDATES}"))
 
 
 def _rows(store, record_type: RecordType, ids) -> dict[int, dict]:
     ids, found = sorted(ids), {}
+    d = dialect_of(store)
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
-        for row in store.query(f"SELECT * FROM {record_type.table} WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+        sql = d.query(f"SELECT * FROM {record_type.table} WHERE id IN ({d.params(len(chunk))})")
+        for row in store.query(sql, chunk):
             found[row["id"]] = row
     return found
 
@@ -185,15 +189,16 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
     """The outbox rows for `found`, written in bulk: what each (watch, record) already has is
     read once, so a pass costs a few statements however many records matched."""
     conn = db.conn
+    d = dialect_of(conn)
     report.queued = report.held = 0
     report.per_watch = {}
     known: dict[tuple, dict] = {}   # (watch, type, record) → {version: (row id, state)}, and "sent"
     ids = sorted({w.id for w, _, _ in found})
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start:start + _CHUNK]
-        for row_id, watch_id, type_name, record_id, version, state in conn.execute(
+        for row_id, watch_id, type_name, record_id, version, state in conn.execute(d.query(
                 "SELECT id, watch_id, record_type, record_id, version, state FROM watch_outbox "
-                f"WHERE state != 'superseded' AND watch_id IN ({','.join('?' * len(chunk))})", chunk).fetchall():
+                f"WHERE state != 'superseded' AND watch_id IN ({d.params(len(chunk))})"), chunk).fetchall():
             entry = known.setdefault((watch_id, type_name, record_id), {})
             entry[version] = (row_id, state)
             entry["sent"] = entry.get("sent") or state == "sent"
@@ -225,8 +230,9 @@ def _queue(db, found, rows_by_type, now: str, report: MatchReport, watch_ids) ->
         report.queued += 1
         report.held += waiting
         report.per_watch[watch.name] = report.per_watch.get(watch.name, 0) + 1
-    conn.executemany("UPDATE watch_outbox SET state = 'pending' WHERE id = ?", releases)
-    conn.executemany("UPDATE watch_outbox SET state = 'superseded' WHERE id = ?", [s for s in supersede if s[0]])
+    conn.executemany(d.write(f"UPDATE watch_outbox SET state = 'pending' WHERE id = {d.p}"), releases)
+    conn.executemany(d.write(f"UPDATE watch_outbox SET state = 'superseded' WHERE id = {d.p}"),
+                     [s for s in supersede if s[0]])
     outbox.insert_new(conn, inserts)
     set_checked(db, watch_ids, now)
 
@@ -242,8 +248,9 @@ def release_held(store, *, now: str | None = None) -> int:
     """Held rows no translation reached within the hold time go out with the original text."""
     now = now or utc_now_iso()
     limit = (dt.datetime.fromisoformat(now) - dt.timedelta(hours=hold_hours())).isoformat(timespec="seconds")
-    return store.write(lambda db: db.conn.execute(
-        "UPDATE watch_outbox SET state = 'pending' WHERE state = 'held' AND created_at <= ?", [limit]).rowcount)
+    d = dialect_of(store)
+    return store.write(lambda db: db.conn.execute(d.write(
+        f"UPDATE watch_outbox SET state = 'pending' WHERE state = 'held' AND created_at <= {d.p}"), [limit]).rowcount)
 
 
 def preview(store, watch: Watch, *, limit: int = 20) -> list[dict]:

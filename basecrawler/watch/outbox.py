@@ -8,6 +8,7 @@ import os
 import uuid
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.store.engines.dialect import POSTGRES, dialect_of
 
 MAX_ATTEMPTS_ENV = "BASECRAWLER_WATCH_MAX_ATTEMPTS"
 DEFAULT_MAX_ATTEMPTS = 5
@@ -30,25 +31,26 @@ def insert_new(conn, rows: list[list]) -> None:
     if not rows:
         return
     columns = ", ".join(OUTBOX_COLUMNS)
-    if getattr(conn, "dialect", "sqlite") != "postgresql":
-        conn.executemany(f"INSERT INTO watch_outbox ({columns}, attempts) "
-                         f"VALUES ({', '.join('?' * len(OUTBOX_COLUMNS))}, 0) ON CONFLICT DO NOTHING", rows)
+    d = dialect_of(conn)
+    if d is not POSTGRES:
+        conn.executemany(d.write(f"INSERT INTO watch_outbox ({columns}, attempts) "
+                                 f"VALUES ({d.params(len(OUTBOX_COLUMNS))}, 0) ON CONFLICT DO NOTHING"), rows)
         return
-    sql = f"COPY watch_outbox ({columns}, attempts) FROM STDIN"
+    sql = d.write(f"COPY watch_outbox ({columns}, attempts) FROM STDIN")
 
     def copy(raw):
         with raw.cursor().copy(sql) as copying:
             for row in rows:
                 copying.write_row((*row, 0))
-    conn.execute("SAVEPOINT watch_outbox_copy")
+    conn.execute(d.write("SAVEPOINT watch_outbox_copy"))
     try:
-        conn.run_statement(sql, copy)
+        conn.run_statement(sql, copy, read_only=False)
     except Exception as exc:
         if getattr(exc, "sqlstate", None) != _UNIQUE_VIOLATION:
             raise
-        conn.execute("ROLLBACK TO SAVEPOINT watch_outbox_copy")
+        conn.execute(d.write("ROLLBACK TO SAVEPOINT watch_outbox_copy"))
         _insert_json(conn, rows)
-    conn.execute("RELEASE SAVEPOINT watch_outbox_copy")
+    conn.execute(d.write("RELEASE SAVEPOINT watch_outbox_copy"))
 
 
 _PAYLOAD = OUTBOX_COLUMNS.index("payload")
@@ -67,9 +69,10 @@ def _insert_json(conn, rows: list[list]) -> None:
         chunk, payloads = [], {}
         for row in rows[start:start + 5_000]:
             chunk.append([*row[:_PAYLOAD], payloads.setdefault(row[_PAYLOAD], len(payloads)), *row[_PAYLOAD + 1:]])
-        conn.execute(f"INSERT INTO watch_outbox ({', '.join(OUTBOX_COLUMNS)}, attempts) SELECT {values}, 0 "
-                     "FROM (SELECT ?::jsonb AS texts OFFSET 0) AS p, jsonb_array_elements(?::jsonb) AS x "
-                     "ON CONFLICT DO NOTHING",
+        conn.execute(POSTGRES.write(
+            f"INSERT INTO watch_outbox ({', '.join(OUTBOX_COLUMNS)}, attempts) SELECT {values}, 0 "
+            "FROM (SELECT %s::jsonb AS texts OFFSET 0) AS p, jsonb_array_elements(%s::jsonb) AS x "
+            "ON CONFLICT DO NOTHING"),
                      [json.dumps(list(payloads), ensure_ascii=False), json.dumps(chunk, ensure_ascii=False)])
 
 
@@ -86,32 +89,37 @@ def claim(store, watch_id: int, *, now: str, limit: int = 500) -> list[dict]:
     token = uuid.uuid4().hex
     stale = (dt.datetime.fromisoformat(now) - CLAIM_STALE).isoformat(timespec="seconds")
 
+    d = dialect_of(store)
+
     def op(db):
-        ids = [r[0] for r in db.conn.execute(
-            "SELECT id FROM watch_outbox WHERE watch_id = ? AND state = 'pending' AND "
-            "(next_attempt_at IS NULL OR next_attempt_at <= ?) AND (claimed_at IS NULL OR claimed_at < ?) "
-            f"ORDER BY id LIMIT ?{store.skip_locked}", [watch_id, now, stale, limit]).fetchall()]
-        db.conn.executemany("UPDATE watch_outbox SET claimed_at = ?, claimed_by = ? WHERE id = ?",
+        # (a write: on PostgreSQL it locks the rows it claims)
+        ids = [r[0] for r in db.conn.execute(d.write(
+            f"SELECT id FROM watch_outbox WHERE watch_id = {d.p} AND state = 'pending' AND "
+            f"(next_attempt_at IS NULL OR next_attempt_at <= {d.p}) AND (claimed_at IS NULL OR claimed_at < {d.p}) "
+            f"ORDER BY id LIMIT {d.p}{store.skip_locked}"), [watch_id, now, stale, limit]).fetchall()]
+        db.conn.executemany(d.write(f"UPDATE watch_outbox SET claimed_at = {d.p}, claimed_by = {d.p} WHERE id = {d.p}"),
                             [[now, token, i] for i in ids])
         return ids
     ids = store.write(op)
     if not ids:
         return []
-    rows = store.query(f"SELECT * FROM watch_outbox WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id", ids)
+    rows = store.query(d.query(f"SELECT * FROM watch_outbox WHERE id IN ({d.params(len(ids))}) ORDER BY id"), ids)
     for row in rows:
         row["payload"] = json.loads(row["payload"] or "{}")
     return rows
 
 
 def sent(store, ids, *, now: str) -> None:
-    store.write(lambda db: db.conn.executemany(
-        "UPDATE watch_outbox SET state = 'sent', sent_at = ?, claimed_at = NULL, last_error = NULL WHERE id = ?",
-        [[now, i] for i in ids]))
+    d = dialect_of(store)
+    sql = d.write(f"UPDATE watch_outbox SET state = 'sent', sent_at = {d.p}, claimed_at = NULL, last_error = NULL "
+                  f"WHERE id = {d.p}")
+    store.write(lambda db: db.conn.executemany(sql, [[now, i] for i in ids]))
 
 
 def release(store, ids) -> None:
     """Claimed but not tried (the pass ran out of time): pending again at once."""
-    store.write(lambda db: db.conn.executemany("UPDATE watch_outbox SET claimed_at = NULL WHERE id = ?",
+    d = dialect_of(store)
+    store.write(lambda db: db.conn.executemany(d.write(f"UPDATE watch_outbox SET claimed_at = NULL WHERE id = {d.p}"),
                                                [[i] for i in ids]))
 
 
@@ -123,16 +131,18 @@ def failed(store, row: dict, error: str, *, now: str, final: bool = False) -> st
     wait = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (attempts - 1))
     due = (dt.datetime.fromisoformat(now) + dt.timedelta(seconds=wait)).isoformat(timespec="seconds")
     state = "failed" if give_up else "pending"
-    store.write(lambda db: db.conn.execute(
-        "UPDATE watch_outbox SET state = ?, attempts = ?, next_attempt_at = ?, last_error = ?, claimed_at = NULL "
-        "WHERE id = ?", [state, attempts, due, error[:500], row["id"]]))
+    d = dialect_of(store)
+    store.write(lambda db: db.conn.execute(d.write(
+        f"UPDATE watch_outbox SET state = {d.p}, attempts = {d.p}, next_attempt_at = {d.p}, last_error = {d.p}, "
+        f"claimed_at = NULL WHERE id = {d.p}"), [state, attempts, due, error[:500], row["id"]]))
     return state
 
 
 def recent(store, watch_id: int | None, *, limit: int = 100) -> list[dict]:
     """The newest sent or pending rows (a feed), one per record version, payload decoded."""
-    where = "state IN ('sent', 'pending')" + (" AND watch_id = ?" if watch_id is not None else "")
-    rows = store.query(f"SELECT * FROM watch_outbox WHERE {where} ORDER BY id DESC LIMIT ?",
+    d = dialect_of(store)
+    where = "state IN ('sent', 'pending')" + (f" AND watch_id = {d.p}" if watch_id is not None else "")
+    rows = store.query(d.query(f"SELECT * FROM watch_outbox WHERE {where} ORDER BY id DESC LIMIT {d.p}"),
                        [*([watch_id] if watch_id is not None else []), limit * (1 if watch_id is not None else 4)])
     seen, out = set(), []
     for row in rows:
@@ -148,9 +158,10 @@ def recent(store, watch_id: int | None, *, limit: int = 100) -> list[dict]:
 def counts(store) -> dict[str, dict]:
     """Per watch name: rows per state, the last delivery and the last error."""
     out = {}
-    for row in store.query("SELECT w.name AS name, o.state AS state, COUNT(o.id) AS n, MAX(o.sent_at) AS last, "
-                           "MAX(o.last_error) AS error FROM watches AS w LEFT JOIN watch_outbox AS o "
-                           "ON o.watch_id = w.id GROUP BY w.name, o.state ORDER BY w.name"):
+    for row in store.query(dialect_of(store).query(
+            "SELECT w.name AS name, o.state AS state, COUNT(o.id) AS n, MAX(o.sent_at) AS last, "
+            "MAX(o.last_error) AS error FROM watches AS w LEFT JOIN watch_outbox AS o "
+            "ON o.watch_id = w.id GROUP BY w.name, o.state ORDER BY w.name")):
         entry = out.setdefault(row["name"], {"held": 0, "pending": 0, "sent": 0, "failed": 0, "last_delivery": None,
                                              "last_error": None})
         if row["state"]:

@@ -21,6 +21,7 @@ import logging
 from basecrawler.reading.search import like_pattern, pg_search_document, pg_windows_query, short_index
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import pg_windows_document, pg_windows_index_name
+from basecrawler.store.engines.dialect import POSTGRES as d
 
 log = logging.getLogger("basecrawler.watch")
 
@@ -40,8 +41,8 @@ def usable(store, record_type: RecordType) -> bool:
 
 def _merge_pending(store, record_type: RecordType) -> None:
     try:
-        store.query("SELECT gin_clean_pending_list(to_regclass(?)) AS merged",
-                    [f'"{pg_windows_index_name(record_type)}"'])
+        store.query(d.write(f"SELECT gin_clean_pending_list(to_regclass({d.p})) AS merged"),
+                    [d.quote(pg_windows_index_name(record_type))])
     except Exception as exc:   # (not the index's owner: the lookups only read the pending list)
         log.debug("watches: the windows index's pending list was not merged: %s", exc)
 
@@ -49,8 +50,9 @@ def _merge_pending(store, record_type: RecordType) -> None:
 def _own_index(store, record_type: RecordType, candidates: str) -> bool:
     """Whether the candidates are few enough beside the table (its planner's row count) that
     indexing their texts apart beats reading each term's rows of the whole table."""
-    rows = store.scalar("SELECT reltuples FROM pg_class WHERE oid = to_regclass(?)", [f'"{record_type.table}"'])
-    count = store.scalar(f"SELECT COUNT(*) FROM {candidates}") or 0
+    rows = store.scalar(d.query(f"SELECT reltuples FROM pg_class WHERE oid = to_regclass({d.p})"),
+                        [d.quote(record_type.table)])
+    count = store.scalar(d.query(f"SELECT COUNT(*) FROM {candidates}")) or 0
     return bool(count) and (rows or 0) > OWN_INDEX_RATIO * count
 
 
@@ -61,12 +63,13 @@ def _index_candidates(store, record_type: RecordType, candidates: str) -> None:
     windows = pg_windows_document(record_type).format(t="r.")
 
     def op(db):
-        db.conn.execute(f"DROP TABLE IF EXISTS {_TEXTS}")
-        db.conn.execute(f"CREATE TEMP TABLE {_TEXTS} AS SELECT r.id AS id, ({document}) AS doc, ({windows}) AS win "
-                        f"FROM {record_type.table} AS r WHERE r.id IN (SELECT id FROM {candidates})")
-        db.conn.execute(f"CREATE INDEX ON {_TEXTS} USING gin (win)")
+        db.conn.execute(d.write(f"DROP TABLE IF EXISTS {_TEXTS}"))
+        db.conn.execute(d.write(f"CREATE TEMP TABLE {_TEXTS} AS SELECT r.id AS id, ({document}) AS doc, "
+                                f"({windows}) AS win FROM {record_type.table} AS r "
+                                f"WHERE r.id IN (SELECT id FROM {candidates})"))
+        db.conn.execute(d.write(f"CREATE INDEX ON {_TEXTS} USING gin (win)"))
     store.write(op)
-    store.write(lambda db: db.conn.execute(f"ANALYZE {_TEXTS}"))
+    store.write(lambda db: db.conn.execute(d.write(f"ANALYZE {_TEXTS}")))
 
 
 def _term_ids(store, record_type: RecordType, terms: list[str], candidates: str, own: bool) -> dict[str, set[int]]:
@@ -80,20 +83,20 @@ def _term_ids(store, record_type: RecordType, terms: list[str], candidates: str,
         windows, among = pg_windows_document(record_type).format(t="s."), f"s.id IN (SELECT id FROM {candidates}) AND "
     indexed = [t for t in terms if pg_windows_query(t) is not None]
     for term in (t for t in terms if pg_windows_query(t) is None):   # (İ, Σ: read with the ILIKE alone)
-        for row in store.query(f"SELECT s.id FROM {rows} WHERE {among}{document} ILIKE ? ESCAPE '\\'", [like_pattern(term)]):
+        sql = d.query(f"SELECT s.id FROM {rows} WHERE {among}{document} {d.ilike} {d.p} ESCAPE '\\'")
+        for row in store.query(sql, [like_pattern(term)]):
             found[term].add(row["id"])
     for start in range(0, len(indexed), _TERMS_PER_STATEMENT):
         chunk = indexed[start:start + _TERMS_PER_STATEMENT]
-        values = ", ".join("(?::int, ?::text, ?::text)" for _ in chunk)
+        values = ", ".join(f"({d.p}::int, {d.p}::text, {d.p}::text)" for _ in chunk)
         params = [p for n, term in enumerate(chunk) for p in (n, pg_windows_query(term), like_pattern(term))]
-        sql = (f"SELECT t.n AS n, x.id AS id FROM (VALUES {values}) AS t(n, q, p) CROSS JOIN LATERAL "
-               f"(SELECT s.id FROM {rows} WHERE {windows} @@ lower(t.q)::tsquery "
-               f"AND {document} ILIKE t.p ESCAPE '\\') AS x")
-        if not own:
-            sql += f" WHERE x.id IN (SELECT id FROM {candidates})"
+        restricted = "" if own else f" WHERE x.id IN (SELECT id FROM {candidates})"
+        sql = d.query(f"SELECT t.n AS n, x.id AS id FROM (VALUES {values}) AS t(n, q, p) CROSS JOIN LATERAL "
+                      f"(SELECT s.id FROM {rows} WHERE {windows} @@ lower(t.q)::tsquery "
+                      f"AND {document} {d.ilike} t.p ESCAPE '\\') AS x{restricted}")
 
         def op(db, sql=sql, params=params):
-            db.conn.execute("SET LOCAL enable_seqscan = off")
+            db.conn.execute(d.write("SET LOCAL enable_seqscan = off"))
             return db.conn.execute(sql, params).fetchall()
         for n, record_id in store.write(op):
             found[chunk[n]].add(record_id)

@@ -16,21 +16,31 @@ from dataclasses import replace
 
 from basecrawler.reading.search import RecordFilter, build_query, pg_search_document, short_index
 from basecrawler.recordtypes import RecordType
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE, Statement, dialect_of
 from basecrawler.watch import pg_terms, textscan
 
 _UNSURE = "watch_unsure"
 _ASCII = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def _dialect(store) -> str:
-    return getattr(store.db.conn, "dialect", "sqlite")
+def _built(d, search: str, sql: str) -> str:
+    """`sql`, which holds `build_query`'s statement `search`, stated for the engine of dialect
+    `d`: as `search` is spelled when it says so (a Statement), else as build_query's plain SQL
+    is spelled, SQLite's (on PostgreSQL that text still goes through the adapter's counted
+    fallback, engines/pg_translate.py, until build_query states its statements)."""
+    if isinstance(search, Statement):
+        return search.dialect.query(sql)
+    return SQLITE.query(sql) if d is SQLITE else sql
 
 
 def filter_ids(store, filters: RecordFilter, candidates: str) -> dict[int, str]:
     """id → source of the candidates the filters select."""
-    sql, params = build_query(filters, columns="r.id AS id, r.source AS source", ordered=False,
-                              dialect=_dialect(store), grams=short_index(store.db.conn, filters.declaration()))
-    rows = store.query(f"SELECT m.id, m.source FROM ({sql}) AS m WHERE m.id IN (SELECT id FROM {candidates})", params)
+    d = dialect_of(store)
+    grams = short_index(store.db.conn, filters.declaration())
+    search, params = build_query(filters, columns="r.id AS id, r.source AS source", ordered=False,
+                                 dialect=d.name, grams=grams)
+    rows = store.query(_built(d, search, f"SELECT m.id, m.source FROM ({search}) AS m "
+                                         f"WHERE m.id IN (SELECT id FROM {candidates})"), params)
     return {r["id"]: r["source"] for r in rows}
 
 
@@ -49,30 +59,35 @@ def store_term_ids(store, record_type: RecordType, terms: list[str], candidates:
 def _folds_ascii_as_python(store) -> bool:
     """Whether the store folds ASCII letters as `textscan` does: not under a PostgreSQL
     collation whose `lower` differs (a Turkish `I`), nor with SQLite's case-sensitive LIKE."""
-    if _dialect(store) == "postgresql":
-        return store.scalar("SELECT lower(?::text)", [_ASCII]) == _ASCII.lower()
-    return bool(store.scalar("SELECT ? LIKE ?", [_ASCII, _ASCII.lower()]))
+    if dialect_of(store) is POSTGRES:
+        return store.scalar(POSTGRES.query("SELECT lower(%s::text)"), [_ASCII]) == _ASCII.lower()
+    # (LIKE itself: what is asked is whether SQLite's LIKE folds case here)
+    return bool(store.scalar(SQLITE.query("SELECT ? LIKE ?"), [_ASCII, _ASCII.lower()]))
 
 
 def _scan(store, record_type: RecordType, candidates: str) -> textscan.TextScan:
     """The candidates' searched values joined with a space, each converted to text by the
     engine (a number as LIKE and the index read it): PostgreSQL's is the very text it searches."""
-    text = " || ' ' || ".join(f"COALESCE(r.[{c}], '')" for c in record_type.text_index_columns)
-    if _dialect(store) == "postgresql":
+    d = dialect_of(store)
+    if d is POSTGRES:
         text = pg_search_document(record_type, "r.")
-    rows = store.query(f"SELECT r.id AS id, {text} AS text FROM {record_type.table} AS r "
-                       f"WHERE r.id IN (SELECT id FROM {candidates})")
+    else:
+        text = " || ' ' || ".join(f"COALESCE(r.{d.quote(c)}, '')" for c in record_type.text_index_columns)
+    rows = store.query(d.query(f"SELECT r.id AS id, {text} AS text FROM {record_type.table} AS r "
+                               f"WHERE r.id IN (SELECT id FROM {candidates})"))
     return textscan.TextScan((row["id"], row["text"]) for row in rows)
 
 
 def _fill(store, table: str, ids) -> None:
+    d = dialect_of(store)
+
     def op(db):
-        db.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY)")
-        db.conn.execute(f"DELETE FROM {table}")
-        db.conn.executemany(f"INSERT INTO {table} (id) VALUES (?)", [[i] for i in sorted(ids)])
+        db.conn.execute(d.write(f"CREATE TEMP TABLE IF NOT EXISTS {table} (id BIGINT PRIMARY KEY)"))
+        db.conn.execute(d.write(f"DELETE FROM {table}"))
+        db.conn.executemany(d.write(f"INSERT INTO {table} (id) VALUES ({d.p})"), [[i] for i in sorted(ids)])
     store.write(op)
-    if _dialect(store) == "postgresql":   # (a temporary table is never analyzed by autovacuum)
-        store.write(lambda db: db.conn.execute(f"ANALYZE {table}"))
+    if d is POSTGRES:   # (a temporary table is never analyzed by autovacuum)
+        store.write(lambda db: db.conn.execute(d.write(f"ANALYZE {table}")))
 
 
 def term_ids(store, record_type: RecordType, terms: list[str], candidates: str) -> dict[str, set[int]]:

@@ -7,6 +7,7 @@ from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import http_url, types_by_table
 from basecrawler.reading.web.cells import listed, unknown_date
+from basecrawler.store.engines.dialect import SQLITE
 
 TYPES = types_by_table()
 
@@ -93,8 +94,8 @@ async def same_recall(datasette, database: str, table: str, row_id) -> list[dict
     if record_type is None or not record_type.same_as_field:
         return []
     db = datasette.get_database(database)
-    this = (await db.execute(f"SELECT country, [{record_type.same_as_field}] AS number FROM [{table}] WHERE id = ?",
-                             [row_id])).first()
+    this = (await db.execute(SQLITE.query(f"SELECT country, [{record_type.same_as_field}] AS number "
+                                          f"FROM [{table}] WHERE id = ?"), [row_id])).first()
     if this is None or not this["number"]:
         return []
     present = set(await db.table_names())
@@ -102,9 +103,10 @@ async def same_recall(datasette, database: str, table: str, row_id) -> list[dict
     for other_table, other in TYPES.items():
         if not other.same_as_field or other_table not in present:
             continue
-        rows = await db.execute(f"SELECT id, source FROM [{other_table}] WHERE country = ? AND "
-                                f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20",
-                                [this["country"], this["number"], table, row_id])
+        rows = await db.execute(SQLITE.query(
+            f"SELECT id, source FROM [{other_table}] WHERE country = ? AND "
+            f"[{other.same_as_field}] = ? AND NOT (? = '{other_table}' AND id = ?) LIMIT 20"),
+            [this["country"], this["number"], table, row_id])
         found += [{"url": datasette.urls.row(database, other_table, str(r["id"])), "table": other_table, "id": r["id"],
                    "label": f"{_(other.title)} · {_('Source')} {r['source']} · {this['number']}"} for r in rows.rows]
     return found

@@ -8,25 +8,28 @@ publishers is one group, each keeping its own record). No Datasette hooks here
   (publisher, number, a link to its card) and a copy's card links back to the primary.
 
 The store's own helpers (`copies_of`, `primary_of`) are used as they are, over the page's
-read connection (`_Reader` gives them the `query` they call).
+read connection (`_Reader` gives them the `query` they call). The pages read SQLite (a
+PostgreSQL store is browsed as a snapshot): the statements here are SQLITE's.
 """
 from __future__ import annotations
 
 from basecrawler.recordtypes import RecordType
 from basecrawler.store import groups
+from basecrawler.store.engines.dialect import SQLITE
 
 COPIES_ARG = "_bc_copies"   # ?_bc_copies=1: every publisher's copy (Datasette ignores unknown _ arguments)
 SHOWN = ("1", "on", "true", "yes")
 
 
 class _Reader:
-    """`store.query` over a sqlite3 connection: rows as dicts."""
+    """`store.query` over a sqlite3 connection: rows as dicts (the statement is the caller's,
+    spelled for SQLite: `dialect_of(reader)` is SQLITE)."""
 
     def __init__(self, conn):
         self.conn = conn
 
-    def query(self, sql: str, params=()) -> list[dict]:
-        cursor = self.conn.execute(sql, list(params))
+    def query(self, statement: str, params=()) -> list[dict]:
+        cursor = self.conn.execute(statement, list(params))
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor]
 
@@ -84,8 +87,8 @@ def group_of(conn, record_type: RecordType, row_id: int) -> dict:
     if not ids:
         return {"primary": None, "others": []}
     columns = ", ".join(f"[{k}]" for k in dict.fromkeys(("id", "source", *record_type.key)))
-    rows = {r["id"]: r for r in reader.query(
-        f"SELECT {columns} FROM [{record_type.table}] WHERE id IN ({','.join('?' * len(ids))})", ids)}
+    rows = {r["id"]: r for r in reader.query(SQLITE.query(
+        f"SELECT {columns} FROM [{record_type.table}] WHERE id IN ({SQLITE.params(len(ids))})"), ids)}
     described = [{"id": i, "source": rows[i]["source"], "number": _number(record_type, rows[i])}
                  for i in ids if i in rows]
     first = next((d for d in described if primary and d["id"] == primary["id"]), None)
@@ -97,14 +100,15 @@ def other_publishers(conn, record_type: RecordType, row_id: int) -> int:
     over the group table's two indexes (a table page asks it for each of its rows)."""
     if not groups.has_copies(conn, record_type):
         return 0
-    table = groups.TABLE
-    sql = (f'SELECT count(DISTINCT source) FROM ('
-           f'SELECT member_source AS source FROM "{table}" WHERE record_type = :t AND primary_id = :id '
-           f'UNION ALL SELECT primary_source FROM "{table}" WHERE record_type = :t AND member_id = :id '
-           f'UNION ALL SELECT o.member_source FROM "{table}" g JOIN "{table}" o ON o.record_type = g.record_type '
-           f'AND o.primary_id = g.primary_id AND o.member_id != g.member_id '
-           f'WHERE g.record_type = :t AND g.member_id = :id)')
-    return conn.execute(sql, {"t": record_type.name, "id": int(row_id)}).fetchone()[0]
+    table = f'"{groups.TABLE}"'
+    counted = SQLITE.query(
+        "SELECT count(DISTINCT source) FROM ("
+        f"SELECT member_source AS source FROM {table} WHERE record_type = :t AND primary_id = :id "
+        f"UNION ALL SELECT primary_source FROM {table} WHERE record_type = :t AND member_id = :id "
+        f"UNION ALL SELECT o.member_source FROM {table} g JOIN {table} o ON o.record_type = g.record_type "
+        "AND o.primary_id = g.primary_id AND o.member_id != g.member_id "
+        "WHERE g.record_type = :t AND g.member_id = :id)")
+    return conn.execute(counted, {"t": record_type.name, "id": int(row_id)}).fetchone()[0]
 
 
 __all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "copies_source", "less", "group_of", "other_publishers"]

@@ -21,6 +21,7 @@ from basecrawler.reading.browse import best_text_column
 from basecrawler.reading.web.card import TYPES, card, facet_label, same_recall
 from basecrawler.reading.web.cells import best_text_html, korean_first, link_or_text, listed, unknown_date
 from basecrawler.reading.web.groups import group_of, other_publishers
+from basecrawler.store.engines.dialect import SQLITE
 
 
 
@@ -45,8 +46,8 @@ def render_cell(row, value, column, table, database, datasette):
         async def pair():
             # Korean first, the original under it: the row holds only the columns on screen.
             db = datasette.get_database(database)
-            found = (await db.execute(f"SELECT [{column[: -len('_original')]}_ko] AS ko, source_lang FROM [{table}] "
-                                      "WHERE id = ?", [row["id"]])).first()
+            found = (await db.execute(SQLITE.query(f"SELECT [{column[: -len('_original')]}_ko] AS ko, source_lang "
+                                                   f"FROM [{table}] WHERE id = ?"), [row["id"]])).first()
             return korean_first(found["ko"] if found else None, value, (found["source_lang"] if found else "") or "")
         return pair
     if isinstance(value, int) and not isinstance(value, bool) and column != "id" and column not in record_type.key:
@@ -60,7 +61,8 @@ def render_cell(row, value, column, table, database, datasette):
             # The row holds only the columns on screen: fetch the display chain by id.
             wanted = ", ".join(f"[{b}_original], [{b}_ko]" for b in record_type.display)
             db = datasette.get_database(database)
-            found = (await db.execute(f"SELECT {wanted}, source_lang FROM [{table}] WHERE id = ?", [row["id"]])).first()
+            found = (await db.execute(SQLITE.query(f"SELECT {wanted}, source_lang FROM [{table}] WHERE id = ?"),
+                                      [row["id"]])).first()
             text = best_text_html(record_type, dict(found) if found else {})
             others = await db.execute_fn(lambda conn: other_publishers(conn, record_type, row["id"]))
             return text + other_sources_badge(others) if others else text

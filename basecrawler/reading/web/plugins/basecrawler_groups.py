@@ -19,6 +19,7 @@ from datasette.utils import path_with_added_args, path_with_removed_args
 from basecrawler.reading.browse import types_by_table
 from basecrawler.reading.web.groups import COPIES_ARG, copies_condition, shows_copies
 from basecrawler.store import groups
+from basecrawler.store.engines.dialect import SQLITE
 
 TYPES = types_by_table()
 
@@ -26,7 +27,7 @@ TYPES = types_by_table()
 def _copies(conn, record_type) -> int:
     """How many records of the type are another publisher's copy."""
     try:
-        return conn.execute(f'SELECT count(*) FROM "{groups.TABLE}" WHERE record_type = ?',
+        return conn.execute(SQLITE.query(f'SELECT count(*) FROM "{groups.TABLE}" WHERE record_type = ?'),
                             [record_type.name]).fetchone()[0]
     except Exception:   # a store made before record groups: none
         return 0
@@ -51,7 +52,7 @@ def filters_from_request(request, database, table, datasette):
         if shown:
             return FilterArguments([], extra_context=context)
         if _whole_once(request.args.keys()):
-            rows = (await db.execute(f"SELECT count(*) AS n FROM [{table}]")).first()["n"]
+            rows = (await db.execute(SQLITE.query(f"SELECT count(*) AS n FROM [{table}]"))).first()["n"]
             context["bc_copies"]["count"] = max(rows - copies, 0)
         return FilterArguments([copies_condition(record_type, table)], extra_context=context)
     return conditions()

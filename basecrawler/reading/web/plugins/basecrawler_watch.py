@@ -13,6 +13,7 @@ import urllib.parse
 from datasette import hookimpl
 
 from basecrawler.i18n import gettext as _
+from basecrawler.store.engines.dialect import SQLITE
 
 FEED_PATH = "/-/watch"
 
@@ -28,12 +29,12 @@ async def feed(request, datasette):
         if name == ALL:
             watch_id = None
         else:
-            found = (await db.execute("SELECT id FROM watches WHERE name = ?", [name])).first()
+            found = (await db.execute(SQLITE.query("SELECT id FROM watches WHERE name = ?"), [name])).first()
             if found is None:
                 return Response.text("no such watch", status=404)
             watch_id = found[0]
         where = "state IN ('sent', 'pending')" + (" AND watch_id = ?" if watch_id is not None else "")
-        result = await db.execute(f"SELECT * FROM watch_outbox WHERE {where} ORDER BY id DESC LIMIT 100",
+        result = await db.execute(SQLITE.query(f"SELECT * FROM watch_outbox WHERE {where} ORDER BY id DESC LIMIT 100"),
                                   [watch_id] if watch_id is not None else [])
     except Exception:   # a store from before migration 11: no watches
         return Response.text("no watches", status=404)
