@@ -62,6 +62,19 @@ def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
 
 
 
+def indexed_search(record_type: RecordType | None) -> bool:
+    """Whether `build_query` reads the type's text from its full-text index: every type that
+    declares text index columns (its `<table>_fts`), not only the default one."""
+    return record_type is not None and bool(record_type.text_index_columns)
+
+
+def covers_table(table: str) -> bool:
+    """Whether the CLI's search (`build_query`) answers a search of `table`'s records."""
+    from basecrawler.recordtypes import record_types
+
+    return any(t.table == table and indexed_search(t) for t in record_types().values())
+
+
 def best_text(record_type: RecordType, row: dict) -> str | None:
     """The display rule: the line a screen shows for a record, Korean when translated, else
     the original (declared per type: "summary, else cause, else component" for vehicles)."""
@@ -288,4 +301,5 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "like_pattern", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of", "indexed_search",
+           "covers_table"]
