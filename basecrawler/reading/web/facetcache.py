@@ -10,13 +10,17 @@ from basecrawler.reading.facetcounts import stored_counts
 CACHE_SIZE = 256
 
 cached: dict[tuple, list[dict]] = {}
+_whole: dict[tuple, None] = {}   # the keys of whole-table counts in `cached`, oldest first
 pending: dict[tuple, "asyncio.Future"] = {}
 stored: dict[tuple, dict | None] = {}   # (database, table, marker) → the counts a run kept in meta
 
 
-async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
+async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False) -> list[dict]:
     """Run one facet query into the cache; a query already running for the same key is
-    awaited, not started twice (the start-up warm-up and the first visitor ask together)."""
+    awaited, not started twice (the start-up warm-up and the first visitor ask together).
+    `whole`: a whole-table count (seconds at a million records, once per run), which the
+    counts of filtered pages never push out: a client sending filtered pages of one table
+    over and over made every visitor of its table page count the whole table again."""
     if key in pending:
         return await asyncio.shield(pending[key])
     future = asyncio.get_running_loop().create_future()
@@ -24,9 +28,7 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int) -> 
     try:
         rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
         result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        if len(cached) >= CACHE_SIZE:
-            cached.pop(next(iter(cached)))
-        cached[key] = result
+        _keep(key, result, whole)
         future.set_result(result)
         return result
     except BaseException as exc:
@@ -35,6 +37,22 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int) -> 
         raise
     finally:
         del pending[key]
+
+
+def _keep(key: tuple, result: list[dict], whole: bool) -> None:
+    """Cache `result`: at most CACHE_SIZE filtered counts and as many whole-table ones, each
+    kind dropping its oldest."""
+    if whole:
+        if len(_whole) >= CACHE_SIZE:
+            oldest = next(iter(_whole))
+            del _whole[oldest]
+            cached.pop(oldest, None)
+        _whole[key] = None
+    else:
+        filtered = [k for k in cached if k not in _whole]   # (at most 2 × CACHE_SIZE keys)
+        if len(filtered) >= CACHE_SIZE:
+            cached.pop(filtered[0], None)
+    cached[key] = result
 
 
 async def kept_counts(datasette, database: str, table: str, marker: tuple) -> dict | None:

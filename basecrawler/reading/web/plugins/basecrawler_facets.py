@@ -312,7 +312,7 @@ def _whole_count(datasette, key: tuple, sql: str) -> "asyncio.Task":
     task = _whole_counts.get(key)
     if task is None:
         task = _whole_counts[key] = asyncio.get_running_loop().create_task(
-            count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS))
+            count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS, whole=True))
         task.add_done_callback(lambda t: (_whole_counts.pop(key, None), t.cancelled() or t.exception()))
     return task
 
@@ -389,7 +389,7 @@ def filters_from_request(request, database, table, datasette):
             key = (database, sql, "[]", marker)
             kept = await kept_counts(datasette, database, table, marker)
             stored = cached.get(key) or (kept or {}).get(sql) or \
-                await count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
+                await count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS, whole=True)
             matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
             name = f"bcf_{n}"
             params[name] = json.dumps(matching)

@@ -134,6 +134,9 @@ def filters_from_request(request, database, table, datasette):
                     where, named = "0 = 1", {}
                     note += " — " + _("still searching: a term of 1–2 characters that few records hold is looked "
                                       "for in every record; reload in a few seconds")
+        if request.args.get("_nocount") and not _search_only(request.args.keys()):
+            note += " " + _("(not counted: counting a search with other filters over this many records takes "
+                            "longer than a page may)")
         if has_korean(text):
             # As the CLI says it: Korean words only find rows the translator has reached.
             translated, total = await db.execute_fn(lambda conn: translation_progress(conn, filters))
@@ -238,9 +241,11 @@ def _redirect_location(datasette, scope) -> str | None:
                                     config.get("default_columns") or {})
 
 
-async def _summary_counts(datasette, scope) -> bool:
-    """Whether this request is a page (HTML or JSON) of a large type table that only searches
-    (its count then comes from the search's summary, in the page's description)."""
+async def _spares_count(datasette, scope) -> bool:
+    """Whether this request is a search page (HTML or JSON) of a large type table whose count
+    Datasette does not run: one that only searches takes it from the search's summary (in the
+    page's description); one that also filters is not counted, and says so (counting every
+    match of a common term that also passes a filter took longer than the page's target)."""
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
     parts = scope["path"].split("/")
@@ -250,12 +255,15 @@ async def _summary_counts(datasette, scope) -> bool:
         return False
     pairs = urllib.parse.parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
     keys = [k for k, _ in pairs]
-    if not dict(pairs).get("_search", "").strip() or "_nocount" in keys or not _search_only(keys) \
-            or "_sort" in keys or "_sort_desc" in keys:
+    only = _search_only(keys)
+    if not dict(pairs).get("_search", "").strip() or "_nocount" in keys or \
+            (only and ("_sort" in keys or "_sort_desc" in keys)):
         return False
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         top = (await db.execute(f"SELECT max(rowid) AS n FROM [{parts[2]}]")).first()["n"] or 0
+        if not only:
+            return top > SUMMARY_COUNT_ROWS
         # A summary counts every publisher's copy: a page showing each group once counts its own.
         hidden = top > SUMMARY_COUNT_ROWS and await db.execute_fn(
             lambda conn: hides_copies(conn, TYPES[parts[2]], dict(pairs)))
@@ -270,7 +278,7 @@ def asgi_wrapper(datasette):
         async def open_on_data(scope, receive, send):
             location = _redirect_location(datasette, scope)
             if location is None:
-                if await _summary_counts(datasette, scope):
+                if await _spares_count(datasette, scope):
                     scope = {**scope, "query_string": (scope.get("query_string") or b"") + b"&_nocount=1"}
                 await app(scope, receive, send)
                 return
