@@ -81,7 +81,7 @@ LANE: contextvars.ContextVar[str | None] = contextvars.ContextVar("basecrawler_l
 LANE_NICE = {"heavy": 10, "background": 10}
 
 
-def _renice_allowed() -> bool:
+def renice_allowed() -> bool:
     """Whether this process may give a thread its priority back after lowering it (root, or
     RLIMIT_NICE allows it): tried once on a thread of its own."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
@@ -110,7 +110,7 @@ _renice: list[bool] = []
 def lane_priority(lane: str | None):
     """Run the block (on an SQL thread) at its lane's priority (`LANE_NICE`), then back."""
     if not _renice:
-        _renice.append(_renice_allowed())
+        _renice.append(renice_allowed())
     nice = LANE_NICE.get(lane) if _renice[0] else None
     if not nice:
         yield
