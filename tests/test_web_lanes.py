@@ -222,3 +222,21 @@ def test_a_whole_table_count_has_its_own_time_limit(store_path, monkeypatch):
         return await facetcache.count_once(ds, ("lanes", slow, "[]", (2,)), slow, [], 20_000, whole=True)
     assert asyncio.run(count()) == [{"value": "n", "count": 3_000_000}]
     facetcache.cached.clear()
+
+
+def test_a_search_with_a_filter_over_a_large_table_is_not_counted_and_says_so(store_path, monkeypatch):
+    """Counting every match of a common term that also passes a filter ran into the search
+    lane's limit before the page answered: over a large table the page is not counted and says
+    why, in the reader's language (a small one is counted as before)."""
+    from datasette.app import Datasette
+    from datasette.plugins import pm
+
+    Datasette([store_path], metadata=build_metadata(store_path), plugins_dir=str(WEB_DIR / "plugins"))
+    web = next(p for p in pm.get_plugins() if hasattr(p, "SUMMARY_COUNT_ROWS"))
+    path = "/lanes/recalls.json?_col=id&_search=brake&country=JP"
+    (counted,) = _pages(store_path, [path])
+    monkeypatch.setattr(web, "SUMMARY_COUNT_ROWS", RECALLS // 2)
+    spared, page = _pages(store_path, [path, path.replace(".json", "") + "&_lang=en"])
+    assert counted.json()["filtered_table_rows_count"] == RECALLS // 5
+    assert spared.json()["filtered_table_rows_count"] is None and len(spared.json()["rows"]) > 0
+    assert "(not counted: counting a search with other filters" in page.text
