@@ -63,6 +63,7 @@ MIN_FACET_LIMIT_MS = 20            # less than this left: not started, finished 
 POLL_WAIT_S = 1.0                  # the page's script asks for them again after at most this long
 SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether its counts are ready
 
+
 def search_only(request, table: str) -> RecallFilter | None:
     """The search of a page that only searches a type's table (a term and nothing else that
     narrows it: no column filter, no facet selection, no `_where`), else None."""
@@ -179,7 +180,6 @@ class _DeclaredFacet(Facet):
                 task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
             raise
 
-
     def _budget_left_ms(self) -> int:
         """What is left of the page's `PAGE_FACETS_BUDGET_S` (started by its first facet count)."""
         loop = asyncio.get_running_loop()
@@ -245,8 +245,6 @@ def _facet_values(facet, stored) -> list[str]:
     return [str(v) for v in facet.expand(stored)] if facet.expand else [str(stored)]
 
 
-
-
 class ValuesFacet(_DeclaredFacet):
     """A declared facet: counts per value, a range or a list counted under each of its values."""
 
@@ -309,12 +307,11 @@ _whole_counts: dict[tuple, "asyncio.Task"] = {}   # a whole-table facet count go
 def _whole_count(datasette, key: tuple, sql: str) -> "asyncio.Task":
     """The whole-table count of `key` as a task of its own (started when none is), which goes
     on when the page that asked stops waiting."""
-    task = _whole_counts.get(key)
-    if task is None:
+    if key not in _whole_counts:
         task = _whole_counts[key] = asyncio.get_running_loop().create_task(
             count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS, whole=True))
         task.add_done_callback(lambda t: (_whole_counts.pop(key, None), t.cancelled() or t.exception()))
-    return task
+    return _whole_counts[key]
 
 
 @hookimpl
