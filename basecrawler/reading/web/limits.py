@@ -22,6 +22,10 @@ plugins/basecrawler_guard.py. Pure rules, no Datasette import, so they are teste
   column, CSV, searches of many or long words) fill only the "heavy" lane. Each lane's queries
   get a shorter time limit than Datasette's (`LANE_TIME_LIMIT_MS`): the heavy lane's slots
   come free sooner; a search page answers, or says it ran out of time, within its target.
+  What a page leaves to the background (a search's summary, a facet count for the next
+  visitor) takes SQL slots of its own (`in_background`), and heavy and background SQL runs
+  at a lower CPU priority (`lane_priority`). What a lane answers is in the reader's language
+  (`message`, the catalogue).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@
   start (their background counts too) share a few slots of their lane (`limits.lane`: a
   reader's ordinary search has its own, so the heaviest shapes a client can build fill only
   theirs, whose queries are also stopped sooner), a further one is told "busy"; a
-  query stopped by a limit is explained in Korean and English; the database's absolute path
+  query stopped by a limit is explained in the reader's language; the database's absolute path
   never leaves the server (it is replaced by the file's name in every response).
 """
 from __future__ import annotations
