@@ -58,15 +58,23 @@ def rows(first: int, size: int, seed: int = 9):
 
 
 def generate_sqlite(db_path: str, count: int, step: int = 20_000) -> float:
+    return bulk_insert(db_path, "recalls", COLUMNS, rows, count, step=step)
+
+
+def bulk_insert(db_path: str, table: str, columns: list[str], make_rows, count: int, first: int = 0,
+                step: int = 20_000) -> float:
+    """Rows `first`…`count` of `make_rows(first, size)` into `table` of the store at `db_path`
+    (made or evolved first), one transaction per `step`; then its full-text index rebuilt once
+    and ANALYZE. The seconds it took."""
     from basecrawler import Store
 
     started = time.monotonic()
     store = Store(db_path)
-    sql = f"INSERT INTO recalls ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
-    for first in range(0, count, step):
-        size = min(step, count - first)
-        store.write(lambda db: db.conn.executemany(sql, rows(first, size)))
-    store.write(lambda db: db.conn.execute("INSERT INTO recalls_fts(recalls_fts) VALUES ('rebuild')"))
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    for start in range(first, count, step):
+        size = min(step, count - start)
+        store.write(lambda db: db.conn.executemany(sql, make_rows(start, size)))
+    store.write(lambda db: db.conn.execute(f"INSERT INTO {table}_fts({table}_fts) VALUES ('rebuild')"))
     store.write(lambda db: db.conn.execute("ANALYZE"))
     store.close()
     return time.monotonic() - started

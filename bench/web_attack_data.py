@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
-import time
 
 COLUMNS = ["source", "country", "alert_id", "alert_date", "date_unknown", "title_original", "title_ko",
            "product_original", "hazard_original", "what_to_do_original", "category", "authority", "risk_class",
@@ -56,15 +55,6 @@ def alert_rows(db_path: str) -> int:
 
 
 def generate_alerts(db_path: str, count: int, step: int = 20_000) -> float:
-    from basecrawler import Store
+    from read_data import bulk_insert
 
-    started = time.monotonic()
-    store = Store(db_path)   # makes (or evolves) every type's table and indexes
-    sql = f"INSERT INTO product_alerts ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
-    for first in range(alert_rows(db_path), count, step):
-        size = min(step, count - first)
-        store.write(lambda db: db.conn.executemany(sql, rows(first, size)))
-    store.write(lambda db: db.conn.execute("INSERT INTO product_alerts_fts(product_alerts_fts) VALUES ('rebuild')"))
-    store.write(lambda db: db.conn.execute("ANALYZE"))
-    store.close()
-    return time.monotonic() - started
+    return bulk_insert(db_path, "product_alerts", COLUMNS, rows, count, first=alert_rows(db_path), step=step)

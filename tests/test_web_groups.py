@@ -276,9 +276,9 @@ def test_facets_of_the_grouped_table_are_its_whole_counts_less_the_copies(groupe
     facets = next(p for p in pm.get_plugins() if hasattr(p, "ValuesFacet"))
     counted, count = [], facets.count_once
 
-    async def recording(datasette, key, sql, params, limit_ms):
+    async def recording(datasette, key, sql, params, limit_ms, **options):
         counted.append(sql)
-        return await count(datasette, key, sql, params, limit_ms)
+        return await count(datasette, key, sql, params, limit_ms, **options)
     monkeypatch.setattr(facets, "count_once", recording)
 
     async def fetch():

@@ -30,6 +30,8 @@ from basecrawler.reading.search_text import (TRIGRAM, dialect_of, fts_phrase, ft
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.store import groups
+from basecrawler.store.engines.dialect import SQLITE
+from basecrawler.store.engines.dialect import dialect_of as engine_of
 
 WALK_SHARE = 0.05      # a term in at least this share of the records is tested row by row …
 WALK_MIN = 2_000       # … and in at least this many (a small store sorts its matches at once)
@@ -40,6 +42,20 @@ PG_SAMPLE_ROWS = 5_000   # … on PostgreSQL (windows index) any term's, with an
 PG_COUNT_WALK_SHARE = 0.5   # a count walks the table for a term in this share (10,001 within 20,000 rows)
 BEST_TEXT = "best_text"   # the display rule's line, added to search rows and exports
 _dialect = dialect_of
+
+
+def _run(conn, sql: str, params: list):
+    """Run SQL built by `build_query` (search_query.py), which spells it SQLite's way: stated
+    for SQLite there; on PostgreSQL it still goes through the adapter's translation
+    (engines/pg_translate.py, counted at run time) until build_query states it per dialect."""
+    d = engine_of(conn)
+    return conn.execute(d.query(sql) if d is SQLITE else sql, params)
+
+
+def _last_id(conn, record_type: RecordType) -> int:
+    """The type's highest id (0 for an empty table)."""
+    d = engine_of(conn)
+    return conn.execute(d.query(f"SELECT max(id) FROM {d.quote(record_type.table)}")).fetchone()[0] or 0
 
 
 def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
@@ -55,11 +71,24 @@ def pg_walk(conn, filters: RecallFilter, share: float) -> frozenset[str]:
     if not terms or not record_type.text_index_columns or \
             _besides_text(filters):
         return frozenset()
-    top = conn.execute(f"SELECT max(id) FROM {record_type.table}").fetchone()[0] or 0
+    top = _last_id(conn, record_type)
     sample = min(PG_SAMPLE_ROWS, top)
     return frozenset(term for term in terms
                      if sample and _newest_holding(conn, record_type, term, top, PG_SAMPLE_ROWS) >= share * sample)
 
+
+
+def indexed_search(record_type: RecordType | None) -> bool:
+    """Whether `build_query` reads the type's text from its full-text index: every type that
+    declares text index columns (its `<table>_fts`), not only the default one."""
+    return record_type is not None and bool(record_type.text_index_columns)
+
+
+def covers_table(table: str) -> bool:
+    """Whether the CLI's search (`build_query`) answers a search of `table`'s records."""
+    from basecrawler.recordtypes import record_types
+
+    return any(t.table == table and indexed_search(t) for t in record_types().values())
 
 
 def best_text(record_type: RecordType, row: dict) -> str | None:
@@ -93,13 +122,13 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     if _dialect(conn) != "sqlite" or not terms or not record_type.text_index_columns or \
             _besides_text(filters):
         return frozenset()
-    top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+    top = _last_id(conn, record_type)
     threshold = max(WALK_MIN, int(top * WALK_SHARE))
-    fts = fts_table(record_type)
+    fts = SQLITE.quote(fts_table(record_type))
     walk = set()
     for term in terms:
         if len(term) >= TRIGRAM:
-            found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{fts}] WHERE [{fts}] MATCH ? LIMIT ?)",
+            found = conn.execute(SQLITE.query(f"SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT ?)"),
                                  [fts_phrase(term), threshold]).fetchone()[0]
             common = found >= threshold
         else:
@@ -128,9 +157,10 @@ def _newest_holding(conn, record_type: RecordType, term: str, top: int, rows: in
         if len(_newest_counts) >= 256:
             _newest_counts.pop(next(iter(_newest_counts), None), None)   # (threads of the web view share it)
         params: list = []
-        condition = text_condition(record_type, term, params, _dialect(conn), walk=True)
-        _newest_counts[key] = conn.execute(
-            f"SELECT count(*) FROM [{record_type.table}] AS r WHERE r.id > ? AND {condition}",
+        d = engine_of(conn)
+        condition = text_condition(record_type, term, params, d.name, walk=True, p=d.p)
+        _newest_counts[key] = conn.execute(d.query(
+            f"SELECT count(*) FROM {d.quote(record_type.table)} AS r WHERE r.id > {d.p} AND {condition}"),
             [top - rows, *params]).fetchone()[0]
     return _newest_counts[key]
 
@@ -143,7 +173,7 @@ def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
     record_type = filters.declaration()
     if _dialect(conn) != "sqlite":
         return False
-    top = conn.execute(f"SELECT max(id) FROM [{record_type.table}]").fetchone()[0] or 0
+    top = _last_id(conn, record_type)
     threshold = max(WALK_MIN, int(top * WALK_SHARE))
     for field, value in filters.facets:
         facet = record_type.facet(field)
@@ -151,8 +181,9 @@ def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:
             continue
         params: list = []
         condition = facet_condition(record_type, field, value, params, _dialect(conn))
-        found = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM [{record_type.table}] AS r WHERE {condition} "
-                             "LIMIT ?) AS f", [*params, threshold]).fetchone()[0]
+        # (SQLite only: the condition is in its spelling)
+        found = conn.execute(SQLITE.query(f"SELECT count(*) FROM (SELECT 1 FROM {SQLITE.quote(record_type.table)} "
+                                          f"AS r WHERE {condition} LIMIT ?) AS f"), [*params, threshold]).fetchone()[0]
         if found < threshold:
             return True
     return False
@@ -168,7 +199,7 @@ def iter_recalls(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int 
     sql, params = build_query(filters, limit=limit, dialect=_dialect(conn), walk=short_terms(filters, grams),
                               grams=grams, facet_sets=limit is None and _a_rare_facet_value(conn, filters),
                               hide_copies=hides_copies(conn, filters))
-    cursor = conn.execute(sql, params)
+    cursor = _run(conn, sql, params)
     names = [d[0] for d in cursor.description]
     return names, iter(cursor)
 
@@ -184,7 +215,7 @@ def search(conn: sqlite3.Connection, filters: RecallFilter, *, limit: int = 50, 
         walk = plan_terms(conn, filters) if offset + limit <= WALK_PAGE_ROWS else frozenset()
     sql, params = build_query(filters, limit=limit, offset=offset, dialect=_dialect(conn), walk=walk,
                               grams=grams, hide_copies=hides_copies(conn, filters))
-    cursor = conn.execute(sql, params)
+    cursor = _run(conn, sql, params)
     names = [d[0] for d in cursor.description]
     rows = []
     for values in cursor:
@@ -204,7 +235,7 @@ def count(conn: sqlite3.Connection, filters: RecallFilter) -> int:
     grams = short_index(conn, filters.declaration())
     sql, params = build_query(filters, columns="COUNT(*)", ordered=False, dialect=_dialect(conn),
                               walk=short_terms(filters, grams), grams=grams, hide_copies=hides_copies(conn, filters))
-    return conn.execute(sql, params).fetchone()[0]
+    return _run(conn, sql, params).fetchone()[0]
 
 
 def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
@@ -220,17 +251,18 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     if grams and _dialect(conn) == "postgresql":
         walk = pg_walk(conn, filters, PG_COUNT_WALK_SHARE)
     elif grams and short_terms(filters) - walk:
-        top = conn.execute(f"SELECT max(rowid) FROM [{record_type.table}]").fetchone()[0] or 0
+        top = _last_id(conn, record_type)
         walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
                               walk=frozenset(walk), grams=grams, hide_copies=hides_copies(conn, filters))
-    return conn.execute(f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
+    return _run(conn, f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
 
 
 def count_by_source(conn, record_type: RecordType) -> dict[str, int]:
     """Records of the type per source (sources with none are absent)."""
-    sql = f"SELECT source, COUNT(*) FROM [{record_type.table}] GROUP BY source ORDER BY source"
-    return {source: n for source, n in conn.execute(sql).fetchall()}
+    d = engine_of(conn)
+    return {source: n for source, n in conn.execute(d.query(
+        f"SELECT source, COUNT(*) FROM {d.quote(record_type.table)} GROUP BY source ORDER BY source")).fetchall()}
 
 
 def date_unknown_by_source(conn, record_type: RecordType) -> dict[str, int]:
@@ -238,9 +270,10 @@ def date_unknown_by_source(conn, record_type: RecordType) -> dict[str, int]:
     absent; {} for a type whose records always have one)."""
     if not record_type.has_date_unknown:
         return {}
-    sql = (f"SELECT source, COUNT(*) FROM [{record_type.table}] WHERE [{DATE_UNKNOWN}] = 1 "
-           "GROUP BY source ORDER BY source")
-    return {source: n for source, n in conn.execute(sql).fetchall()}
+    d = engine_of(conn)
+    return {source: n for source, n in conn.execute(d.query(
+        f"SELECT source, COUNT(*) FROM {d.quote(record_type.table)} WHERE {d.quote(DATE_UNKNOWN)} = 1 "
+        "GROUP BY source ORDER BY source")).fetchall()}
 
 
 def counts_by_type(conn) -> dict[str, dict[str, int]]:
@@ -268,7 +301,7 @@ def translation_progress(conn: sqlite3.Connection, filters: RecallFilter) -> tup
     over a half-translated store says how far translation is."""
     sql, params = build_query(replace(filters, text=None), ordered=False,
                               columns="COUNT(r.translated_at), COUNT(*)", dialect=_dialect(conn))
-    translated, total = conn.execute(sql, params).fetchone()
+    translated, total = _run(conn, sql, params).fetchone()
     return translated, total
 
 
@@ -288,4 +321,5 @@ def untranslated_hint(conn: sqlite3.Connection, filters: RecallFilter) -> str | 
 __all__ = ["RecallFilter", "RecordFilter", "build_query", "like_pattern", "check_query_size", "check_facets", "QueryTooLarge",
            "UnknownFilter", "MAX_QUERY_TERMS", "MAX_QUERY_CHARS", "iter_recalls", "search", "count", "best_text",
            "fts_phrase", "TRIGRAM", "BEST_TEXT", "DEFAULT_TYPE", "has_korean", "translation_progress",
-           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of"]
+           "untranslated_hint", "plan_terms", "short_terms", "short_index", "gram_indexed", "pg_windows_index", "pg_windows_query", "pg_walk", "text_conditions", "count_upto", "COUNT_CAP", "count_by_source", "counts_by_type", "date_unknown_by_source", "order_by", "fts_table", "pg_search_document", "columns_of", "indexed_search",
+           "covers_table"]

@@ -23,6 +23,7 @@ from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
                                             pg_windows_document, pg_windows_index_name)
 from basecrawler.recordtypes.tables import pg_search_document as tables_pg_search_document
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE
 
 TRIGRAM = 3
 
@@ -93,9 +94,9 @@ def short_index(conn, record_type: RecordType) -> bool:
     if dialect_of(conn) != "sqlite" or not record_type.text_index_columns:
         return False
     key = (id(conn), record_type.table)
-    version = conn.execute("PRAGMA schema_version").fetchone()[0]
+    version = conn.execute(SQLITE.query("PRAGMA schema_version")).fetchone()[0]
     if _short_indexes.get(key) == version and conn.execute(
-            "SELECT 1 FROM temp.sqlite_master WHERE name = ?", [fts_vocab_table(record_type)]).fetchone():
+            SQLITE.query("SELECT 1 FROM temp.sqlite_master WHERE name = ?"), [fts_vocab_table(record_type)]).fetchone():
         return True   # (the vocabulary on this very connection: an id reused by another has none)
     if not fts_padded(conn, record_type):
         return False
@@ -115,7 +116,8 @@ def pg_windows_index(conn, record_type: RecordType) -> bool:
     connection. Either answer only chooses how a term is read, never which rows match."""
     known = _pg_windows.setdefault(conn, {})
     if record_type.table not in known:
-        found = conn.execute("SELECT to_regclass(?)", [f'"{pg_windows_index_name(record_type)}"']).fetchone()[0]
+        found = conn.execute(POSTGRES.query(f"SELECT to_regclass({POSTGRES.p})"),
+                             [POSTGRES.quote(pg_windows_index_name(record_type))]).fetchone()[0]
         known[record_type.table] = found is not None
     return known[record_type.table]
 
@@ -143,7 +145,7 @@ def pg_windows_query(term: str) -> str | None:
 
 
 def pg_text_condition(record_type: RecordType, term: str, params: list, alias: str, windows: bool,
-                       walk: bool, as_ids: bool = True) -> str:
+                       walk: bool, as_ids: bool = True, p: str = "?") -> str:
     """PostgreSQL: the ILIKE over the searched text (which the pg_trgm index answers for 3+
     characters). With the windows index and unless `walk` (`pg_walk`), the ids of the rows
     its tsquery finds, each tested with the ILIKE — exactly the ILIKE's rows, for terms of any
@@ -152,7 +154,8 @@ def pg_text_condition(record_type: RecordType, term: str, params: list, alias: s
     independent, underestimates how many rows hold a term, and walked a million rows for
     `Q7` (1.2 s), also when the ids were written as `IN (SELECT …)`. Not `as_ids` (a count
     up to a cap, in no order): the two tests on each row of the index's, so the count stops at
-    its cap (collected first, 200,000 ids took 0.5 s)."""
+    its cap (collected first, 200,000 ids took 0.5 s). `p`: the placeholder (`?` for SQL the
+    PostgreSQL adapter translates, `%s` in a statement stated for it)."""
     query = pg_windows_query(term) if windows and not walk else None
     if query is None:
         params.append(like_pattern(term))
@@ -161,27 +164,29 @@ def pg_text_condition(record_type: RecordType, term: str, params: list, alias: s
             # rows, so it walks the date index for a page. No statistics describe the text
             # without the pg_trgm index, and the bare ILIKE (or texticlike(), which has the
             # same estimator) was taken for 1 row in 10,000: a pass and a sort, 1.3 s at 1M.
-            return f"COALESCE(({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\', false)"
-        return f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\'"
+            return f"COALESCE(({pg_search_document(record_type, alias + '.')}) ILIKE {p} ESCAPE '\\', false)"
+        return f"({pg_search_document(record_type, alias + '.')}) ILIKE {p} ESCAPE '\\'"
     params.extend([query, like_pattern(term)])
     if not as_ids:
-        return (f"({pg_windows_document(record_type).format(t=alias + '.')} @@ lower(?)::tsquery AND "
-                f"({pg_search_document(record_type, alias + '.')}) ILIKE ? ESCAPE '\\')")
+        return (f"({pg_windows_document(record_type).format(t=alias + '.')} @@ lower({p})::tsquery AND "
+                f"({pg_search_document(record_type, alias + '.')}) ILIKE {p} ESCAPE '\\')")
     return (f"{alias}.id = ANY(ARRAY(SELECT s.id FROM {record_type.table} AS s WHERE "
-            f"{pg_windows_document(record_type).format(t='s.')} @@ lower(?)::tsquery AND "
-            f"({pg_search_document(record_type, 's.')}) ILIKE ? ESCAPE '\\'))")
+            f"{pg_windows_document(record_type).format(t='s.')} @@ lower({p})::tsquery AND "
+            f"({pg_search_document(record_type, 's.')}) ILIKE {p} ESCAPE '\\'))")
 
 
 def text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
-                    walk: bool = False, alias: str = "r", grams: bool = False, pg_ids: bool = True) -> str:
+                    walk: bool = False, alias: str = "r", grams: bool = False, pg_ids: bool = True,
+                    p: str = "?") -> str:
     """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
     index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
     over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
     case, the trigram index folds all of Unicode: LIKE ⇒ MATCH), else the index asked about
-    that one row — the same rows either way, in whatever order the query walks."""
+    that one row — the same rows either way, in whatever order the query walks. `p`: the
+    PostgreSQL placeholder (`pg_text_condition`); SQLite's is `?`."""
     columns = record_type.text_index_columns
     if dialect == "postgresql":
-        return pg_text_condition(record_type, term, params, alias, grams, walk, pg_ids)
+        return pg_text_condition(record_type, term, params, alias, grams, walk, pg_ids, p)
     fts = fts_table(record_type)
     if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from basecrawler.reading.search import RecallFilter, build_query
+from basecrawler.reading.search import RecallFilter, covers_table
 from basecrawler.reading.summary import SearchSummary, summarise_in
 
 log = logging.getLogger(__name__)
@@ -16,9 +16,8 @@ log = logging.getLogger(__name__)
 
 def search_covers(table: str) -> bool:
     """Whether the web view answers `?_search=` on `table` with `build_query` (the CLI's own
-    search, which the summary runs), rather than its LIKE over another type's columns."""
-    sql, _ = build_query(RecallFilter(text="x"), columns="r.id", ordered=False)
-    return f"FROM {table} AS r" in sql
+    search, which the summary runs): every type with a full-text index."""
+    return covers_table(table)
 
 
 SUMMARY_CACHE_SIZE = 64

@@ -4,29 +4,38 @@ cached per data version. Beside the plugin because Datasette loads every plugin 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+
+from datasette.database import QueryInterrupted
 
 from basecrawler.reading.facetcounts import stored_counts
+from basecrawler.reading.web.limits import deadline
 
 CACHE_SIZE = 256
 
 cached: dict[tuple, list[dict]] = {}
+_whole: dict[tuple, None] = {}   # the keys of whole-table counts in `cached`, oldest first
 pending: dict[tuple, "asyncio.Future"] = {}
 stored: dict[tuple, dict | None] = {}   # (database, table, marker) → the counts a run kept in meta
 
 
-async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int) -> list[dict]:
+async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False) -> list[dict]:
     """Run one facet query into the cache; a query already running for the same key is
-    awaited, not started twice (the start-up warm-up and the first visitor ask together)."""
+    awaited, not started twice (the start-up warm-up and the first visitor ask together).
+    `whole`: a whole-table count (seconds at a million records, once per run), which the
+    counts of filtered pages never push out: a client sending filtered pages of one table
+    over and over made every visitor of its table page count the whole table again."""
     if key in pending:
         return await asyncio.shield(pending[key])
     future = asyncio.get_running_loop().create_future()
     pending[key] = future
     try:
-        rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
-        result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        if len(cached) >= CACHE_SIZE:
-            cached.pop(next(iter(cached)))
-        cached[key] = result
+        if whole:
+            result = await count_whole_table(datasette, key[0], sql, params, limit_ms)
+        else:
+            rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
+            result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
+        _keep(key, result, whole)
         future.set_result(result)
         return result
     except BaseException as exc:
@@ -35,6 +44,39 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int) -> 
         raise
     finally:
         del pending[key]
+
+
+async def count_whole_table(datasette, database: str, sql: str, params, limit_ms: int) -> list[dict]:
+    """A whole-table count under its own time limit: Datasette's `custom_time_limit` may only
+    shorten its page limit (3 s), and a multi-valued facet of a million records counted
+    longer on a loaded machine, failed, and was counted again by every visitor."""
+    def count(conn):
+        with deadline(conn, limit_ms / 1000):
+            cursor = conn.execute(sql, params)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
+    try:
+        return await datasette.get_database(database).execute_fn(count)
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise QueryInterrupted(exc, sql, params) from exc
+        raise
+
+
+def _keep(key: tuple, result: list[dict], whole: bool) -> None:
+    """Cache `result`: at most CACHE_SIZE filtered counts and as many whole-table ones, each
+    kind dropping its oldest."""
+    if whole:
+        if len(_whole) >= CACHE_SIZE:
+            oldest = next(iter(_whole))
+            del _whole[oldest]
+            cached.pop(oldest, None)
+        _whole[key] = None
+    else:
+        filtered = [k for k in cached if k not in _whole]   # (at most 2 × CACHE_SIZE keys)
+        if len(filtered) >= CACHE_SIZE:
+            cached.pop(filtered[0], None)
+    cached[key] = result
 
 
 async def kept_counts(datasette, database: str, table: str, marker: tuple) -> dict | None:

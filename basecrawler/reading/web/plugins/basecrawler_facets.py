@@ -21,7 +21,8 @@ The searches slow to count are counted again when a run changed the data
 
 Counts are cached per crawl run (#23.5): a facet's counts over a whole table change only when a
 run stores records, so they are counted once per run (with a generous time limit, and ahead of
-the first visitor at start-up) instead of on every page; while a run is going the cache lasts a
+the first visitor at start-up) instead of on every page, in the background: a page waits for
+them only within its facets' budget and shows the rest as still counting; while a run is going the cache lasts a
 minute. Counts over a filtered page are cached the same way but keep Datasette's time limit;
 one that runs out of time is finished in the background for the page's next visitor.
 """
@@ -43,6 +44,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
+from basecrawler.reading.web import limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import copies_condition, copies_source, less
@@ -60,6 +62,7 @@ PAGE_FACETS_BUDGET_S = 0.3
 MIN_FACET_LIMIT_MS = 20            # less than this left: not started, finished in the background
 POLL_WAIT_S = 1.0                  # the page's script asks for them again after at most this long
 SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether its counts are ready
+
 
 def search_only(request, table: str) -> RecallFilter | None:
     """The search of a page that only searches a type's table (a term and nothing else that
@@ -110,8 +113,10 @@ class _DeclaredFacet(Facet):
         filters = search_only(self.request, self.table)
         if filters is None or copies_condition(TYPES[self.table], self.table) in self.sql:
             return None   # (a summary counts every publisher's copy: the page shows each group once)
-        summary = await cached_summary(self.ds, self.database, self.table, filters,
-                                       summary_cache.SUMMARY_WAIT_S, request=self.request)
+        await run_marker(self.ds, self.database, self.table, self.request)   # (the page's, in its lane)
+        with limits.in_background():
+            summary = await cached_summary(self.ds, self.database, self.table, filters,
+                                           summary_cache.SUMMARY_WAIT_S, request=self.request)
         if summary is None:
             raise QueryInterrupted(None, "", {})
         return summary
@@ -154,7 +159,14 @@ class _DeclaredFacet(Facet):
             kept = await kept_counts(self.ds, self.database, self.table, marker)
             if kept is not None and sql in kept:
                 return kept[sql]
-            return await count_once(self.ds, key, sql, params, WHOLE_TABLE_LIMIT_MS)
+            # Counted once per run in the background; a page waits only what is left of its
+            # budget (a multi-valued facet of a million records takes seconds to count, and
+            # every page of the table waited for it until it was cached).
+            task = _whole_count(self.ds, key, sql)
+            try:
+                return await asyncio.wait_for(asyncio.shield(task), max(0, self._budget_left_ms()) / 1000)
+            except asyncio.TimeoutError:
+                raise QueryInterrupted(None, sql, params) from None
         try:
             limit_ms = min(self.ds.setting("facet_time_limit_ms"), self._budget_left_ms())
             if limit_ms < MIN_FACET_LIMIT_MS and key not in pending:
@@ -162,11 +174,11 @@ class _DeclaredFacet(Facet):
             return await count_once(self.ds, key, sql, self.params, limit_ms)
         except QueryInterrupted:
             if key not in pending and len(pending) < BACKGROUND_COUNTS:
-                task = asyncio.get_running_loop().create_task(
-                    count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
+                with limits.in_background():
+                    task = asyncio.get_running_loop().create_task(
+                        count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
                 task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
             raise
-
 
     def _budget_left_ms(self) -> int:
         """What is left of the page's `PAGE_FACETS_BUDGET_S` (started by its first facet count)."""
@@ -233,8 +245,6 @@ def _facet_values(facet, stored) -> list[str]:
     return [str(v) for v in facet.expand(stored)] if facet.expand else [str(stored)]
 
 
-
-
 class ValuesFacet(_DeclaredFacet):
     """A declared facet: counts per value, a range or a list counted under each of its values."""
 
@@ -283,12 +293,25 @@ async def _warm(datasette) -> None:
             try:
                 # (only the facets: the count of a grouped table would test every row)
                 await datasette.client.get(f"/{database}/{table}.json?_size=0&_extra=facet_results&_nocount=1")
+                if _whole_counts:   # one table's counts after the other (the machine is shared)
+                    await asyncio.wait(list(_whole_counts.values()))
             except Exception:   # a cold cache only costs the first visitor time
                 pass
 
 
 _warmed_loops: list = []
 _background: set = set()   # the loop keeps only weak references to its tasks
+_whole_counts: dict[tuple, "asyncio.Task"] = {}   # a whole-table facet count going on, by its cache key
+
+
+def _whole_count(datasette, key: tuple, sql: str) -> "asyncio.Task":
+    """The whole-table count of `key` as a task of its own (started when none is), which goes
+    on when the page that asked stops waiting."""
+    if key not in _whole_counts:
+        task = _whole_counts[key] = asyncio.get_running_loop().create_task(
+            count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS, whole=True))
+        task.add_done_callback(lambda t: (_whole_counts.pop(key, None), t.cancelled() or t.exception()))
+    return _whole_counts[key]
 
 
 @hookimpl
@@ -324,8 +347,9 @@ async def summary_state(request, datasette):
     filters = search_only(request, table)
     if database not in datasette.databases or filters is None:
         return Response.json({"ready": False, "error": "not a search of a record type's table"}, status=404)
-    summary = await cached_summary(datasette, database, table, filters, POLL_WAIT_S, request=request,
-                                   own_wait=True)
+    with limits.in_background():   # (a poll with a new search starts its count: the background's slots)
+        summary = await cached_summary(datasette, database, table, filters, POLL_WAIT_S, request=request,
+                                       own_wait=True)
     return Response.json({"ready": True, "count": summary.count} if summary is not None else {"ready": False},
                          headers={"Cache-Control": "no-store"})
 
@@ -362,7 +386,7 @@ def filters_from_request(request, database, table, datasette):
             key = (database, sql, "[]", marker)
             kept = await kept_counts(datasette, database, table, marker)
             stored = cached.get(key) or (kept or {}).get(sql) or \
-                await count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS)
+                await count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS, whole=True)
             matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
             name = f"bcf_{n}"
             params[name] = json.dumps(matching)

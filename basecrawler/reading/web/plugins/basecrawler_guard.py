@@ -17,7 +17,7 @@
   start (their background counts too) share a few slots of their lane (`limits.lane`: a
   reader's ordinary search has its own, so the heaviest shapes a client can build fill only
   theirs, whose queries are also stopped sooner), a further one is told "busy"; a
-  query stopped by a limit is explained in Korean and English; the database's absolute path
+  query stopped by a limit is explained in the reader's language; the database's absolute path
   never leaves the server (it is replaced by the file's name in every response).
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import contextvars
 import csv
 import hashlib
 import inspect
@@ -73,7 +72,7 @@ class Busy(RuntimeError):
 # wrapper, inherited by the tasks it starts (a search's summary pass goes on after its page
 # was answered). Datasette runs SQL in threads, which do not inherit it: `_limited_execute_fn`
 # hands it to the thread (`_thread_lane`) for the time limit.
-_lane: contextvars.ContextVar[str | None] = contextvars.ContextVar("basecrawler_lane", default=None)
+_lane = limits.LANE   # (the plugins' background work sets it too: limits.in_background)
 _thread_lane = threading.local()
 _slots: dict[str, asyncio.Semaphore] = {}   # per lane and event loop (tests start several servers)
 
@@ -81,12 +80,12 @@ _slots: dict[str, asyncio.Semaphore] = {}   # per lane and event loop (tests sta
 def _semaphore(kind: str, lane: str) -> asyncio.Semaphore:
     key = f"{kind}:{lane}:{id(asyncio.get_running_loop())}"
     if key not in _slots:
-        _slots[key] = asyncio.Semaphore(limits.SLOTS[lane])
+        _slots[key] = asyncio.Semaphore((limits.SQL_SLOTS if kind == "sql" else limits.SLOTS)[lane])
     return _slots[key]
 
 
 def busy_message(lane: str | None) -> str:
-    return limits.MESSAGES["busy_search" if lane == "search" else "busy"]
+    return limits.message("busy_search" if lane == "search" else "busy")
 
 
 async def _acquire(kind: str, lane: str, wait_s: float) -> asyncio.Semaphore:
@@ -110,7 +109,7 @@ async def _limited_execute_fn(self, fn):
     def timed(conn):
         _thread_lane.value = lane
         try:
-            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S):
+            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S), limits.lane_priority(lane):
                 return fn(conn)
         finally:
             _thread_lane.value = None
@@ -310,8 +309,10 @@ def asgi_wrapper(datasette):
             if lane is not None:
                 try:
                     slot = await _acquire("request", lane, limits.HEAVY_WAIT_S)
-                except Busy as busy:
-                    refused = (503, str(busy))
+                except Busy:   # said in the request's language (its language plugin runs inside)
+                    headers = dict(scope.get("headers") or [])
+                    lang = limits.reader_language(args, headers.get(b"cookie", b"").decode("latin-1"))
+                    refused = (503, limits.message("busy_search" if lane == "search" else "busy", lang))
                 else:
                     token = _lane.set(lane)
                     try:

@@ -26,10 +26,11 @@ from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import PLUGIN_NAME, types_by_table
 from basecrawler.errors import ConfigError
-from basecrawler.reading.search import (RecallFilter, build_query, has_korean, plan_terms, short_index,
-                                       short_terms, text_conditions, translation_progress)
+from basecrawler.reading.search import (RecallFilter, build_query, has_korean, indexed_search, plan_terms,
+                                       short_index, short_terms, text_conditions, translation_progress)
 from basecrawler.reading import summary_cache
-from basecrawler.reading.summary_cache import cached_summary, search_covers
+from basecrawler.reading.summary_cache import cached_summary
+from basecrawler.reading.web import limits
 from basecrawler.reading.web.groups import COPIES_ARG, copies_condition, hides_copies, shows_copies
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
@@ -61,8 +62,9 @@ def _named(sql: str, params: list) -> tuple[str, dict]:
 
 
 def _cli_search_covers(table: str) -> bool:
-    """Whether basecrawler.reading.search's query reads `table` (then the web answers like the CLI)."""
-    return search_covers(table)
+    """Whether basecrawler.reading.search's query reads `table` (then the web answers like the
+    CLI, from the type's full-text index): every type that declares one."""
+    return indexed_search(TYPES.get(table))
 
 
 def _like_search(table: str, text: str) -> tuple[str, dict]:
@@ -103,17 +105,22 @@ def filters_from_request(request, database, table, datasette):
         nonlocal where, named
         db = datasette.get_database(database)
         note = description
-        if _search_only(request.args.keys()) and not (request.args.get("_sort") or request.args.get("_sort_desc")):
+        if not (request.args.get("_sort") or request.args.get("_sort_desc")):
+            # In the default order, also with other filters: a page of the newest matches is
+            # found walking the date index (a common term tested on each row), not by
+            # collecting every match first (`id IN (…)` of a million ids, then the filter).
             def plan(conn):
                 return plan_terms(conn, filters), short_index(conn, filters.declaration())
             walk, grams = await db.execute_fn(plan)
             where, named = _named(*text_conditions(filters, walk=walk, alias=f"[{table}]", grams=grams))
-            if request.args.get("_nocount"):
+            if request.args.get("_nocount") and _search_only(request.args.keys()):
                 # A rare 1–2 character term the index's vocabulary cannot list (a store whose
                 # index is not padded yet, a cased letter outside ASCII) needs a pass.
                 rare_short = bool(short_terms(filters, grams) - walk)
                 wait = RARE_SHORT_WAIT_S if rare_short else summary_cache.SUMMARY_WAIT_S
-                summary = await cached_summary(datasette, database, table, filters, wait, request=request)
+                await summary_cache.run_marker(datasette, database, table, request)   # (in the page's lane)
+                with limits.in_background():
+                    summary = await cached_summary(datasette, database, table, filters, wait, request=request)
                 if summary is not None:
                     note += " (" + i18n.ngettext("%(num)s record", "%(num)s records", summary.count) + ")"
                 else:   # read meanwhile: the page's script shows them when they are ready
@@ -127,6 +134,9 @@ def filters_from_request(request, database, table, datasette):
                     where, named = "0 = 1", {}
                     note += " — " + _("still searching: a term of 1–2 characters that few records hold is looked "
                                       "for in every record; reload in a few seconds")
+        if request.args.get("_nocount") and not _search_only(request.args.keys()):
+            note += " " + _("(not counted: counting a search with other filters over this many records takes "
+                            "longer than a page may)")
         if has_korean(text):
             # As the CLI says it: Korean words only find rows the translator has reached.
             translated, total = await db.execute_fn(lambda conn: translation_progress(conn, filters))
@@ -231,9 +241,11 @@ def _redirect_location(datasette, scope) -> str | None:
                                     config.get("default_columns") or {})
 
 
-async def _summary_counts(datasette, scope) -> bool:
-    """Whether this request is a page (HTML or JSON) of a large type table that only searches
-    (its count then comes from the search's summary, in the page's description)."""
+async def _spares_count(datasette, scope) -> bool:
+    """Whether this request is a search page (HTML or JSON) of a large type table whose count
+    Datasette does not run: one that only searches takes it from the search's summary (in the
+    page's description); one that also filters is not counted, and says so (counting every
+    match of a common term that also passes a filter took longer than the page's target)."""
     if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
         return False
     parts = scope["path"].split("/")
@@ -243,12 +255,15 @@ async def _summary_counts(datasette, scope) -> bool:
         return False
     pairs = urllib.parse.parse_qsl((scope.get("query_string") or b"").decode("latin-1"), keep_blank_values=True)
     keys = [k for k, _ in pairs]
-    if not dict(pairs).get("_search", "").strip() or "_nocount" in keys or not _search_only(keys) \
-            or "_sort" in keys or "_sort_desc" in keys:
+    only = _search_only(keys)
+    if not dict(pairs).get("_search", "").strip() or "_nocount" in keys or \
+            (only and ("_sort" in keys or "_sort_desc" in keys)):
         return False
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         top = (await db.execute(f"SELECT max(rowid) AS n FROM [{parts[2]}]")).first()["n"] or 0
+        if not only:
+            return top > SUMMARY_COUNT_ROWS
         # A summary counts every publisher's copy: a page showing each group once counts its own.
         hidden = top > SUMMARY_COUNT_ROWS and await db.execute_fn(
             lambda conn: hides_copies(conn, TYPES[parts[2]], dict(pairs)))
@@ -263,7 +278,7 @@ def asgi_wrapper(datasette):
         async def open_on_data(scope, receive, send):
             location = _redirect_location(datasette, scope)
             if location is None:
-                if await _summary_counts(datasette, scope):
+                if await _spares_count(datasette, scope):
                     scope = {**scope, "query_string": (scope.get("query_string") or b"") + b"&_nocount=1"}
                 await app(scope, receive, send)
                 return
