@@ -2,6 +2,11 @@
 
     python bench/bench_ca_csv.py [--rows 800000] [--keep DIR] [--profile N]
     python bench/bench_ca_csv.py --real [--keep DIR]
+    python bench/bench_ca_csv.py --real --keep DIR --serve   # only serve DIR's CSV, print the URL
+
+`--serve`: generate the CSV (or reuse it with --keep) and serve it until killed, printing its
+URL, so that the bare `python -m basecrawler run --source ca` can be timed from outside
+(farm-bench) with BASECRAWLER_CA_DATA_URL pointed at it.
 
 `--real`: the published file's shape (issue #35 item 8): 332,354 rows of 1–5 per recall (about
 110,800 recalls) with comments as long as the published ones (~200 MB), and besides the
@@ -29,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -163,6 +169,7 @@ def main() -> None:
     parser.add_argument("--real", action="store_true",
                         help="the published file's shape (332,354 rows, ~110,800 recalls, ~200 MB), and the whole `run --source ca` process")
     benchkit.whole_run_arguments(parser, profile="print the crawl's N costliest functions")
+    parser.add_argument("--serve", action="store_true", help="only serve the CSV (until killed) and print its URL")
     parser.add_argument("--crawl", nargs=2, metavar=("URL", "DB"), help=argparse.SUPPRESS)
     parser.add_argument("--parse", metavar="CSV", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -185,6 +192,9 @@ def main() -> None:
         gen_s = time.monotonic() - t0
     server = benchkit.serve(benchkit.file_handler(csv_path, "text/csv"))
     url = f"http://127.0.0.1:{server.server_address[1]}"
+    if args.serve:
+        print(url, flush=True)
+        threading.Event().wait()
     db = work / "bench.db"
     for stale in work.glob("bench.db*"):
         stale.unlink()

@@ -113,7 +113,9 @@ def year_range(years) -> str | None:
 
 
 class Recall(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, validate_assignment=False)
+    # No str_strip_whitespace: `_normalise` (clean_strings) has stripped every text already,
+    # and pydantic stripping each again cost a second pass over every field of every record.
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
     country: str = Field(min_length=2, max_length=3)
     recall_number: str = Field(min_length=1)

@@ -42,12 +42,11 @@ import logging
 import re
 from typing import Iterator
 
-import ftfy.badness
-
 from basecrawler import BaseCrawler
 from basecrawler.formats.dates import parse_date
 from basecrawler.formats import text as text_rules
 from basecrawler.formats.text import distinct_joined
+from basecrawler.formats.textcodec import looks_bad
 from basecrawler.model import parse_units, year_range
 
 from sources.ca_csv import (MAX_FIELD_BYTES, NUMBER, SHARE_AFTER_ROWS, SHARED, SHARED_MAX, bound_shared,  # noqa: F401
@@ -68,7 +67,10 @@ NOT_TRANSLATED = "translation not available"
 FRENCH_COLUMNS = {"category": "CATEGORY_FTXT", "system_type": "SYSTEM_TYPE_FTXT",
                   "notification_type": "NOTIFICATION_TYPE_FTXT", "comment": "COMMENT_FTXT"}
 
-_SECTION = re.compile(r"(?:^|(?<=\s))(Issue|Safety\s+Risk|Corrective\s+Actions?)\s*:\s*", re.IGNORECASE)
+# A heading starts the comment or follows white space. That condition is checked on each match
+# rather than written as a look-behind: a pattern that opens with a look-behind is tried at
+# every position of the comment, one that opens with the heading's letters is not.
+_SECTION = re.compile(r"(Issue|Safety\s+Risk|Corrective\s+Actions?)\s*:\s*", re.IGNORECASE)
 _SECTION_FIELD = {"issue": "defect_cause_original", "safety risk": "consequence_original",
                   "corrective action": "remedy_original", "corrective actions": "remedy_original"}
 
@@ -99,68 +101,77 @@ class CanadaCrawler(BaseCrawler):
         if number is None:
             raise ValueError(f"CSV row {raw.get('line')} has no {NUMBER}: it cannot be stored without a key")
         bound_shared()   # between recalls, never while one is made
-        # Each column's values over the recall's rows (group_rows): ~23 rows a recall, 800,000
-        # in the full file.
+        # Each column's values over the recall's rows (group_rows): ~3 rows a recall in the
+        # published file. A column whose cells are all equal comes as that one cell.
         columns = dict(zip(raw["header"], raw["columns"]))
         rows = raw["rows"]
+        absent = (None,)
+        get = columns.get
 
-        def cells(column: str) -> tuple:
-            # A column as handed on: one cell when every row has it. What only needs the distinct
-            # values in row order (texts, the date, the units) reads it so, not once per row.
-            return columns.get(column, (None,))
-
-        def column_values(column: str) -> tuple:
-            values = cells(column)
-            return values if len(values) == rows else values * rows   # one cell: the same on every row
-
-        def text(column: str) -> str | None:
-            # The first row's cell, else the first later cell that cleans to something (each
-            # distinct value once, in row order).
-            values = cells(column)
-            value = clean_text(values[0], number, column)
-            if value:
-                return value
-            for value in dict.fromkeys(values[1:]):
-                value = clean_text(value, number, column)
-                if value:
-                    return value
-            return None
-
-        # Cells repeat across a recall's rows: clean each distinct make / model once.
-        makes, models, years = column_values("MAKE_NAME_NM"), column_values("MODEL_NAME_NM"), column_values("YEAR")
-        clean_make = {value: shared(clean_text(value, number, "MAKE_NAME_NM"))
-                      for value in dict.fromkeys(cells("MAKE_NAME_NM"))}
-        clean_model = {value: shared(clean_text(value, number, "MODEL_NAME_NM"))
-                       for value in dict.fromkeys(cells("MODEL_NAME_NM"))}
-        clean_year = {value: shared((value or "").strip() or None) for value in dict.fromkeys(cells("YEAR"))}
-        vehicles = _vehicles(map(clean_make.__getitem__, makes), map(clean_model.__getitem__, models),
-                             map(clean_year.__getitem__, years))
-        comment = text("COMMENT_ETXT")
+        # Cells repeat across a recall's rows: clean each distinct make / model / year once.
+        makes, models, years = get("MAKE_NAME_NM", absent), get("MODEL_NAME_NM", absent), get("YEAR", absent)
+        clean_make = {value: shared(clean_text(value, number, "MAKE_NAME_NM")) for value in dict.fromkeys(makes)}
+        clean_model = {value: shared(clean_text(value, number, "MODEL_NAME_NM")) for value in dict.fromkeys(models)}
+        clean_year = {value: shared((value or "").strip() or None) for value in dict.fromkeys(years)}
+        vehicles = _vehicles(map(clean_make.__getitem__, _per_row(makes, rows)),
+                             map(clean_model.__getitem__, _per_row(models, rows)),
+                             map(clean_year.__getitem__, _per_row(years, rows)))
+        comment = first_text(get("COMMENT_ETXT", absent), number, "COMMENT_ETXT")
         record = {
             "recall_number": number,
-            "recall_date": _first_date(cells("RECALL_DATE_DTE")),
+            "recall_date": _first_date(get("RECALL_DATE_DTE", absent)),
             "manufacturer_original": distinct_joined(clean_make.values()),
             "model_original": distinct_joined(clean_model.values()),
             "model_year": _model_years(frozenset(clean_year.values())),
-            "component_original": text("SYSTEM_TYPE_ETXT"),
+            "component_original": first_text(get("SYSTEM_TYPE_ETXT", absent), number, "SYSTEM_TYPE_ETXT"),
             "summary_original": comment,
             "source_url": DETAIL_PAGE.format(number),
             **split_comment(comment),
         }
-        units, reported = affected_units(cells("UNIT_AFFECTED_NBR"))
+        units, reported = affected_units(get("UNIT_AFFECTED_NBR", absent))
         record["affected_units"] = units
-        french = {key: text(column) for key, column in FRENCH_COLUMNS.items()}
+        french = {}
+        for key, column in FRENCH_COLUMNS.items():
+            value = first_text(get(column, absent), number, column)
+            if value:
+                french[key] = value
         extra = {
-            "manufacturer_recall_number": text("MANUFACTURER_RECALL_NO_TXT"),
-            "category": text("CATEGORY_ETXT"),
-            "notification_type": text("NOTIFICATION_TYPE_ETXT"),
-            "fr": {key: value for key, value in french.items() if value},
+            "manufacturer_recall_number": first_text(get("MANUFACTURER_RECALL_NO_TXT", absent), number,
+                                                     "MANUFACTURER_RECALL_NO_TXT"),
+            "category": first_text(get("CATEGORY_ETXT", absent), number, "CATEGORY_ETXT"),
+            "notification_type": first_text(get("NOTIFICATION_TYPE_ETXT", absent), number, "NOTIFICATION_TYPE_ETXT"),
+            "fr": french,
             "vehicles": vehicles,
         }
         if len(reported) > 1:
             extra["units_reported"] = reported
         record["extra"] = {key: value for key, value in extra.items() if value}
         return record
+
+
+def _per_row(values: tuple, rows: int) -> tuple:
+    """A column with a cell for each row (one cell: the same on every row)."""
+    return values if len(values) == rows else values * rows
+
+
+def first_text(values: tuple, recall_number: str, column: str) -> str | None:
+    """A column's text: the first row's cell, else the first later cell that cleans to
+    something (each distinct value once, in row order)."""
+    value = values[0]
+    if value is not None and value.isascii():   # most cells: clean_text's first branch, inline
+        fixed = value.strip()
+        if fixed and fixed.lower() != NOT_TRANSLATED:
+            return fixed
+    else:
+        fixed = clean_text(value, recall_number, column)
+        if fixed:
+            return fixed
+    if len(values) > 1:
+        for value in dict.fromkeys(values[1:]):
+            fixed = clean_text(value, recall_number, column)
+            if fixed:
+                return fixed
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -216,7 +227,7 @@ def _clean_non_ascii(value: str) -> tuple[str | None, bool, bool, bool]:
     fixed = text_rules.clean_text(value, absent={NOT_TRANSLATED})
     if fixed is None or fixed.isascii():
         return fixed, not_utf8, False, False
-    return fixed, not_utf8, fixed != value.strip(), ftfy.badness.is_bad(fixed)
+    return fixed, not_utf8, fixed != value.strip(), looks_bad(fixed)
 
 
 def _is_utf8(value: str) -> bool:
@@ -254,7 +265,16 @@ def split_comment(comment: str | None) -> dict[str, str]:
     """Issue → defect_cause, Safety Risk → consequence, Corrective Action(s) → remedy."""
     if not comment:
         return {}
-    matches = list(_SECTION.finditer(comment))
+    matches = []
+    search = _SECTION.search
+    match = search(comment)
+    while match is not None:
+        start = match.start()
+        if start == 0 or comment[start - 1].isspace():   # str.isspace is what `\s` matches
+            matches.append(match)
+            match = search(comment, match.end())
+        else:   # not a heading: go on from the next character, as a look-behind would
+            match = search(comment, start + 1)
     fields: dict[str, str] = {}
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(comment)

@@ -159,7 +159,7 @@ def group_rows(path: Path, rows_per_recall: Counter) -> Iterator[dict]:
             # them (a file that changed between the passes may hold more).
             more = [] if len(rows) < SHARE_AFTER_ROWS else list(islice(run, 1))
             if (number and number not in open_groups and len(rows) == rows_per_recall.get(number, 0) and not more
-                    and all(len(cells) == width for cells in rows)):
+                    and all(map(width.__eq__, map(len, rows)))):
                 if previous is not None and not previous["shared"]:
                     _share_group(previous)
                 previous = None
@@ -181,13 +181,15 @@ def _as_columns(group: dict) -> dict:
     pipeline holds a batch of items until it is stored, and hashes each item (`repr`), so the
     item is kept small: a recall's comment once, not once per row."""
     rows = group["rows"]
-    columns = []
     bound_shared()
-    one_of = SHARED.setdefault
-    for values in zip(*rows):
-        first = values[0]
+    if len(rows) == 1:   # a recall of one row (a fifth of the published file): each cell is its column
+        columns = list(zip(rows[0]))
+    else:
+        one_of = SHARED.setdefault
+        count = len(rows)
         # A column that varies (model, year…): its cells as the objects shared between recalls.
-        columns.append((first,) if values.count(first) == len(rows) else tuple(map(one_of, values, values)))
+        columns = [(values[0],) if values.count(values[0]) == count else tuple(map(one_of, values, values))
+                   for values in zip(*rows)]
     return {"recall_number": group["recall_number"], "header": group["header"], "rows": len(rows),
             "columns": columns}
 

@@ -192,27 +192,36 @@ def checked_items(items: list, limits: JsonLimits = DEFAULT_LIMITS) -> Iterator[
 
 def check(value: Any, limits: JsonLimits = DEFAULT_LIMITS) -> Any:
     """`value` (already parsed, e.g. by `json.loads`) unchanged if it keeps within `limits`,
-    else OverLimit. A walk with its own stack: no recursion, however deep the value."""
+    else OverLimit. A walk with its own stack: no recursion, however deep the value. Texts
+    within the limit and None are told where they are met, never pushed (a record's extra is
+    mostly small objects of texts: the walk is then one loop per container)."""
+    max_string, max_items, max_depth = limits.string, limits.items, limits.depth
     pending = [(value, 1)]
+    push = pending.append
     while pending:
         item, depth = pending.pop()
-        if item.__class__ is str:
-            if len(item) > limits.string:
-                raise TooLong(f"a text of {len(item):,} characters (limit {limits.string:,})")
-        elif isinstance(item, (dict, list, tuple, set, frozenset)):
-            if depth > limits.depth:
-                raise TooDeep(f"containers nested deeper than {limits.depth} levels")
-            if len(item) > limits.items:
-                raise TooMany(f"a container with more than {limits.items:,} entries")
-            if isinstance(item, dict):
-                for name, inner in item.items():
-                    if name.__class__ is str and len(name) > limits.string:
-                        raise TooLong(f"a key of {len(name):,} characters (limit {limits.string:,})")
-                    if inner.__class__ is not str or len(inner) > limits.string:
-                        pending.append((inner, depth + 1))
-            else:
-                pending.extend((inner, depth + 1) for inner in item
-                               if inner.__class__ is not str or len(inner) > limits.string)
+        kind = item.__class__
+        if kind is str:
+            if len(item) > max_string:
+                raise TooLong(f"a text of {len(item):,} characters (limit {max_string:,})")
+            continue
+        if not (kind is dict or kind is list or isinstance(item, (dict, list, tuple, set, frozenset))):
+            continue
+        if depth > max_depth:
+            raise TooDeep(f"containers nested deeper than {max_depth} levels")
+        if len(item) > max_items:
+            raise TooMany(f"a container with more than {max_items:,} entries")
+        depth += 1
+        if kind is dict or isinstance(item, dict):
+            for name, inner in item.items():
+                if name.__class__ is str and len(name) > max_string:
+                    raise TooLong(f"a key of {len(name):,} characters (limit {max_string:,})")
+                if inner is not None and (inner.__class__ is not str or len(inner) > max_string):
+                    push((inner, depth))
+        else:
+            for inner in item:
+                if inner is not None and (inner.__class__ is not str or len(inner) > max_string):
+                    push((inner, depth))
     return value
 
 

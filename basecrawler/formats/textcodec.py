@@ -121,9 +121,27 @@ def decode_text(body: bytes, *, header: str | None = None, default: str | None =
     raise Undecodable(f"body is not valid in {', '.join(dict.fromkeys(candidates))}")
 
 
+# Every alternative of ftfy's mojibake pattern (ftfy.badness.BADNESS_RE, 6.x) matches either
+# one of these characters (C1 controls, Œ œ Â Ã, which it judges alone or before ASCII) or two
+# non-ASCII characters side by side. Plain French ("Sécurité - fabricant", "véhicule à l'arrêt")
+# has neither, and these two searches cost a few per cent of ftfy's ~35-way alternation, which
+# would otherwise run over every accented cell of a file. tests/test_textcodec_looks_bad.py
+# holds the two to the same answers over texts made of every character the pattern names.
+_BAD_ALONE = re.compile("[\x80-\x9f\u0152\u0153\u00c2\u00c3]")
+_NON_ASCII_PAIR = re.compile("[^\x00-\x7f][^\x00-\x7f]")
+
+
+def looks_bad(text: str) -> bool:
+    """ftfy's `badness.is_bad(text)` (the text looks like mojibake), answered without ftfy
+    for text that cannot match its pattern."""
+    if text.isascii() or (_BAD_ALONE.search(text) is None and _NON_ASCII_PAIR.search(text) is None):
+        return False
+    return ftfy.badness.is_bad(text)
+
+
 def repair_text(text: str) -> tuple[str, bool]:
     """Undo mojibake that ftfy detects reliably (`MÃ¼ller` → `Müller`); (text, changed)."""
-    if text.isascii() or not ftfy.badness.is_bad(text):
+    if not looks_bad(text):
         return text, False
     fixed = ftfy.fix_encoding(text)
     return fixed, fixed != text
