@@ -49,3 +49,16 @@ def test_a_long_index_name_is_cut_to_what_postgresql_keeps():
     assert len(long_name.encode()) == 63 and long_name.startswith("idx_recalls_id_country_source")
     assert long_name != index_name(vehicle, (*facet_index_columns(vehicle), "translated_at"))
     assert index_name(vehicle, ("country",)) == "idx_recalls_country"   # short names as sqlite-utils makes them
+
+
+def test_a_cards_same_number_elsewhere_lookup_seeks_an_index_in_every_type_that_shares_one(tmp_path):
+    from basecrawler.recordtypes import record_types
+
+    store = Store(str(tmp_path / "x.db"))
+    sharing = [rt for rt in record_types().values() if rt.same_as_field]
+    assert {rt.name for rt in sharing} >= {"vehicle_recall", "product_alert"}
+    for rt in sharing:
+        # The query reading/web/card.py and store/lookup.py `same_as` ask.
+        detail = plan(store, f"SELECT id, source FROM {rt.table} WHERE country = 'CA' AND "
+                             f"[{rt.same_as_field}] = '2024-123' LIMIT 20")
+        assert f"USING INDEX {index_name(rt, (rt.same_as_field, 'country'))}" in detail, (rt.name, detail)
