@@ -174,7 +174,7 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     if hide_copies:
         condition = groups.hidden_copies_condition(record_type)
         terms = set(filters.terms())
-        if terms and dialect == "sqlite" and not (ordered and terms <= walk):
+        if terms and dialect == "sqlite" and not joined and not (ordered and terms <= walk):
             # A term read from its index, or a count in storage order, reads each candidate row
             # anyway: its flag is tested there first (a copy then costs no text test). The `+`
             # keeps SQLite from reading the shown records' indexes (store/groups.py) instead.
@@ -182,7 +182,8 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         else:
             # As the shown records' indexes say it, so the query walks one of them: a count
             # reads one without a test, a page the newest shown records (a term tested on each
-            # row while walking, too), and neither reads a copy.
+            # row while walking, too), a count driven by the full-text index looks each id up
+            # in the shown records' id index instead of the table; none reads a copy.
             where.insert(0, condition)
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if joined:
