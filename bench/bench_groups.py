@@ -1,17 +1,26 @@
-"""What grouping costs a search (issue #31, on demand): the same searches over a store of
-generated vehicle recalls (bench/read_data.py) with no groups, then with a share of its records
-linked as other publishers' copies (`record_groups`), which every search then hides
-(`build_query(hide_copies=True)`: one NOT EXISTS per row read, on the member index).
+"""What grouping costs a search (issue #31, on demand): the same searches over two stores of the
+same generated vehicle recalls (bench/read_data.py), one without groups and one with a share of
+its records linked as other publishers' copies (`record_groups`, flagged by `is_copy`), which
+every search of it then hides.
 
-    python bench/bench_groups.py                      # 1,000,000 recalls, 10 % of them copies
-    python bench/bench_groups.py --count 200000 --copies 0.2 --db /tmp/g/bench.db   # keeps the file
+    python bench/bench_groups.py                                  # 1,000,000 recalls, 10 % copies
+    python bench/bench_groups.py --db /tmp/g --count 200000       # keeps / reuses /tmp/g/{plain,grouped}.db
 
-Prints, per search, the median of the repeats (one page of 50 and its count, as `search` asks)
-without and with groups, and their ratio. Target (#31): with groups ≤ 1.10 × without.
+Both stores are built once (the grouped one is a copy of the plain one, then linked) and kept with
+`--db`. The repetitions are interleaved (without, with, without, with, …, the order swapped every
+other pair) so each ratio compares two runs made within milliseconds of each other, on a shared
+machine whose load changes by the second. One run is a page of 50 and its count up to the cap, as
+`search` asks; a run shorter than `--sample-ms` is repeated inside one sample. Times are this
+process's CPU time (the query runs in this thread; waiting for a core is not counted), the wall
+time beside them. Prints per search the median CPU time of each side and the median (min–max) of
+the paired ratios. Target (#31): with groups ≤ 1.10 × without, every row.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -26,19 +35,27 @@ SEARCHES = [("rare term (#123456)", {"text": "#123456"}), ("common term (vehicle
             ("a facet (country JP)", {"countries": ("JP",)}), ("no filter (the table)", {})]
 
 
-def timed(conn, filters, repeats: int) -> float:
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def one_run(conn, filters) -> None:
     from basecrawler.reading.search import count_upto, search
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        search(conn, filters, limit=50)
-        count_upto(conn, filters)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    search(conn, filters, limit=50)
+    count_upto(conn, filters)
+
+
+def sample(conn, filters, inner: int) -> tuple[float, float]:
+    """(CPU s, wall s) of one run, averaged over `inner` runs."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    for _ in range(inner):
+        one_run(conn, filters)
+    return (time.process_time() - cpu) / inner, (time.perf_counter() - wall) / inner
 
 
 def link_copies(db_path: str, share: float) -> int:
-    """Every k-th record becomes a copy of the record after it (k = 1 / share)."""
+    """Every k-th record becomes a copy of the record after it (k = 1 / share), linked and
+    flagged as `relink` does (the group table, the flags, their indexes, in one transaction)."""
     from basecrawler import Store
     from basecrawler.recordtypes import get_record_type
     from basecrawler.store import groups
@@ -50,7 +67,7 @@ def link_copies(db_path: str, share: float) -> int:
             db.conn.execute("INSERT INTO record_groups (record_type, member_id, member_source, primary_id, "
                             "primary_source) SELECT 'vehicle_recall', id, source, id + 1, source FROM recalls "
                             "WHERE id % ? = 0", (step,))
-            groups.flag_copies(db, get_record_type("vehicle_recall"))   # as relink does: the flags, their indexes
+            groups.flag_copies(db, get_record_type("vehicle_recall"))
             db.conn.execute("ANALYZE")
             return db.conn.execute("SELECT COUNT(*) FROM record_groups").fetchone()[0]
         return store.write(op)
@@ -58,40 +75,110 @@ def link_copies(db_path: str, share: float) -> int:
         store.close()
 
 
+def stores(folder: Path, count: int, share: float, relink: bool = False) -> tuple[str, str]:
+    """The two stores in `folder`, made when missing (or of another size / share); `relink`
+    makes the grouped one again from the plain one (after a change of how copies are flagged)."""
+    import read_data
+    plain, grouped = folder / "plain.db", folder / "grouped.db"
+    if plain.exists() and _rows(plain) != count:
+        plain.unlink()
+        grouped.unlink(missing_ok=True)
+    if not plain.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        print(f"generating {count:,} recalls in {read_data.generate_sqlite(str(plain), count):.0f} s", flush=True)
+    wanted = count // max(1, round(1 / share))
+    if relink or not grouped.exists() or _linked(grouped) != wanted:
+        source = sqlite3.connect(plain)
+        target = sqlite3.connect(grouped)
+        source.backup(target)
+        source.close()
+        target.close()
+        print(f"linked {link_copies(str(grouped), share):,} records as copies", flush=True)
+    return str(plain), str(grouped)
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT max(rowid) FROM recalls").fetchone()[0] or 0
+
+
+def _linked(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT count(*) FROM record_groups").fetchone()[0]
+
+
+def check(plain, grouped, filters) -> None:
+    """The grouped store answers as the plain one less its copies; with every copy, as the plain."""
+    from dataclasses import replace
+
+    from basecrawler.reading.search import count, count_upto, search
+    everything = replace(filters, all_copies=True)
+    assert count_upto(grouped, everything) == count_upto(plain, filters), filters
+    assert [r["id"] for r in search(grouped, everything)] == [r["id"] for r in search(plain, filters)], filters
+    shown = search(grouped, filters)
+    assert all(r["is_copy"] is None for r in shown), filters
+    if count_upto(plain, filters) <= 10_000:
+        copies = grouped.execute("SELECT count(*) FROM recalls WHERE is_copy = 1").fetchone()[0]
+        assert count(grouped, filters) <= count(plain, filters) <= count(grouped, filters) + copies
+
+
+def measure(plain, grouped, filters, repeats: int, sample_ms: float) -> dict:
+    for conn in (plain, grouped):
+        one_run(conn, filters)   # warm: the page cache, the plan, the term's sampled share
+    warm = min(sample(plain, filters, 1)[0], sample(grouped, filters, 1)[0])
+    inner = max(1, round(sample_ms / 1000 / max(warm, 1e-6)))
+    pairs = []
+    for n in range(repeats):
+        first, second = (plain, grouped) if n % 2 == 0 else (grouped, plain)
+        a = sample(first, filters, inner)
+        b = sample(second, filters, inner)
+        without, with_ = (a, b) if first is plain else (b, a)
+        pairs.append((without, with_))
+    ratios = [w[0] / o[0] for o, w in pairs]
+    return {"without": statistics.median(o[0] for o, _ in pairs), "with": statistics.median(w[0] for _, w in pairs),
+            "wall_without": statistics.median(o[1] for o, _ in pairs),
+            "wall_with": statistics.median(w[1] for _, w in pairs),
+            "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "runs": repeats * inner}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--copies", type=float, default=0.10, help="share of records linked as copies")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--db", help="keep / reuse the store here")
+    parser.add_argument("--repeats", type=int, default=21, help="interleaved pairs per search")
+    parser.add_argument("--sample-ms", type=float, default=20.0, help="a shorter run is repeated within a sample")
+    parser.add_argument("--db", help="folder keeping (and reusing) the two stores")
+    parser.add_argument("--relink", action="store_true", help="make the grouped store again")
+    parser.add_argument("--only", help="only the searches whose name contains this")
     args = parser.parse_args()
 
-    import sqlite3
-
-    import read_data
     from basecrawler.reading.search import RecallFilter
 
-    db_path = args.db or str(Path(tempfile.mkdtemp(prefix="bench-groups-")) / "bench.db")
-    if not Path(db_path).exists():
-        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
-        print(f"generating {args.count:,} recalls in {read_data.generate_sqlite(db_path, args.count):.0f} s")
-    results = {}
-    for phase, share in (("without groups", 0.0), ("with groups", args.copies)):
-        linked = link_copies(db_path, share) if share else link_copies(db_path, 1e-12)
-        conn = sqlite3.connect(db_path)
-        conn.row_factory = sqlite3.Row
-        try:
-            for name, options in SEARCHES:
-                filters = RecallFilter(**options)
-                timed(conn, filters, 1)   # warm: the page cache and the plan
-                results.setdefault(name, {})[phase] = timed(conn, filters, args.repeats)
-        finally:
+    folder = Path(args.db) if args.db else Path(tempfile.mkdtemp(prefix="bench-groups-"))
+    try:
+        plain_path, grouped_path = stores(folder, args.count, args.copies, args.relink)
+        conns = []
+        for path in (plain_path, grouped_path):
+            conn = sqlite3.connect(path)
+            conn.row_factory = sqlite3.Row
+            conns.append(conn)
+        print(f"load before {load()}", flush=True)
+        print(f"\n{'search':24} {'without':>9} {'with':>9}  {'ratio, median (min–max)':24} {'wall without/with':>19} runs")
+        for name, options in SEARCHES:
+            if args.only and args.only not in name:
+                continue
+            filters = RecallFilter(**options)
+            check(*conns, filters)
+            r = measure(*conns, filters, args.repeats, args.sample_ms)
+            print(f"{name:24} {r['without'] * 1000:6.2f} ms {r['with'] * 1000:6.2f} ms  "
+                  f"{r['ratio']:5.2f} ({r['low']:.2f}–{r['high']:.2f}){'':10} "
+                  f"{r['wall_without'] * 1000:7.2f}/{r['wall_with'] * 1000:.2f} ms {r['runs']:5d}", flush=True)
+        print(f"\nload after {load()}")
+        for conn in conns:
             conn.close()
-        print(f"{phase}: {linked:,} records linked as copies")
-    print(f"\n{'search':28} {'without':>10} {'with':>10} {'ratio':>7}")
-    for name, by_phase in results.items():
-        without, with_ = by_phase["without groups"], by_phase["with groups"]
-        print(f"{name:28} {without * 1000:8.1f} ms {with_ * 1000:8.1f} ms {with_ / without:7.2f}")
+    finally:
+        if not args.db:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -173,12 +173,18 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
         where.append(facet_condition(record_type, field, value, params, dialect, as_set=facet_sets))
     if hide_copies:
         condition = groups.hidden_copies_condition(record_type)
-        if filters.terms() and dialect == "sqlite":
-            # A text term reads each candidate row anyway: its flag is tested there first (a copy
-            # then costs no text test), never by walking the flag's index and seeking each row.
+        terms = set(filters.terms())
+        if terms and dialect == "sqlite" and not joined and not (ordered and terms <= walk):
+            # A term read from its index, or a count in storage order, reads each candidate row
+            # anyway: its flag is tested there first (a copy then costs no text test). The `+`
+            # keeps SQLite from reading the shown records' indexes (store/groups.py) instead.
             where.insert(0, "+" + condition)
-        else:   # the flag's indexes (store/groups.py) answer the rest, a count without the rows
-            where.append(condition)
+        else:
+            # As the shown records' indexes say it, so the query walks one of them: a count
+            # reads one without a test, a page the newest shown records (a term tested on each
+            # row while walking, too), a count driven by the full-text index looks each id up
+            # in the shown records' id index instead of the table; none reads a copy.
+            where.insert(0, condition)
     sql = f"SELECT {columns} FROM {record_type.table} AS r"   # a declared identifier; the web plugin looks for this form
     if joined:
         sql = (f"SELECT {columns} FROM [{fts_table(record_type)}] JOIN {record_type.table} AS r "

@@ -3,8 +3,8 @@ the `is_copy` column, and the records the group table already names as copies ar
 the indexes that hold the flag. Without this, a store grouped by an older version would show
 its copies again until the next run of a linked source re-links them.
 
-The same work on both engines, wired as one line each (they are numbered lists another module
-keeps): SQLite `MIGRATIONS` (store/migrations.py) gets `m013_copy_flags`, PostgreSQL `STEPS`
+The same work on both engines, each statement spelled for its own (store/engines/dialect.py),
+wired as one line each (they are numbered lists another module keeps): SQLite `MIGRATIONS` (store/migrations.py) gets `m013_copy_flags`, PostgreSQL `STEPS`
 (store/engines/pg_migrations.py) gets `p011_copy_flags`. Both run before the tables of record
 types are brought up to their declarations, so the column is added here when it is missing (the
 same column those would add: NULL for every record that is no copy).
@@ -15,33 +15,37 @@ import logging
 
 from basecrawler.recordtypes import record_types
 from basecrawler.store import groups
+from basecrawler.store.engines.dialect import dialect_of
 
 log = logging.getLogger(__name__)
 
 
-def _exists(conn, table: str, dialect: str) -> bool:
-    if dialect == "postgresql":
-        return conn.execute("SELECT to_regclass(?)", [f'"{table}"']).fetchone()[0] is not None
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchone() is not None
+def _exists(conn, table: str) -> bool:
+    d = dialect_of(conn)
+    if d.name == "postgresql":
+        return conn.execute(d.query(f"SELECT to_regclass({d.p})"), [d.quote(table)]).fetchone()[0] is not None
+    return conn.execute(d.query(f"SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = {d.p}"),
+                        [table]).fetchone() is not None
 
 
 def _columns(conn, table: str) -> set[str]:
-    cursor = conn.execute(f'SELECT * FROM "{table}" LIMIT 0')
-    return {d[0] for d in cursor.description}
+    d = dialect_of(conn)
+    cursor = conn.execute(d.query(f"SELECT * FROM {d.quote(table)} LIMIT 0"))
+    return {c[0] for c in cursor.description}
 
 
 def copy_flags(conn) -> int:
     """Add the flag column where it is missing and flag every linked copy (either engine, inside
     the caller's transaction). Returns the records flagged."""
-    dialect = getattr(conn, "dialect", "sqlite")
-    grouped = _exists(conn, groups.TABLE, dialect)
+    d = dialect_of(conn)
+    grouped = _exists(conn, groups.TABLE)
     flagged = 0
     for record_type in record_types().values():
-        if not _exists(conn, record_type.table, dialect):
+        if not _exists(conn, record_type.table):
             continue
         if groups.FLAG not in _columns(conn, record_type.table):
-            kind = "BIGINT" if dialect == "postgresql" else "INTEGER"
-            conn.execute(f'ALTER TABLE "{record_type.table}" ADD COLUMN "{groups.FLAG}" {kind}')
+            kind = "BIGINT" if d.name == "postgresql" else "INTEGER"
+            conn.execute(d.write(f"ALTER TABLE {d.quote(record_type.table)} ADD COLUMN {d.quote(groups.FLAG)} {kind}"))
         if grouped and groups.has_copies(conn, record_type):
             flagged += groups.flag_copies(conn, record_type)
     if flagged:
