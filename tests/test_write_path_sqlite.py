@@ -50,3 +50,35 @@ def test_a_batch_into_an_empty_table_with_a_refused_row_fails_that_row_only(tmp_
         assert (result.new, len(result.failed)) == (3, 1) and store.count(TYPE) == 3
     finally:
         store.close()
+
+
+def test_flat_extras_told_in_c_still_refuse_a_text_over_the_limit(tmp_path, monkeypatch):
+    """The limits check that trusts a flat dict of texts (or a list of them) without a walk
+    (pipeline/intake.py `_flat`) still makes an over-long text one `too_long` dead letter."""
+    from basecrawler import BaseCrawler
+    from basecrawler.config import Settings
+    from basecrawler.formats.jsonlimits import DEFAULT_LIMITS
+
+    long = "x" * (DEFAULT_LIMITS.string + 1)
+    items = [{"extra": {"note": "fine", "other": None}}, {"extra": {"note": long}},
+             {"extra": {"vehicles": [{"make": "A"}, {"make": long}]}}, {"extra": {"vehicles": [{"make": "B"}]}},
+             {"extra": {long: "key"}}]
+
+    class Items(BaseCrawler):
+        source, country = "us", "US"
+
+        def fetch(self):
+            for n, extra in enumerate(items):
+                yield {"recall_number": f"R{n}", "recall_date": "2024-05-01", "summary_original": "s", **extra}
+
+        def parse(self, raw):
+            return raw
+
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        result = Items(store, mode="full", settings=Settings.from_env()).run()
+        assert (result.counts.new, result.counts.unparseable) == (2, 3)
+        kinds = [row["kind"] for row in store.query("SELECT kind FROM dead_letters ORDER BY id")]
+        assert kinds == ["too_long"] * 3
+    finally:
+        store.close()
