@@ -19,8 +19,9 @@ side in one process run.
 Variants interleaved per repetition on fresh stores (a busy neighbour hurts all alike); the
 ratios engine / pipeline and re-run / first run are taken per repetition, median (min–max), by
 wall clock and by this process's CPU. `--pg` adds the same on a throw-away PostgreSQL cluster
-(tests/pgcluster.py, fsync off); its CPU column is the client's only. `--profile TOP` prints the
-SQLite pipeline's first run under cProfile.
+(tests/pgcluster.py, fsync off); its CPU column is this process's plus the cluster's (every
+server process's user + system time, those that exited included: the engine side's work is
+nearly all the server's). `--profile TOP` prints the SQLite pipeline's first run under cProfile.
 """
 from __future__ import annotations
 
@@ -84,7 +85,44 @@ def profile_first_run(path: str, rt, rows: list[dict], top: int) -> str:
     return profile_report(profiler, top)
 
 
-def pg_engine(url: str, rt, params: list[list]) -> Timer:
+class ServerTimer(Timer):
+    """Timer whose `cpu` adds the cluster's CPU time: the postmaster's, its live children's and
+    its reaped children's (/proc/PID/stat utime, stime, cutime, cstime)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def __enter__(self):
+        self.server = cluster_cpu(self.cluster)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        self.cpu += cluster_cpu(self.cluster) - self.server
+
+
+def cluster_cpu(cluster) -> float:
+    tick = os.sysconf("SC_CLK_TCK")
+    with open(os.path.join(cluster.data, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:   # gone meanwhile (its time is then in the postmaster's cutime)
+            continue
+        parent, times = int(fields[1]), [int(v) for v in fields[11:15]]
+        if int(pid) == postmaster:
+            total += sum(times)
+        elif parent == postmaster:
+            total += times[0] + times[1]
+    return total / tick
+
+
+def pg_engine(cluster, url: str, rt, params: list[list]) -> Timer:
     """COPY of the store's parameters straight into the type's table, 5,000 rows a COPY, one transaction."""
     import psycopg
 
@@ -92,7 +130,7 @@ def pg_engine(url: str, rt, params: list[list]) -> Timer:
     cols = ", ".join(f'"{c}"' for c in [*plan.written, *plan.derived, INPUT_HASH, "first_seen_at", "updated_at"])
     params = [[int(v) if isinstance(v, bool) else v for v in row] for row in params]
     with psycopg.connect(url) as conn:
-        with fewer_collections(), Timer() as timer:
+        with fewer_collections(), ServerTimer(cluster) as timer:
             with conn.transaction():
                 for i in range(0, len(params), BATCH):
                     with conn.cursor().copy(f'COPY "{rt.table}" ({cols}) FROM STDIN') as copy:
@@ -104,13 +142,13 @@ def pg_engine(url: str, rt, params: list[list]) -> Timer:
 
 def pg_round(cluster, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
     n = len(rows)
-    engine = pg_engine(cluster.new_database(), rt, params)
+    engine = pg_engine(cluster, cluster.new_database(), rt, params)
     store = Store(cluster.new_database())
     timers = {"engine": engine}
     for name in ("pipeline", "re-run"):
         if name == "re-run":
             after = store.scalar("SELECT txid_current()")
-        with Timer() as timer:
+        with ServerTimer(cluster) as timer:
             result = ListCrawler(store, rows, rt.name).run()
         assert result.status == "succeeded", result.error
         if name == "pipeline":
@@ -124,9 +162,11 @@ def pg_round(cluster, rt, rows: list[dict], params: list[list]) -> dict[str, Tim
     return timers
 
 
-def report(engine_name: str, n: int, rounds: list[dict[str, Timer]]) -> None:
-    print(f"{engine_name}: {n:,} {TYPE} records, batches of {BATCH:,}, {len(rounds)} repetitions: median (min–max)")
-    print(f"{'measure':<44}{'wall clock':>28}{'process CPU':>28}")
+def report(engine_name: str, n: int, rounds: list[dict[str, Timer]], load_before: tuple) -> None:
+    load = f"load {load_before[0]:.1f} → {os.getloadavg()[0]:.1f}"
+    print(f"{engine_name}: {n:,} {TYPE} records, batches of {BATCH:,}, {len(rounds)} repetitions ({load}): median (min–max)")
+    cpu = "process + server CPU" if engine_name == "PostgreSQL" else "process CPU"
+    print(f"{'measure':<44}{'wall clock':>28}{cpu:>28}")
 
     def line(label, values):
         fmt = ",.0f" if "rec/s" in label else ".3f"
@@ -153,12 +193,14 @@ def main() -> None:
     params = plain_params(rt, rows)
     tmp = tempfile.mkdtemp()
     if not args.pg_only:
-        report("SQLite", args.n, [sqlite_round(tmp, rep, rt, rows, params) for rep in range(args.repeats)])
+        load = os.getloadavg()
+        report("SQLite", args.n, [sqlite_round(tmp, rep, rt, rows, params) for rep in range(args.repeats)], load)
     if args.pg or args.pg_only:
         from pgcluster import Cluster, _bin_dir
         cluster = Cluster(_bin_dir()).start()
         try:
-            report("PostgreSQL", args.n, [pg_round(cluster, rt, rows, params) for _ in range(args.repeats)])
+            load = os.getloadavg()
+            report("PostgreSQL", args.n, [pg_round(cluster, rt, rows, params) for _ in range(args.repeats)], load)
         finally:
             cluster.stop()
     if args.profile:

@@ -56,19 +56,37 @@ def statements(store, monkeypatch):
     return sent
 
 
-def test_a_batch_costs_begin_copy_merge_commit_and_the_staging_table_is_made_once(store, statements, row_by_row):
+def test_a_batch_of_new_keys_costs_begin_lookup_copy_commit(store, statements, row_by_row):
+    # (new keys go straight into the table; the staging table only when a key was taken
+    # meanwhile: tests/test_write_path_pg.py)
     for start in (0, 10, 20):
         assert store.upsert(TYPE, [recall(n) for n in range(start, start + 10)], source="us").new == 10
     heads = [s.split(" ")[0] for s in statements]
-    assert heads == ["BEGIN", "CREATE", "COPY", "INSERT", "COMMIT"] + ["BEGIN", "COPY", "INSERT", "COMMIT"] * 2
+    assert heads == ["BEGIN", "SELECT", "COPY", "COMMIT"] * 3
     assert row_by_row == [] and store.count(TYPE) == 30
 
 
-def test_a_staging_table_lost_with_its_transaction_is_made_again_and_the_batch_merged(store, row_by_row):
+def taken_meanwhile(monkeypatch):
+    """The batch's lookup finds nothing, as if another writer inserted its keys just after:
+    the direct COPY then meets them and the batch goes the staged way."""
+    from basecrawler.store.engines import pg_lookup
+    real, calls = pg_lookup.values_by_key, []
+
+    def first_finds_nothing(*args, **kwargs):
+        calls.append(1)
+        return {} if len(calls) == 1 else real(*args, **kwargs)
+    monkeypatch.setattr(pg_lookup, "values_by_key", first_finds_nothing)
+    return calls
+
+
+def test_a_staging_table_lost_with_its_transaction_is_made_again_and_the_batch_merged(store, row_by_row, monkeypatch):
     store.upsert(TYPE, [recall(n) for n in range(3)], source="us")
+    taken_meanwhile(monkeypatch)
+    store.upsert(TYPE, [recall(n) for n in range(3)], source="us")   # the staged way: the table made
     stage = pg_upsert.merge_sql(PLAN).stage
     # What a rolled-back first transaction leaves: the connection remembers a table that is gone.
     store.db.conn.execute(f"DROP TABLE {stage}")
+    taken_meanwhile(monkeypatch)
     result = store.upsert(TYPE, [recall(n, model_original="M") for n in range(2, 5)], source="us")
     assert (result.new, result.updated, result.unchanged) == (2, 1, 0)
     assert row_by_row == []   # merged, not sent row by row

@@ -253,10 +253,9 @@ class Intake:
         nor the store (its row, its hash: `repr`, JSON) ever meets a value nested past them.
         Raises for the item's dead letter."""
         for value in record.__dict__.values():
-            # (Most containers are empty or a short list of texts: told in C, not walked.)
-            if value.__class__ in _CONTAINERS and value and not (
-                    value.__class__ is list and {*map(type, value)} == _TEXT_ONLY and len(value) <= _LIMITS.items
-                    and max(map(len, value)) <= _LIMITS.string):
+            # (Most containers are empty, a short list of texts or a flat dict of texts, or a
+            # list of such dicts: told in C, not walked.)
+            if value.__class__ in _CONTAINERS and value and not _flat(value):
                 jsonlimits.check(value)
         return prepare(entry.record_type, record, source=self.crawler.source, today=self._today,
                        public_url=self._public_url, moved_from=self._moved_from)
@@ -296,6 +295,34 @@ class Intake:
             # Recognised records skipped the store, not the detail queue (a no-op when queued).
             recognised, self._recognised_for_detail = self._recognised_for_detail, []
             enrichment.enqueue(self.crawler, recognised)
+
+_TEXT_OR_NONE = {str, type(None)}
+
+
+def _flat_dict(value: dict) -> bool:
+    """A dict of text keys and text (or None) values within the limits, told in C."""
+    return (len(value) <= _LIMITS.items and {*map(type, value)} == _TEXT_ONLY
+            and {*map(type, value.values())} <= _TEXT_OR_NONE
+            and max(map(len, value), default=0) <= _LIMITS.string
+            and max(map(len, filter(None, value.values())), default=0) <= _LIMITS.string)
+
+
+def _flat(value) -> bool:
+    """Whether a container is within the structural limits without a walk: a list of texts,
+    a flat dict of texts (`_flat_dict`), or a list of such dicts (two levels deep, far inside
+    the depth limit). False only means "walk it" (jsonlimits.check)."""
+    if value.__class__ is dict:
+        return _flat_dict(value)
+    if value.__class__ is not list or len(value) > _LIMITS.items:
+        return False
+    kinds = {*map(type, value)}
+    if kinds == _TEXT_ONLY:
+        return max(map(len, value)) <= _LIMITS.string
+    return kinds == _DICT_ONLY and all(map(_flat_dict, value))
+
+
+_DICT_ONLY = {dict}
+
 
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as

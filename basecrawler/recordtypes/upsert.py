@@ -2,7 +2,8 @@
 the store runs it). See docs/DETAILS.md, "The store".
 
 `UpsertPlan.merge` is the one place that decides what a stored row becomes; both engines write
-the row it returns as it is (`insert_sql`, `update_sql`: plain assignments, no COALESCE), and
+the row it returns as it is (`insert_sql_for`, `update_sql_for` a dialect: plain assignments,
+no COALESCE), and
 `decide` gives the count (new / updated / unchanged) from the same verdict:
 
 - a NULL or blank never erases a stored value (inside `extra` too);
@@ -24,6 +25,7 @@ from operator import itemgetter
 from typing import Any
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
+from basecrawler.store.engines.dialect import DIALECTS, SQLITE, Dialect, Statement
 
 EXTRA = "extra"
 INPUT_HASH = "input_hash"
@@ -108,13 +110,23 @@ class UpsertPlan:
                                   and not (self.dated and c == self.date_field))
         self.originals = rt.original_columns
         self.koreans = rt.korean_columns
-        # A new row: a plain INSERT (on PostgreSQL, engines/pg_upsert.py inserts through a
-        # staging table and skips keys another writer holds). A changed row: `update_sql`,
-        # which writes the merged row as `merge` made it.
-        self.insert_sql = self._build_insert_sql()
         # `update_params`: the positions in `params` of the columns an update sets (not the key).
         self._update_at = tuple(i for i, c in enumerate((*self.written, *self.derived)) if c not in self.key_columns)
-        self.update_sql = self._build_update_sql()
+        # A new row: a plain INSERT (on PostgreSQL, engines/pg_upsert.py COPYs the keys no row
+        # holds and skips keys another writer holds). A changed row: the update, which writes
+        # the merged row as `merge` made it. Each spelled by each engine's dialect, made once.
+        self._insert = {name: self._build_insert_sql(d) for name, d in DIALECTS.items()}
+        self._update = {name: self._build_update_sql(d) for name, d in DIALECTS.items()}
+        self.insert_sql = self._insert[SQLITE.name]   # (SQLite's: what the bench's engine side runs)
+        self.update_sql = self._update[SQLITE.name]
+
+    def insert_sql_for(self, dialect: Dialect) -> Statement:
+        """The INSERT of a new row (`params` order), spelled for `dialect`."""
+        return self._insert[dialect.name]
+
+    def update_sql_for(self, dialect: Dialect) -> Statement:
+        """The UPDATE of a merged row (`update_params` order), spelled for `dialect`."""
+        return self._update[dialect.name]
 
     # ---- rows ---------------------------------------------------------------------------
     def row_of(self, record, source: str) -> dict:
@@ -242,20 +254,21 @@ class UpsertPlan:
     def _insert_columns(self) -> list[str]:
         return [*self.written, *self.derived, INPUT_HASH, "first_seen_at", "updated_at"]
 
-    def _build_insert_sql(self) -> str:
+    def _build_insert_sql(self, d: Dialect) -> Statement:
         cols = self._insert_columns()
-        return f"INSERT INTO [{self.table}] ({', '.join(f'[{c}]' for c in cols)}) VALUES ({', '.join('?' * len(cols))})"
+        return d.write(f"INSERT INTO {d.quote(self.table)} ({', '.join(map(d.quote, cols))}) VALUES ({d.params(len(cols))})")
 
-    def _build_update_sql(self) -> str:
+    def _build_update_sql(self, d: Dialect) -> Statement:
         """The merged row written as it is: every column an update sets, the Korean texts and
         the translation state cleared where `merge` said so (`RETRANSLATE`), by the row's id."""
+        q, p = d.quote, d.p
         cols = [(*self.written, *self.derived)[i] for i in self._update_at]
-        sets = [f"[{c}] = ?" for c in cols]
+        sets = [f"{q(c)} = {p}" for c in cols]
         if self.originals:
             # (one flag per Korean column, then the "any" flag once per state column)
-            sets += [f"[{c}] = CASE WHEN ? = 1 THEN NULL ELSE [{c}] END" for c in (*self.koreans, *TRANSLATION_STATE)]
-        sets += [f"[{INPUT_HASH}] = ?", "[updated_at] = ?"]
-        return f"UPDATE [{self.table}] SET {', '.join(sets)} WHERE [id] = ?"
+            sets += [f"{q(c)} = CASE WHEN {p} = 1 THEN NULL ELSE {q(c)} END" for c in (*self.koreans, *TRANSLATION_STATE)]
+        sets += [f"{q(INPUT_HASH)} = {p}", f"{q('updated_at')} = {p}"]
+        return d.write(f"UPDATE {q(self.table)} SET {', '.join(sets)} WHERE {q('id')} = {p}")
 
 
 def _values_getter(columns: tuple[str, ...]):

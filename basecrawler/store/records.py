@@ -28,6 +28,7 @@ from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan, plan_for
+from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.store.dberrors import is_locked_error, refused_errors, refused_row
 from basecrawler.store.lookup import record_type_of
 
@@ -59,6 +60,7 @@ class UpsertResult:
 
 # A row's statement parameters made ahead of the write (`_upsert_finishing_behind`).
 _PARAMS = "_params"
+_SAVEPOINT = "upsert_batch"
 
 
 class _BatchRefused(CrawlerError):
@@ -85,8 +87,8 @@ class Records:
         would index new rows twice."""
         if record_type.table not in self.fts_feeds:
             feed = None
-            if self.store.engine == "sqlite" and not self.store.db.conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+            if self.store.engine == "sqlite" and not self.store.db.conn.execute(SQLITE.query(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?"),
                     [fts_insert_trigger(record_type)]).fetchone():
                 feed = feed_fts_sql(record_type)
             self.fts_feeds[record_type.table] = feed
@@ -105,7 +107,8 @@ class Records:
         for record_type in record_types().values():
             if record_type.text_index_columns:
                 name = fts_table(record_type)
-                self.store.write(lambda db, name=name: db.conn.execute(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')"))
+                self.store.write(lambda db, name=name: db.conn.execute(
+                    SQLITE.write(f"INSERT INTO [{name}]([{name}]) VALUES ('rebuild')")))
 
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
                raws: list | None = None, input_hashes: list[str | None] | None = None,
@@ -181,29 +184,34 @@ class Records:
             # Concurrent writers lock rows in one order (by key), so they queue, never deadlock.
             rows = sorted(rows, key=plan.key)
         key, lookup = plan.key, self.store.lookup
-        # First only each stored row's input hash (a re-run of the same input needs nothing
-        # more); the whole stored rows only for the keys whose input differs. (PostgreSQL: the
-        # rows are locked until the batch commits, so no other writer changes them between the
-        # verdict and the write.)
-        hashes = lookup.rows_by_key(plan.record_type, (key(r) for r in rows), ("id", INPUT_HASH), lock=postgres)
-        differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
-        stored = {**hashes, **(lookup.rows_by_key(plan.record_type, differing, ("id", INPUT_HASH, *plan.written))
-                               if differing else {})}
+        d = dialect_of(self.store)
+        # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
+        # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows; and
+        # a table without a row (a first import's first batch) has no stored row to look up.
+        last_id = (None if postgres else
+                   db.conn.execute(SQLITE.query(f"SELECT COALESCE(MAX(id), 0) FROM {d.quote(plan.table)}")).fetchone()[0])
+        if last_id == 0:
+            stored = {}
+        else:
+            # First only each stored row's input hash (a re-run of the same input needs nothing
+            # more); the whole stored rows only for the keys whose input differs. (PostgreSQL:
+            # the rows are locked until the batch commits, so no other writer changes them
+            # between the verdict and the write.)
+            hashes = lookup.rows_by_key(plan.record_type, (key(r) for r in rows), ("id", INPUT_HASH), lock=postgres)
+            differing = [k for r in rows if (k := key(r)) in hashes and hashes[k][INPUT_HASH] != r[INPUT_HASH]]
+            stored = {**hashes, **(lookup.rows_by_key(plan.record_type, differing, ("id", INPUT_HASH, *plan.written))
+                                   if differing else {})}
         now = now or utc_now_iso()
         feed = self.fts_feed(plan.record_type)
-        # Every row this batch inserts gets an id above today's largest (INTEGER PRIMARY KEY
-        # without AUTOINCREMENT takes max + 1), so `id > last_id` is exactly the new rows.
-        last_id = (db.conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{plan.table}]").fetchone()[0]
-                   if feed else None)   # only the SQLite index feed needs it
         new_rows, changed, rehashed = _judge(plan, rows, stored, result)
         # New rows by a plain INSERT (SQLite: no other writer can add their keys since the
         # lookup, BEGIN IMMEDIATE), changed ones by the update of the merged row; each group at
         # once, or bisected when a first attempt was refused (always, on PostgreSQL: only a
         # batch the server refused comes here).
         write = self.write_bisecting if bisect or postgres else self._write_at_once
-        written = itertools.chain(write(db, plan, new_rows, now, plan.insert_sql, lambda row, now: row.get(_PARAMS)
+        written = itertools.chain(write(db, plan, new_rows, now, plan.insert_sql_for(d), lambda row, now: row.get(_PARAMS)
                                         or plan.params(row, now)),
-                                  write(db, plan, changed, now, plan.update_sql, plan.update_params))
+                                  write(db, plan, changed, now, plan.update_sql_for(d), plan.update_params))
         taken: list[tuple[dict, str]] = []
         for row, outcome in written:
             if outcome in (NEW, UPDATED):
@@ -216,7 +224,8 @@ class Records:
         if taken:
             rehashed += self._merge_taken(db, plan, taken, now, result)
         if rehashed:   # bookkeeping only: updated_at and the counts stay as they are
-            db.conn.executemany(f"UPDATE [{plan.table}] SET {INPUT_HASH} = ? WHERE id = ?", rehashed)
+            db.conn.executemany(d.write(f"UPDATE {d.quote(plan.table)} SET {d.quote(INPUT_HASH)} = {d.p} "
+                                        f"WHERE id = {d.p}"), rehashed)
         if result.new and feed:
             if finishing is None:
                 db.conn.execute(feed, [last_id])
@@ -235,7 +244,8 @@ class Records:
         errors = {id(row): error for row, error in taken}
         gone, changed, rehashed = _judge(plan, [row for row, _ in taken], stored, result)
         result.failed += [(row, errors[id(row)]) for row, _ in gone]   # gone again: the insert's refusal stands
-        for row, outcome in self.write_bisecting(db, plan, changed, now, plan.update_sql, plan.update_params):
+        for row, outcome in self.write_bisecting(db, plan, changed, now, plan.update_sql_for(dialect_of(self.store)),
+                                                 plan.update_params):
             if outcome == UPDATED:
                 result.updated += 1
                 result.by_key[key(row)] = UPDATED
@@ -262,15 +272,15 @@ class Records:
         alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
         if not items:
             return
-        savepoint = "upsert_batch"
-        db.conn.execute(f"SAVEPOINT {savepoint}")
+        d = dialect_of(self.store)
+        db.conn.execute(d.write(f"SAVEPOINT {_SAVEPOINT}"))
         try:
             db.conn.executemany(sql, [params_of(row, now) for row, _ in items])
         except (*self.refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
             if self.store.engine == "sqlite" and not refused_row(db.conn, exc):
                 raise   # (the transaction, savepoint and all, is rolled back by the caller or was already)
-            db.conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
-            db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+            db.conn.execute(d.write(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}"))
+            db.conn.execute(d.write(f"RELEASE SAVEPOINT {_SAVEPOINT}"))
             if is_locked_error(exc):
                 raise
             if len(items) == 1:
@@ -280,7 +290,7 @@ class Records:
             yield from self.write_bisecting(db, plan, items[:middle], now, sql, params_of)
             yield from self.write_bisecting(db, plan, items[middle:], now, sql, params_of)
             return
-        db.conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+        db.conn.execute(d.write(f"RELEASE SAVEPOINT {_SAVEPOINT}"))
         yield from items
 
 

@@ -1,13 +1,16 @@
-"""The PostgreSQL write of a batch (issue #23): `COPY` into a temporary staging table and one
-`INSERT … ON CONFLICT DO NOTHING RETURNING` for the new rows; the keys another row already holds
-are then judged by the type's one merge rule (`UpsertPlan.decide`, basecrawler/recordtypes/
-upsert.py): those made from the very same input (`input_hash`) are unchanged at once, the others
-are read whole and locked (`FOR UPDATE`), and the changed ones written as the rule made them
-(`UpsertPlan.update_sql`). The server decides nothing about a row's values: what is
-stored and what is counted come from the same verdict, as on SQLite (`Store._upsert_batch`).
+"""The PostgreSQL write of a batch (issues #23, #35 item 8): the batch's keys looked up, the new
+ones `COPY`ed straight into the table (a first import costs the server what any writer of the rows
+must); a key another writer inserted meanwhile makes that COPY fail whole, and the batch goes the
+staged way: `COPY` into a temporary staging table and one `INSERT … ON CONFLICT DO NOTHING
+RETURNING`. The keys a row already holds are judged by the type's one merge rule
+(`UpsertPlan.decide`, basecrawler/recordtypes/upsert.py): those made from the very same input
+(`input_hash`) are unchanged at once, the others are read whole and locked (`FOR UPDATE`), and the
+changed ones written as the rule made them (`UpsertPlan.update_sql_for`). The server decides
+nothing about a row's values: what is stored and what is counted come from the same verdict, as
+on SQLite (store/records.py).
 
-- A key is new only when this statement inserted it (RETURNING): one another writer inserted
-  meanwhile is found by the conflict and merged like any stored row.
+- A key is new only when this batch inserted it (the COPY of keys no row held, or RETURNING): one
+  another writer inserted meanwhile is found by the conflict and merged like any stored row.
 - Rows are inserted, locked and updated in key order (byte order, as Python sorts them), so
   concurrent writers queue instead of deadlocking.
 
@@ -37,6 +40,7 @@ from basecrawler.store.engines.pg import is_connection_lost, is_retryable
 log = logging.getLogger(__name__)
 
 SAVEPOINT = "pg_merge_batch"
+_SAVEPOINT = POSTGRES.write(f"SAVEPOINT {SAVEPOINT}")
 _RELEASE = POSTGRES.write(f"RELEASE SAVEPOINT {SAVEPOINT}")
 _ROLLBACK_TO = POSTGRES.write(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
 
@@ -66,7 +70,9 @@ class MergeSql:
         self.stage = f"bc_stage_{digest}"   # per table and column list: a type that grew a column gets a new one
         self.create = (f"CREATE TEMP TABLE IF NOT EXISTS {self.stage} ON COMMIT DELETE ROWS AS "
                        f"SELECT {cols} FROM {_q(plan.table)} WITH NO DATA")
-        self.copy = f"COPY {self.stage} ({cols}) FROM STDIN"
+        self.copy = POSTGRES.write(f"COPY {self.stage} ({cols}) FROM STDIN")
+        # The keys no stored row holds go straight into the table (`merge_batch`).
+        self.copy_direct = POSTGRES.write(f"COPY {_q(plan.table)} ({cols}) FROM STDIN")
         # An unchanged row pointed at the input it was seen with this time (bookkeeping only).
         self.rehash = POSTGRES.write(f"UPDATE {_q(plan.table)} SET {_q(INPUT_HASH)} = %s WHERE id = %s")
         keys = ", ".join(map(_q, plan.key_columns))
@@ -75,7 +81,7 @@ class MergeSql:
                           for c in plan.key_columns)
         # The staging table is emptied by COMMIT (ON COMMIT DELETE ROWS); a second batch in one
         # transaction empties it first (`merge_batch`).
-        self.insert = (f"INSERT INTO {_q(plan.table)} ({cols}) SELECT {cols} FROM {self.stage} ORDER BY {order} "
+        self.insert = POSTGRES.write(f"INSERT INTO {_q(plan.table)} ({cols}) SELECT {cols} FROM {self.stage} ORDER BY {order} "
                        f"ON CONFLICT ({keys}) DO NOTHING RETURNING {keys}")
         # The stored rows of the keys the insert left, as `decide` needs them.
         self.stored_columns = ("id", INPUT_HASH, *plan.written)
@@ -86,17 +92,25 @@ def merge_sql(plan: UpsertPlan) -> MergeSql:
     return MergeSql(plan)
 
 
-def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool = False) -> bool:
+def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool = False,
+                _staged: bool = False) -> bool:
     """Write `rows` (folded: one per key, `input_hash` set), counting each key into `result`
     (an UpsertResult). False, with nothing written, when the server refused the batch for its
     data: the caller's row-by-row path then finds the refused rows.
 
-    A batch of new rows costs the COPY and the insert (besides the caller's BEGIN and COMMIT).
+    First the batch's keys are looked up (their input hashes, unlocked); the keys not found
+    are COPYed straight into the table, so a first import costs the server what any writer of
+    these rows must (no staging table, no second insert). A key another writer inserted since
+    the lookup makes that COPY fail whole (a unique violation): the batch is then written again
+    the staged way (`_staged`), where `INSERT … ON CONFLICT DO NOTHING RETURNING` says which
+    keys this statement inserted. Either way a key is counted new only when this batch
+    inserted it, and a held key is judged by `UpsertPlan.decide`.
+
     A batch that opens its transaction needs no savepoint (a refusal rolls the transaction back
     and begins it again, which leaves what a savepoint would); one after other statements sends
-    its savepoint with the staging table's preparation. The staging table is made once per
-    connection (`PgConnection.session` remembers it); one made in a transaction that was rolled
-    back since is gone, which the COPY finds out: then it is made again and the batch sent once more."""
+    its savepoint first. The staging table is made once per connection (`PgConnection.session`
+    remembers it); one made in a transaction that was rolled back since is gone, which the COPY
+    finds out: then it is made again and the batch sent once more."""
     if not rows:
         return True
     from basecrawler.store.engines.pg_lookup import rows_by_key, values_by_key   # (pg_lookup imports nothing of the store)
@@ -104,32 +118,46 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
     now = utc_now_iso()
     conn = db.conn
     stages = conn.session.setdefault(__name__, {})   # staging table → the transaction that last filled it
-    filled_in = stages.get(sql.stage)
     savepoint = conn.statements_in_transaction > 0
-    head = [f"SAVEPOINT {SAVEPOINT}"] if savepoint else []
-    if filled_in is None:
-        head.append(sql.create)
-    elif filled_in == conn.transactions:   # an earlier batch of this transaction left its rows there
-        head.append(f"DELETE FROM {sql.stage}")
     key = plan.key
     rows = sorted(rows, key=key)   # key order: concurrent writers lock rows in one order
     outcomes: dict[tuple, str] = {}
+    values = plan.params   # (the written columns read with one itemgetter: recordtypes/upsert.py)
     try:
-        if head:
-            first = "; ".join(head)
-            conn.run_statement(first, lambda raw: raw.execute(first), read_only=False)
-        stages[sql.stage] = conn.transactions
-        values = plan.params   # (the written columns read with one itemgetter: recordtypes/upsert.py)
-        conn.run_statement(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)), read_only=False)
-        # The lone insert is prepared by psycopg after a few batches (parsed and planned once per connection).
-        inserted = conn.run_statement(sql.insert, lambda raw: raw.execute(sql.insert).fetchall(), read_only=False)
-        outcomes.update((tuple(k), NEW) for k in inserted)
-        if not outcomes.keys() <= set(map(key, rows)):   # a key value stored as another type
-            raise RuntimeError(f"{plan.table}: the insert returned keys the batch does not have")
-        rest = [row for row in rows if key(row) not in outcomes]
-        # First only the held rows' input hashes: a row made from this very input is unchanged
-        # (merging it changes nothing), without a lock; the others are read whole and locked.
-        hashes = values_by_key(conn, plan.record_type, map(key, rest), (INPUT_HASH,)) if rest else {}
+        if _staged:
+            head = [f"SAVEPOINT {SAVEPOINT}"] if savepoint else []
+            filled_in = stages.get(sql.stage)
+            if filled_in is None:
+                head.append(sql.create)
+            elif filled_in == conn.transactions:   # an earlier batch of this transaction left its rows there
+                head.append(f"DELETE FROM {sql.stage}")
+            if head:
+                first = POSTGRES.write("; ".join(head))
+                conn.run_statement(first, lambda raw: raw.execute(first), read_only=False)
+            stages[sql.stage] = conn.transactions
+            conn.run_statement(sql.copy, lambda raw: _copy(raw, sql.copy, (values(row, now) for row in rows)),
+                               read_only=False)
+            # The lone insert is prepared by psycopg after a few batches (parsed and planned once per connection).
+            inserted = conn.run_statement(sql.insert, lambda raw: raw.execute(sql.insert).fetchall(), read_only=False)
+            outcomes.update((tuple(k), NEW) for k in inserted)
+            if not outcomes.keys() <= set(map(key, rows)):   # a key value stored as another type
+                raise RuntimeError(f"{plan.table}: the insert returned keys the batch does not have")
+            rest = [row for row in rows if key(row) not in outcomes]
+            # First only the held rows' input hashes: a row made from this very input is
+            # unchanged (merging it changes nothing), without a lock; the others are read
+            # whole and locked.
+            hashes = values_by_key(conn, plan.record_type, map(key, rest), (INPUT_HASH,)) if rest else {}
+        else:
+            if savepoint:
+                conn.execute(_SAVEPOINT)
+            hashes = values_by_key(conn, plan.record_type, map(key, rows), (INPUT_HASH,))
+            new = [row for row in rows if key(row) not in hashes] if hashes else rows
+            if new:
+                conn.run_statement(sql.copy_direct, lambda raw: _copy(raw, sql.copy_direct,
+                                                                      (values(row, now) for row in new)),
+                                   read_only=False)
+                outcomes.update((key(row), NEW) for row in new)
+            rest = [row for row in rows if key(row) in hashes] if hashes else []
         for row in rest:
             if hashes.get(key(row), (None,))[0] == row[INPUT_HASH]:
                 outcomes[key(row)] = UNCHANGED
@@ -148,7 +176,7 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
                 # so the next run recognises this row unvalidated (pipeline/intake.py)
                 rehash.append([row[INPUT_HASH], old["id"]])
         if updates:
-            conn.executemany(plan.update_sql, updates)
+            conn.executemany(plan.update_sql_for(POSTGRES), updates)
         if rehash:
             conn.executemany(sql.rehash, rehash)
         if savepoint:
@@ -163,9 +191,12 @@ def merge_batch(db, plan: UpsertPlan, rows: list[dict], result, *, _again: bool 
         else:
             conn.execute(POSTGRES.write("ROLLBACK"))
             conn.execute(POSTGRES.write(POSTGRES.begin))
-        if isinstance(exc, psycopg.errors.UndefinedTable) and not _again:
+        if isinstance(exc, psycopg.errors.UniqueViolation) and not _staged:
+            # Another writer inserted one of the keys since the lookup: the staged way finds which.
+            return merge_batch(db, plan, rows, result, _again=_again, _staged=True)
+        if isinstance(exc, psycopg.errors.UndefinedTable) and _staged and not _again:
             # The staging table was made in a transaction rolled back since (a retried deadlock).
-            return merge_batch(db, plan, rows, result, _again=True)
+            return merge_batch(db, plan, rows, result, _again=True, _staged=True)
         log.debug("%s: batch of %d refused (%s: %s); writing it row by row", plan.table, len(rows),
                   type(exc).__name__, str(exc).split("\n")[0])
         return False

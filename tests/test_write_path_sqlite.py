@@ -1,0 +1,84 @@
+"""The SQLite batch write's shortcut for an empty table (basecrawler/store/records.py, issue #35
+item 8): a batch into a table without a row looks up no stored row (there is none: the write
+holds the database's lock), and its counts are still those of the write; a batch into a table
+with rows looks its keys up and merges by the one rule."""
+from basecrawler import Recall, Store
+from basecrawler.store.lookup import Lookup
+
+TYPE = "vehicle_recall"
+
+
+def recall(n: int, **fields) -> Recall:
+    values = {"country": "US", "recall_number": f"R{n:04d}", "recall_date": "2024-05-01", "source_lang": "en",
+              "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
+    values.update(fields)
+    return Recall(**values)
+
+
+def test_a_batch_into_an_empty_table_asks_no_stored_row_and_later_ones_do(tmp_path, monkeypatch):
+    asked = []
+    real = Lookup.rows_by_key
+
+    def spy(self, record_type, keys, *args, **kwargs):
+        keys = list(keys)
+        asked.append(len(keys))
+        return real(self, record_type, keys, *args, **kwargs)
+    monkeypatch.setattr(Lookup, "rows_by_key", spy)
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        first = store.upsert(TYPE, [recall(n) for n in range(5)], source="us")
+        assert (first.new, first.updated, first.unchanged) == (5, 0, 0) and asked == []
+        # The same key twice in one batch is still folded into one row.
+        folded = store.upsert(TYPE, [recall(5), recall(5, model_original="M")], source="us2")
+        assert (folded.new, folded.merged) == (1, 1)
+        second = store.upsert(TYPE, [recall(0, model_original="M"), recall(1, manufacturer_original=None), recall(6)],
+                              source="us")
+        assert (second.new, second.updated, second.unchanged) == (1, 1, 1) and asked
+        assert store.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0001"})["manufacturer_original"] == "Acme"
+        assert store.count(TYPE) == 7
+    finally:
+        store.close()
+
+
+def test_a_batch_into_an_empty_table_with_a_refused_row_fails_that_row_only(tmp_path):
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        store.write(lambda db: db.conn.execute(
+            "CREATE TRIGGER no_r2 BEFORE INSERT ON recalls WHEN new.recall_number = 'R0002' "
+            "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        result = store.upsert(TYPE, [recall(n) for n in range(4)], source="us")
+        assert (result.new, len(result.failed)) == (3, 1) and store.count(TYPE) == 3
+    finally:
+        store.close()
+
+
+def test_flat_extras_told_in_c_still_refuse_a_text_over_the_limit(tmp_path, monkeypatch):
+    """The limits check that trusts a flat dict of texts (or a list of them) without a walk
+    (pipeline/intake.py `_flat`) still makes an over-long text one `too_long` dead letter."""
+    from basecrawler import BaseCrawler
+    from basecrawler.config import Settings
+    from basecrawler.formats.jsonlimits import DEFAULT_LIMITS
+
+    long = "x" * (DEFAULT_LIMITS.string + 1)
+    items = [{"extra": {"note": "fine", "other": None}}, {"extra": {"note": long}},
+             {"extra": {"vehicles": [{"make": "A"}, {"make": long}]}}, {"extra": {"vehicles": [{"make": "B"}]}},
+             {"extra": {long: "key"}}]
+
+    class Items(BaseCrawler):
+        source, country = "us", "US"
+
+        def fetch(self):
+            for n, extra in enumerate(items):
+                yield {"recall_number": f"R{n}", "recall_date": "2024-05-01", "summary_original": "s", **extra}
+
+        def parse(self, raw):
+            return raw
+
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        result = Items(store, mode="full", settings=Settings.from_env()).run()
+        assert (result.counts.new, result.counts.unparseable) == (2, 3)
+        kinds = [row["kind"] for row in store.query("SELECT kind FROM dead_letters ORDER BY id")]
+        assert kinds == ["too_long"] * 3
+    finally:
+        store.close()
