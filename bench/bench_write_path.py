@@ -54,7 +54,7 @@ def sqlite_round(tmp: str, rep: int, rt, rows: list[dict], params: list[list]) -
     engine = plain(os.path.join(tmp, f"e{rep}.db"), rt, params)
     store = fresh_store(os.path.join(tmp, f"p{rep}.db"))
     first, result = first_run(store, rt, rows)
-    assert result.counts.new == n and store.count(rt) == n, result.counts
+    assert result.counts.new == n and store.lookup.count(rt) == n, result.counts
     again, result, writes = through_pipeline(store, rt, rows)
     assert result.counts.unchanged == n and result.counts.saved == n and writes == 0, (result.counts, writes)
     store.close()

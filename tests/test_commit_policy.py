@@ -11,7 +11,7 @@ class Slow(ItemsCrawler):
         for n in range(1, 5):
             # What the store holds when item n is fetched: everything parsed before it, since
             # the commit deadline (0 s here) has passed at every record.
-            self.seen.append(self.store.count("vehicle_recall", "slow"))
+            self.seen.append(self.store.lookup.count("vehicle_recall", "slow"))
             yield n
 
     def parse(self, raw):

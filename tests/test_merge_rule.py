@@ -111,6 +111,6 @@ def test_a_key_another_writer_inserted_after_the_lookup_is_merged_not_failed(pg_
         monkeypatch.setattr(Lookup, "rows_by_key", first_lookup_misses)
         result = store.upsert(TYPE, [recall(summary_original="Seat belt"), recall(recall_number="R2")], source="us")
         assert counts(result) == (0, 1, 1, 0) and result.by_key[KEY] == "updated"
-        assert stored(store)["summary_original"] == "Seat belt" and store.count(TYPE) == 2
+        assert stored(store)["summary_original"] == "Seat belt" and store.lookup.count(TYPE) == 2
     finally:
         store.close()

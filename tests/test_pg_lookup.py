@@ -104,5 +104,5 @@ def test_values_by_key_are_the_rows_columns_as_tuples_under_the_same_stored_keys
 
 def test_known_inputs_on_postgresql_gives_the_hash_and_the_date_only_when_asked(store):
     [row] = store.query("SELECT input_hash FROM recalls WHERE source = 'us' AND country = 'US' AND recall_number = '7'")
-    assert store.known_inputs(TYPE, [("us", "US", "7"), ("us", "US", "x")]) == {("us", "US", "7"): (row["input_hash"], "2024-05-01")}
-    assert store.known_inputs(TYPE, [("us", "US", "7")], dates=False) == {("us", "US", "7"): (row["input_hash"], None)}
+    assert store.lookup.known_inputs(TYPE, [("us", "US", "7"), ("us", "US", "x")]) == {("us", "US", "7"): (row["input_hash"], "2024-05-01")}
+    assert store.lookup.known_inputs(TYPE, [("us", "US", "7")], dates=False) == {("us", "US", "7"): (row["input_hash"], None)}

@@ -128,7 +128,7 @@ def test_one_refused_row_in_a_batch_of_500_is_the_only_failure(store, row_by_row
     assert counts(result) == (499, 0, 0, 1)
     (row, error), = result.failed
     assert row["recall_number"] == "R0250" and "no_r0250" in error
-    assert store.count(TYPE) == 499 and stored(store, "R0250") is None
+    assert store.lookup.count(TYPE) == 499 and stored(store, "R0250") is None
     assert row_by_row and row_by_row[0][0] == ("us", "US", "R0000")   # the batch went row by row
 
 
@@ -139,7 +139,7 @@ def test_a_value_that_cannot_be_encoded_fails_its_row_only(store, row_by_row):
     assert counts(result) == (19, 0, 0, 1)
     (row, error), = result.failed
     assert row["recall_number"] == "R0007" and "UnicodeEncodeError" in error
-    assert store.count(TYPE) == 19 and len(row_by_row[0]) == 20   # the batch went row by row
+    assert store.lookup.count(TYPE) == 19 and len(row_by_row[0]) == 20   # the batch went row by row
 
 
 def test_extra_that_jsonb_cannot_hold_is_merged_and_kept_without_going_row_by_row(store, row_by_row):

@@ -63,7 +63,7 @@ def test_a_batch_of_new_keys_costs_begin_lookup_copy_commit(store, statements, r
         assert store.upsert(TYPE, [recall(n) for n in range(start, start + 10)], source="us").new == 10
     heads = [s.split(" ")[0] for s in statements]
     assert heads == ["BEGIN", "SELECT", "COPY", "COMMIT"] * 3
-    assert row_by_row == [] and store.count(TYPE) == 30
+    assert row_by_row == [] and store.lookup.count(TYPE) == 30
 
 
 def taken_meanwhile(monkeypatch):
@@ -120,7 +120,7 @@ def test_a_refused_batch_after_another_in_its_transaction_keeps_the_first(store,
         assert not pg_upsert.merge_batch(db, PLAN, rows(range(5, 10)), second)   # R0007: refused
     store.write(batches)
     assert first.new == 5 and second.new == 0
-    assert store.count(TYPE) == 5   # the first batch stayed, the refused one left nothing
+    assert store.lookup.count(TYPE) == 5   # the first batch stayed, the refused one left nothing
 
 
 def test_a_refused_batch_that_opened_its_transaction_leaves_it_open_and_empty(store, row_by_row):
@@ -129,4 +129,4 @@ def test_a_refused_batch_that_opened_its_transaction_leaves_it_open_and_empty(st
     assert (result.new, len(result.failed)) == (5, 1)
     assert row_by_row   # the row-by-row path ran in the transaction begun again
     assert store.upsert(TYPE, [recall(n) for n in range(6, 9)], source="us").new == 3
-    assert store.count(TYPE) == 8
+    assert store.lookup.count(TYPE) == 8

@@ -54,7 +54,7 @@ def test_one_item_may_yield_records_of_several_types_and_the_run_line_adds_up(ga
     assert result.status == "succeeded"
     assert (c.fetched, c.parsed, c.new, c.saved) == (2, 5, 5, 5)
     assert c.parsed == c.out_of_range + c.new + c.updated + c.unchanged + c.merged + c.store_failed
-    assert store.count("vehicle_recall", source="mixed") == 2 and store.count("gadget_alert", source="mixed") == 3
+    assert store.lookup.count("vehicle_recall", source="mixed") == 2 and store.lookup.count("gadget_alert", source="mixed") == 3
     alert = store.lookup.get("gadget_alert", {"source": "mixed", "alert_id": "M1"})
     assert alert["country"] == "CA" and alert["category"] == ["Food", "Allergen"]   # the source's country filled in
     again = MixedCrawler(store, items=[mixed(1), mixed(2, instance=True)], settings=settings, mode="full").run()
@@ -68,7 +68,7 @@ def test_a_source_of_another_type_windows_by_that_types_date(gadget_type, store,
     assert (result.counts.parsed, result.counts.out_of_range, result.counts.new) == (3, 1, 2)
     undated = store.lookup.get("gadget_alert", {"source": "gadgets", "alert_id": "G3"})
     assert undated["date_unknown"] == 1 and undated["published"] is None
-    assert store.count("vehicle_recall") == 0
+    assert store.lookup.count("vehicle_recall") == 0
 
 
 def test_implausible_dates_and_links_that_are_not_http_are_prepared_by_the_declaration(gadget_type, store, settings):
@@ -106,7 +106,7 @@ def test_a_store_failure_letter_names_its_type_and_retry_stores_it_through_the_s
     outcome = MixedCrawler(store, settings=settings).retry_dead_letters()
     assert outcome == {"retried": 1, "resolved": 1, "still_failing": 0}
     assert store.lookup.get("gadget_alert", {"source": "mixed", "alert_id": "M2"})["title_original"] == "Item 2"
-    assert store.count("vehicle_recall", source="mixed") == 2
+    assert store.lookup.count("vehicle_recall", source="mixed") == 2
 
 
 def test_two_sources_emitting_the_same_publisher_number_keep_two_records(store, settings):

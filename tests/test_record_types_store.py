@@ -44,7 +44,7 @@ def test_a_declared_type_gets_its_table_with_a_key_that_starts_with_the_source(g
     assert "date_unknown" in GADGET.data_columns and GADGET.key_columns == ("source", "alert_id")
     store.upsert(GADGET, [gadget(1)], source="hc")
     store.upsert(GADGET, [gadget(1, title_original="Other kettle")], source="cfia")   # same number, other source
-    assert store.count(GADGET) == 2 and store.count("gadget_alert", source="hc") == 1
+    assert store.lookup.count(GADGET) == 2 and store.lookup.count("gadget_alert", source="hc") == 1
     assert store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})["title_original"] == "Kettle 1"
     assert store.lookup.get(GADGET, {"source": "cfia", "alert_id": "G1"})["title_original"] == "Other kettle"
     with pytest.raises(Exception):   # the unique key refuses a second (source, alert_id)
@@ -175,7 +175,7 @@ def test_a_type_module_dropped_into_record_types_gets_its_table_on_open(db_path,
     forget_registered_types()   # rediscover with the new folder
     store = Store(db_path)
     assert _columns(store, "parcel_notices")[:4] == ["id", "source", "number", "note_original"]
-    assert store.count("parcel_notice") == 0
+    assert store.lookup.count("parcel_notice") == 0
     store.close()
 
 
@@ -196,7 +196,7 @@ def test_the_same_recall_from_two_sources_and_types_is_linked_never_merged(gadge
     alert = store.lookup.get(GADGET, {"source": "hc", "alert_id": "2024-123"})
     back = store.lookup.same_as(GADGET, alert)
     assert sorted((r["record_type"], r["source"]) for r in back) == [("gadget_alert", "cfia"), ("vehicle_recall", "ca")]
-    assert store.count("vehicle_recall") == 2 and store.count(GADGET) == 2 + 1   # nothing merged away
+    assert store.lookup.count("vehicle_recall") == 2 and store.lookup.count(GADGET) == 2 + 1   # nothing merged away
     assert store.lookup.same_as(GADGET, store.lookup.get(GADGET, {"source": "hc", "alert_id": "2024-999"})) == []
     store.close()
 
@@ -232,7 +232,7 @@ def test_a_declaration_that_cannot_work_is_refused_in_one_line_and_left_out(db_p
     monkeypatch.setattr(record_types, "__path__", [*record_types.__path__, str(folder)])
     forget_registered_types()
     store = Store(db_path)   # the other types still get their tables
-    assert store.count("vehicle_recall") == 0
+    assert store.lookup.count("vehicle_recall") == 0
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert errors == ["record types: module record_types.broken_type left out: ValueError: record type 'broken': "
                       "key field 'serial' is not in the model"]

@@ -87,7 +87,7 @@ def test_run_all_from_the_committed_replay_set_fills_every_source_offline(db_pat
 
     store = Store(db_path)
     # A source may store records of any type (hc product alerts, pypi package releases).
-    assert {source_id: sum(store.count(name, source_id) for name in record_types()) > 0
+    assert {source_id: sum(store.lookup.count(name, source_id) for name in record_types()) > 0
             for source_id in discover()} == {source_id: True for source_id in discover()}
 
 

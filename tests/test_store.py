@@ -291,10 +291,10 @@ def test_new_rows_go_by_plain_insert_and_changed_ones_by_an_update_of_the_merged
                                           summary_original="changed" if n < 2 else "s") for n in range(5)], source="t")
     assert (result.new, result.updated, result.unchanged) == (2, 2, 1)
     # The trace shows each row's statement with its values (the update trigger traces it again).
-    writes = [s for s in seen if s.startswith("INSERT INTO [recalls]")]
+    writes = [s for s in seen if s.startswith('INSERT INTO "recalls"')]
     inserted = {n for n in ("P0", "P1", "P2", "P3", "P4") for s in writes if f"'{n}'" in s}
     assert inserted == {"P3", "P4"} and not any("ON CONFLICT" in s for s in writes)
-    updates = [s for s in seen if s.startswith("UPDATE [recalls] SET")]
+    updates = [s for s in seen if s.startswith('UPDATE "recalls" SET')]
     assert {int(s.rsplit("=", 1)[1]) for s in updates} == {ids["P0"], ids["P1"]}
     assert not any(s.startswith("SAVEPOINT") for s in seen)
 
@@ -322,7 +322,7 @@ def test_the_lookup_by_input_reads_only_its_covering_index(tmp_path):
     store = Store(tmp_path / "t.db")
     for record_type in record_types().values():
         seen = _statements(store)
-        store.known_inputs(record_type, [("t", *(["x"] * (len(record_type.key_columns) - 1)))])
+        store.lookup.known_inputs(record_type, [("t", *(["x"] * (len(record_type.key_columns) - 1)))])
         store.db.conn.set_trace_callback(None)
         lookup = next(s for s in seen if s.startswith("SELECT"))
         plan = " ".join(str(row[-1]) for row in store.db.conn.execute(f"EXPLAIN QUERY PLAN {lookup}"))
@@ -346,11 +346,11 @@ def test_known_inputs_gives_each_stored_key_found_its_hash_and_date_the_date_onl
     store.upsert("vehicle_recall", [Recall(country="US", recall_number="7", summary_original="s")], source="1")
     hashes = {(r["source"], r["recall_number"]): r["input_hash"] for r in store.query("SELECT * FROM recalls")}
     asked = [("t", "US", "7"), ("t", "US", 42), ("t", "US", "9"), ("u", "US", "7"), (1, "US", "7")]
-    found = store.known_inputs("vehicle_recall", asked)
+    found = store.lookup.known_inputs("vehicle_recall", asked)
     # Under the stored key: a number asked for text is found as its digits, as a row's key says.
     assert found == {("t", "US", "7"): (hashes["t", "7"], "2024-01-02"), ("t", "US", "42"): (hashes["t", "42"], "2024-01-02"),
                      ("1", "US", "7"): (hashes["1", "7"], "1970-01-01")}   # (an unknown date's stored sentinel)
     seen = _statements(store)
-    undated = store.known_inputs("vehicle_recall", asked, dates=False)
+    undated = store.lookup.known_inputs("vehicle_recall", asked, dates=False)
     assert undated == {key: (input_hash, None) for key, (input_hash, _) in found.items()}
     assert not any("recall_date" in statement for statement in seen)   # a run without a window reads no date

@@ -102,14 +102,14 @@ def test_lookups_meanwhile_read_the_committed_file_less_the_keys_the_batch_is_ch
     held.clear()
     result = store.upsert(VEHICLE, [recall("24V001", summary_original="Brake hose may crack"), recall("24V099")],
                           source="us", behind=True)
-    known = store.known_inputs(VEHICLE, [("us", "US", "24V001"), ("us", "US", "24V002"), ("us", "US", "24V099")])
+    known = store.lookup.known_inputs(VEHICLE, [("us", "US", "24V001"), ("us", "US", "24V002"), ("us", "US", "24V099")])
     assert not result.finishing.done()   # answered without waiting for the batch
     # 24V002 as committed; 24V001 (being updated) and 24V099 (being inserted) left out: their
     # records go the whole way and the store sees them after the batch.
     assert list(known) == [("us", "US", "24V002")]
     held.set()
     store.settle()
-    assert set(store.known_inputs(VEHICLE, [("us", "US", "24V001"), ("us", "US", "24V099")])) == \
+    assert set(store.lookup.known_inputs(VEHICLE, [("us", "US", "24V001"), ("us", "US", "24V099")])) == \
         {("us", "US", "24V001"), ("us", "US", "24V099")}
 
 
@@ -189,7 +189,7 @@ def test_lookups_meanwhile_read_the_file_opened_wherever_the_working_directory_w
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert list(store.known_inputs(VEHICLE, [("us", "US", "24V002")])) == [("us", "US", "24V002")]
+    assert list(store.lookup.known_inputs(VEHICLE, [("us", "US", "24V002")])) == [("us", "US", "24V002")]
     assert not (elsewhere / "relative.db").exists()
     held.set()
 

@@ -62,9 +62,9 @@ def test_a_batch_of_stored_and_new_keys_copies_the_new_and_merges_the_stored(sto
     assert counts(result) == (2, 1, 2, 0)
     assert result.by_key[("us", "US", "R0004")] == "new" and result.by_key[("us", "US", "R0000")] == "updated"
     assert "INSERT" not in statements and "CREATE" not in statements and statements.count("COPY") == 1
-    row = store.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0001"})
+    row = store.lookup.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0001"})
     assert row["manufacturer_original"] == "Acme"
-    assert store.count(TYPE) == 6 and row_by_row == []
+    assert store.lookup.count(TYPE) == 6 and row_by_row == []
 
 
 def test_a_key_taken_after_the_lookup_sends_the_batch_the_staged_way_with_exact_counts(
@@ -75,5 +75,5 @@ def test_a_key_taken_after_the_lookup_sends_the_batch_the_staged_way_with_exact_
     result = store.upsert(TYPE, [recall(0, model_original="M"), recall(1), recall(3)], source="us")
     assert counts(result) == (1, 1, 1, 0)   # not 3 new, and no duplicate row
     assert "INSERT" in statements   # the staged insert said which key it inserted
-    assert store.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0000"})["model_original"] == "M"
-    assert store.count(TYPE) == 4 and row_by_row == []
+    assert store.lookup.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0000"})["model_original"] == "M"
+    assert store.lookup.count(TYPE) == 4 and row_by_row == []

@@ -34,8 +34,8 @@ def test_a_batch_into_an_empty_table_asks_no_stored_row_and_later_ones_do(tmp_pa
         second = store.upsert(TYPE, [recall(0, model_original="M"), recall(1, manufacturer_original=None), recall(6)],
                               source="us")
         assert (second.new, second.updated, second.unchanged) == (1, 1, 1) and asked
-        assert store.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0001"})["manufacturer_original"] == "Acme"
-        assert store.count(TYPE) == 7
+        assert store.lookup.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0001"})["manufacturer_original"] == "Acme"
+        assert store.lookup.count(TYPE) == 7
     finally:
         store.close()
 
@@ -47,7 +47,7 @@ def test_a_batch_into_an_empty_table_with_a_refused_row_fails_that_row_only(tmp_
             "CREATE TRIGGER no_r2 BEFORE INSERT ON recalls WHEN new.recall_number = 'R0002' "
             "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
         result = store.upsert(TYPE, [recall(n) for n in range(4)], source="us")
-        assert (result.new, len(result.failed)) == (3, 1) and store.count(TYPE) == 3
+        assert (result.new, len(result.failed)) == (3, 1) and store.lookup.count(TYPE) == 3
     finally:
         store.close()
 

@@ -67,6 +67,6 @@ def test_a_report_with_a_bare_ampersand_stores_that_notification_with_a_warning(
     assert result.counts.dead_lettered == 0
     row = store.lookup.get("product_alert", {"source": "eu", "country": "EU", "alert_id": "SR/01902/26"})
     assert row["product_original"] == "Tom & Jerry toy car"
-    assert store.count("product_alert", "eu") == 4
+    assert store.lookup.count("product_alert", "eu") == 4
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("escaped 1 bare '&'" in m and "control character" in m for m in warnings)

@@ -206,7 +206,7 @@ class Intake:
                         keys = wanted[entry.record_type.name] = (entry.record_type, set())
                     keys[1].add(entry.raw_key)
         store, dates = self.crawler.store, self._windowed
-        return {name: store.known_inputs(record_type, keys, dates=dates) for name, (record_type, keys) in wanted.items()}
+        return {name: store.lookup.known_inputs(record_type, keys, dates) for name, (record_type, keys) in wanted.items()}
 
     def _nothing_stored(self, record_type: RecordType) -> bool:
         """Whether the store held no record of this type from this source when the run first
@@ -216,7 +216,7 @@ class Intake:
         recognised record would have been. A first import asks nothing per 500 records."""
         fresh = self._fresh.get(record_type.name)
         if fresh is None:
-            fresh = self._fresh[record_type.name] = self.crawler.store.count(record_type, self.crawler.source) == 0
+            fresh = self._fresh[record_type.name] = self.crawler.store.lookup.count(record_type, self.crawler.source) == 0
         return fresh
 
     def _count_recognised(self, recognised: list[tuple[Entry, tuple, bool]]) -> None:

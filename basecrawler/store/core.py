@@ -265,17 +265,5 @@ class Store:
         return self.records.upsert(record_type, records, source=source, raws=raws, input_hashes=input_hashes,
                                    behind=behind)
 
-    # Still called from engines/transfer.py and pipeline/intake.py; everything else asks the
-    # repositories.
-    def rebuild_search_indexes(self) -> None:
-        self.records.rebuild_search_indexes()
-
-    def known_inputs(self, record_type: RecordType | str, keys: Iterable[tuple],
-                     dates: bool = True) -> dict[tuple, tuple]:
-        return self.lookup.known_inputs(record_type, keys, dates)
-
-    def count(self, record_type: RecordType | str, source: str | None = None) -> int:
-        return self.lookup.count(record_type, source)
-
 
 __all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]

@@ -103,7 +103,7 @@ def assert_invariants(store: Store, result, source_id: str) -> None:
     # A fresh store: every stored record of the source, of every type, was counted new in this one run.
     from basecrawler.recordtypes import record_types
 
-    assert sum(store.count(name, source_id) for name in record_types()) == c.new
+    assert sum(store.lookup.count(name, source_id) for name in record_types()) == c.new
     letters = store.dead_letters.open_dead_letters(source_id)
     assert len(letters) >= c.unparseable + c.store_failed, (len(letters), c)
 

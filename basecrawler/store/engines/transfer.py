@@ -194,7 +194,7 @@ def _rebuild_fts(store) -> None:
     (the index of a type whose module is not installed here). PostgreSQL's indexes need nothing."""
     if store.engine != "sqlite":
         return
-    store.rebuild_search_indexes()
+    store.records.rebuild_search_indexes()
     declared = {fts_table(record_type) for record_type in record_types().values() if record_type.text_index_columns}
     for row in store.query(SQLITE.query(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'")):
