@@ -174,7 +174,9 @@ def read_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
     if record_type.same_as_field:
         # A card asks every type for the same number in the same country (store/lookup.py
         # `same_as`, reading/web/card.py): without it, a read of every record of that country.
-        wanted.append((record_type.same_as_field, "country"))
+        # `source` last: where the number is also the key's, a key probe finds every column in
+        # this index too, so PostgreSQL's choice between the two cannot leave it a filter.
+        wanted.append(("country", record_type.same_as_field, "source"))
     return list(dict.fromkeys(wanted))
 
 
