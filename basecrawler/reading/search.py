@@ -44,12 +44,10 @@ BEST_TEXT = "best_text"   # the display rule's line, added to search rows and ex
 _dialect = dialect_of
 
 
-def _run(conn, sql: str, params: list):
-    """Run SQL built by `build_query` (search_query.py), which spells it SQLite's way: stated
-    for SQLite there; on PostgreSQL it still goes through the adapter's translation
-    (engines/pg_translate.py, counted at run time) until build_query states it per dialect."""
-    d = engine_of(conn)
-    return conn.execute(d.query(sql) if d is SQLITE else sql, params)
+def _run(conn, statement, params: list):
+    """Run a statement built by `build_query` (search_query.py): spelled and stated for the
+    connection's engine, so it runs as written on either."""
+    return conn.execute(statement, params)
 
 
 def _last_id(conn, record_type: RecordType) -> int:
@@ -255,7 +253,8 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
         walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
                               walk=frozenset(walk), grams=grams, hide_copies=hides_copies(conn, filters))
-    return _run(conn, f"SELECT count(*) FROM ({sql} LIMIT ?) AS matched", [*params, cap + 1]).fetchone()[0]
+    d = sql.dialect
+    return _run(conn, d.query(f"SELECT count(*) FROM ({sql} LIMIT {d.p}) AS matched"), [*params, cap + 1]).fetchone()[0]
 
 
 def count_by_source(conn, record_type: RecordType) -> dict[str, int]:

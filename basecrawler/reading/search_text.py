@@ -23,7 +23,8 @@ from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
                                             pg_windows_document, pg_windows_index_name)
 from basecrawler.recordtypes.tables import pg_search_document as tables_pg_search_document
-from basecrawler.store.engines.dialect import POSTGRES, SQLITE
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE, Dialect
+from basecrawler.store.engines.dialect import dialect_of as engine_dialect
 
 TRIGRAM = 3
 
@@ -34,6 +35,13 @@ _HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7a3]")
 def dialect_of(conn) -> str:
     """"postgresql" for the store's PostgreSQL adapter, "sqlite" for a sqlite3 connection."""
     return getattr(conn, "dialect", "sqlite")
+
+
+def column(d: Dialect, name: str) -> str:
+    """A declared column (or table) name as dialect `d` reads it. SQLite keeps `[name]`: a
+    double-quoted name it cannot find is taken for a string literal, so a missing column would
+    match nothing instead of failing; PostgreSQL has no brackets, and errors either way."""
+    return f"[{name}]" if d is SQLITE else d.quote(name)
 
 
 def has_korean(text: str | None) -> bool:
@@ -145,7 +153,7 @@ def pg_windows_query(term: str) -> str | None:
 
 
 def pg_text_condition(record_type: RecordType, term: str, params: list, alias: str, windows: bool,
-                       walk: bool, as_ids: bool = True, p: str = "?") -> str:
+                       walk: bool, as_ids: bool = True, p: str = POSTGRES.p) -> str:
     """PostgreSQL: the ILIKE over the searched text (which the pg_trgm index answers for 3+
     characters). With the windows index and unless `walk` (`pg_walk`), the ids of the rows
     its tsquery finds, each tested with the ILIKE — exactly the ILIKE's rows, for terms of any
@@ -154,8 +162,7 @@ def pg_text_condition(record_type: RecordType, term: str, params: list, alias: s
     independent, underestimates how many rows hold a term, and walked a million rows for
     `Q7` (1.2 s), also when the ids were written as `IN (SELECT …)`. Not `as_ids` (a count
     up to a cap, in no order): the two tests on each row of the index's, so the count stops at
-    its cap (collected first, 200,000 ids took 0.5 s). `p`: the placeholder (`?` for SQL the
-    PostgreSQL adapter translates, `%s` in a statement stated for it)."""
+    its cap (collected first, 200,000 ids took 0.5 s). `p`: the placeholder (PostgreSQL's)."""
     query = pg_windows_query(term) if windows and not walk else None
     if query is None:
         params.append(like_pattern(term))
@@ -175,18 +182,18 @@ def pg_text_condition(record_type: RecordType, term: str, params: list, alias: s
             f"({pg_search_document(record_type, 's.')}) ILIKE {p} ESCAPE '\\'))")
 
 
-def text_condition(record_type: RecordType, term: str, params: list, dialect: str = "sqlite",
+def text_condition(record_type: RecordType, term: str, params: list, dialect: str | Dialect = "sqlite",
                     walk: bool = False, alias: str = "r", grams: bool = False, pg_ids: bool = True,
-                    p: str = "?") -> str:
+                    p: str | None = None) -> str:
     """The rows holding `term`. SQLite, 3+ characters: by default the set of rowids the FTS5
     index returns (`r.id IN (…)`); with `walk`, a test of each row (see `plan_terms`): a LIKE
     over the indexed columns, which can only hold when the index matches too (LIKE folds ASCII
     case, the trigram index folds all of Unicode: LIKE ⇒ MATCH), else the index asked about
-    that one row — the same rows either way, in whatever order the query walks. `p`: the
-    PostgreSQL placeholder (`pg_text_condition`); SQLite's is `?`."""
+    that one row — the same rows either way, in whatever order the query walks. Spelled for
+    `dialect` (a Dialect or its name; `p`, when given, its placeholder)."""
     columns = record_type.text_index_columns
-    if dialect == "postgresql":
-        return pg_text_condition(record_type, term, params, alias, grams, walk, pg_ids, p)
+    if engine_dialect(dialect) is POSTGRES:
+        return pg_text_condition(record_type, term, params, alias, grams, walk, pg_ids, p or POSTGRES.p)
     fts = fts_table(record_type)
     if len(term) >= TRIGRAM and not walk:
         params.append(fts_phrase(term))
@@ -227,6 +234,6 @@ def _has_case(term: str) -> bool:
 
 
 
-__all__ = ["TRIGRAM", "dialect_of", "has_korean", "fts_table", "like_pattern", "fts_phrase", "pg_search_document",
+__all__ = ["TRIGRAM", "dialect_of", "column", "has_korean", "fts_table", "like_pattern", "fts_phrase", "pg_search_document",
            "gram_indexed", "short_index", "pg_windows_index", "pg_windows_query", "pg_text_condition",
            "text_condition"]

@@ -16,21 +16,11 @@ from dataclasses import replace
 
 from basecrawler.reading.search import RecordFilter, build_query, pg_search_document, short_index
 from basecrawler.recordtypes import RecordType
-from basecrawler.store.engines.dialect import POSTGRES, SQLITE, Statement, dialect_of
+from basecrawler.store.engines.dialect import POSTGRES, SQLITE, dialect_of
 from basecrawler.watch import pg_terms, textscan
 
 _UNSURE = "watch_unsure"
 _ASCII = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def _built(d, search: str, sql: str) -> str:
-    """`sql`, which holds `build_query`'s statement `search`, stated for the engine of dialect
-    `d`: as `search` is spelled when it says so (a Statement), else as build_query's plain SQL
-    is spelled, SQLite's (on PostgreSQL that text still goes through the adapter's counted
-    fallback, engines/pg_translate.py, until build_query states its statements)."""
-    if isinstance(search, Statement):
-        return search.dialect.query(sql)
-    return SQLITE.query(sql) if d is SQLITE else sql
 
 
 def filter_ids(store, filters: RecordFilter, candidates: str) -> dict[int, str]:
@@ -38,9 +28,10 @@ def filter_ids(store, filters: RecordFilter, candidates: str) -> dict[int, str]:
     d = dialect_of(store)
     grams = short_index(store.db.conn, filters.declaration())
     search, params = build_query(filters, columns="r.id AS id, r.source AS source", ordered=False,
-                                 dialect=d.name, grams=grams)
-    rows = store.query(_built(d, search, f"SELECT m.id, m.source FROM ({search}) AS m "
-                                         f"WHERE m.id IN (SELECT id FROM {candidates})"), params)
+                                 dialect=d, grams=grams)
+    # (build_query's statement is spelled for the store's engine: so is what holds it)
+    rows = store.query(search.dialect.query(f"SELECT m.id, m.source FROM ({search}) AS m "
+                                            f"WHERE m.id IN (SELECT id FROM {candidates})"), params)
     return {r["id"]: r["source"] for r in rows}
 
 
