@@ -338,7 +338,7 @@ def test_pg_search_uses_the_trigram_index(pg_url, monkeypatch):  # noqa: F811
     store = Store(pg_url)
     sql, params = build_query(RecallFilter(text="ブレーキ"), dialect="postgresql")
     store.db.execute("SET enable_seqscan = off")
-    plan = "\n".join(r[0] for r in store.db.execute("EXPLAIN " + sql, params).fetchall())
+    plan = "\n".join(r[0] for r in store.db.execute(sql.dialect.query("EXPLAIN " + sql), params).fetchall())
     assert "recalls_search_trgm" in plan
     store.close()
 
