@@ -6,8 +6,9 @@ the sqlite3 connection's surface (`execute`, `executemany`, `fetchone`, `rowcoun
 `description`), so every store method and every module writing through
 `store.write(lambda db: db.conn.execute(…))` runs on both engines. Each statement is spelled
 for its engine with the engine's dialect (`dialect`: `dialect_of(store or conn)`, SQLITE or
-POSTGRES) and says whether it only reads; SQL still written in SQLite's spelling only goes
-through the counted regex fallback `pg_translate` until its last caller states its SQL.
+POSTGRES) and says whether it only reads. The project's modules state every statement they
+run on PostgreSQL (the search's `build_query` included); plain SQL in SQLite's spelling, now
+written only by tests, goes through the counted regex fallback `pg_translate`.
 
 Modules: `dialect` (what differs between the engines' SQL), `pg` (the adapter: transactions,
 reconnecting), `pg_connect` (connecting with timeouts, the watchdog, lost-connection errors),

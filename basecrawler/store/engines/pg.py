@@ -1,8 +1,9 @@
 """PostgreSQL through psycopg 3, behind the sqlite3 surface the store and its callers use.
 
 `PgConnection.execute(sql, params)` runs a statement its caller spelled for PostgreSQL with
-the connection's dialect (`Statement`, engines/dialect.py) as written; SQL still written only
-in SQLite's spelling goes through the counted fallback (engines/pg_translate.py).
+the connection's dialect (`Statement`, engines/dialect.py) as written. Plain SQL in SQLite's
+spelling (no module of the project sends any; tests still write some in place) goes through
+the counted fallback (engines/pg_translate.py).
 
 The connection is in autocommit mode and the store opens its transactions with BEGIN … COMMIT,
 exactly as on SQLite. Connecting, timeouts and the watchdog that cuts a statement a hung

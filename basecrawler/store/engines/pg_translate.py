@@ -1,9 +1,10 @@
 """The fallback for SQL still written in SQLite's spelling only: rewritten for PostgreSQL by
-regular expressions, and its read-only intent guessed, until every module states its
-statements through its dialect (engines/dialect.py). Each use is counted by the module the
+regular expressions, and its read-only intent guessed. Every module of the project states its
+statements through its dialect (engines/dialect.py), the search's `build_query` last; what
+still comes here is SQL the tests write in place. Each use is counted by the module the
 statement came from (`unstated`), and tests/test_sql_dialect.py lists the modules whose source
-still holds such statements, so what is left of this path is known. Delete the module when
-that list is empty.
+still holds such statements (the project's: SQLite-only web code). Delete the module when the
+tests state theirs too, and have engines/pg.py refuse plain SQL.
 
 The rewriting (cached per statement; string literals untouched except for `%`, which psycopg
 reads as a placeholder): `?` → `%s`, `:name` → `%(name)s`, `[column]` → `"column"`,
