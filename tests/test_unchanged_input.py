@@ -13,6 +13,7 @@ from basecrawler.pipeline import inputhash, records
 from basecrawler.pipeline.intake import LOOKUP_EVERY
 from basecrawler.recordtypes import Record
 from basecrawler.recordtypes.registry import get_record_type
+from basecrawler.store.lookup import Lookup
 
 VEHICLE = get_record_type("vehicle_recall")
 
@@ -233,7 +234,7 @@ def test_recognising_changes_no_count_and_no_stored_value_against_the_whole_way(
         since = rng.choice([None, dt.date(2024, 1, 1), dt.date(2025, 1, 1)])   # the last drops every known date
         recognised = run(with_store, items, mode="full", since=since)
         with monkeypatch.context() as patch:
-            patch.setattr(Store, "known_inputs", lambda self, record_type, hashes, **kwargs: {})
+            patch.setattr(Lookup, "known_inputs", lambda self, record_type, hashes, *args, **kwargs: {})
             whole_way = run(without_store, items, mode="full", since=since)
         assert counts(recognised) == counts(whole_way)
         strip = lambda rows: [{k: v for k, v in r.items() if k not in ("first_seen_at", "updated_at")} for r in rows]
@@ -360,9 +361,9 @@ def test_a_first_import_of_a_source_looks_nothing_up_and_counts_its_repeats_as_e
     find but this run's own rows, so it is not asked; a repeated input (a later round, a later
     batch) still counts merged, and the next run looks up and recognises everything."""
     asked = []
-    real = Store.known_inputs
-    monkeypatch.setattr(Store, "known_inputs", lambda self, record_type, keys, **kw: asked.append(len(keys))
-                        or real(self, record_type, keys, **kw))
+    real = Lookup.known_inputs
+    monkeypatch.setattr(Lookup, "known_inputs", lambda self, record_type, keys, *args, **kw: asked.append(len(keys))
+                        or real(self, record_type, keys, *args, **kw))
     monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", "2")
     monkeypatch.setattr("basecrawler.pipeline.intake.LOOKUP_EVERY", 1)
     store = Store(tmp_path / "s.db")
