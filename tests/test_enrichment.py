@@ -19,6 +19,7 @@ from basecrawler.commands.status import collect_status
 from basecrawler.testing import LoopbackServer, Reply
 
 from support import FakeClock, ItemsCrawler
+from basecrawler.store.engines.dialect import dialect_of
 
 REAL_BACKOFFS = (900.0, 3600.0, 21600.0, 86400.0)
 REPO = Path(__file__).resolve().parents[1]
@@ -77,7 +78,8 @@ def crawl(store, settings, server, items, clock=None, **kw):
 
 
 def queue_row(store, number):
-    return store.query("SELECT * FROM enrichment WHERE record_key = ?", [number])[0]
+    d = dialect_of(store)
+    return store.query(d.query(f"SELECT * FROM enrichment WHERE record_key = {d.p}"), [number])[0]
 
 
 def test_detail_404_twice_then_found_is_done_after_three_requests_none_before_backoff(store, settings):
@@ -251,8 +253,8 @@ def test_detail_does_not_erase_stored_values(store, settings):
 def test_detail_that_adds_an_original_queues_the_row_for_translation(store, settings):
     crawl(store, settings.with_(enrich_limit=0), DetailServer({}), [item(1)])
     store.write(lambda db: db.conn.execute(
-        "UPDATE recalls SET summary_ko = '요약', translated_at = '2024-01-01T00:00:00+00:00', "
-        "translation_status = 'translated'"))
+        dialect_of(db.conn).write("UPDATE recalls SET summary_ko = '요약', translated_at = '2024-01-01T00:00:00+00:00', "
+        "translation_status = 'translated'")))
     crawl(store, settings, DetailServer({"R1": [200]}), [])
     row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert row["model_original"] == "MODEL R1"

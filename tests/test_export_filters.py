@@ -8,6 +8,7 @@ import pytest
 from basecrawler import Recall, Store
 from basecrawler.reading.search import RecallFilter, build_query, iter_recalls
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 STORED = ["JP", "jp", "Jp", "US", "ÄÖ", "äö", None, "J", "JPN", "j%"]
 ASKED = ["JP", "jp", "jP", "us", "ÄÖ", "äö", "Äö", "j", "JPN", "j%", "j_", "", "XX"]
@@ -20,8 +21,9 @@ def _fill(store: Store) -> None:
                           for i in range(60)], source="test")
     # Stored values in every case (another writer, an older store): the filter must find them all.
     conn = store.db.conn
+    d = dialect_of(conn)
     for i, value in enumerate(STORED):
-        conn.execute("UPDATE recalls SET country = ?, source = ? WHERE recall_number LIKE ?",
+        conn.execute(d.write(f"UPDATE recalls SET country = {d.p}, source = {d.p} WHERE recall_number {d.ilike} {d.p}"),
                      [value, ("test", "TEST", "Test")[i % 3], f"N0{i}%"])
     getattr(conn, "commit", lambda: None)()   # PostgreSQL: the adapter commits each statement
 
@@ -34,9 +36,10 @@ def _ids(conn, dialect, field, value, facet_sets=False):
 
 def _reference(conn, field, value):
     """The test every row used to get: LOWER of the stored value against LOWER of the value."""
+    d = dialect_of(conn)
     return [row[0] for row in conn.execute(
-        f"SELECT r.id FROM recalls AS r WHERE LOWER(CAST(r.{field} AS TEXT)) = LOWER(?) "
-        "ORDER BY r.recall_date DESC, r.id DESC", [value])]
+        d.query(f"SELECT r.id FROM recalls AS r WHERE LOWER(CAST(r.{field} AS TEXT)) = LOWER({d.p}) "
+        "ORDER BY r.recall_date DESC, r.id DESC"), [value])]
 
 
 @pytest.mark.parametrize("value", ASKED)

@@ -10,6 +10,7 @@ from basecrawler.reading.search import RecallFilter, count, search
 from basecrawler.store import groups
 from basecrawler.testing import fast_settings
 from basecrawler.recordtypes import get_record_type
+from basecrawler.store.engines.dialect import dialect_of
 
 ALERTS = get_record_type("product_alert")
 
@@ -72,7 +73,7 @@ def test_a_republished_recall_is_shown_once_with_the_original_first(db_path, sto
 def test_nothing_is_overwritten_each_publisher_keeps_its_record(db_path, store):
     crawl(Original, db_path, [{"nid": "82438", "title": "Peanut butter recalled", "text": "Salmonella"}])
     crawl(Republisher, db_path, [{"country": "CA", "nid": "82438", "title": "Peanut butter (OECD)"}])
-    rows = {r["source"]: r for r in store.query("SELECT * FROM product_alerts")}
+    rows = {r["source"]: r for r in store.query(dialect_of(store).query("SELECT * FROM product_alerts"))}
     assert rows["origdemo"]["title_original"] == "Peanut butter recalled"
     assert rows["repubdemo"]["title_original"] == "Peanut butter (OECD)"
     assert rows["repubdemo"]["description_original"] is None

@@ -13,13 +13,14 @@ from basecrawler.store.groups_migration import copy_flags
 
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 from test_groups import Original, Republisher, crawl, ids_of
+from basecrawler.store.engines.dialect import dialect_of
 
 ALERTS = get_record_type("product_alert")
 
 
 def flags(store) -> dict:
     return {(r["source"], r["alert_id"]): r["is_copy"]
-            for r in store.query('SELECT source, alert_id, "is_copy" FROM product_alerts')}
+            for r in store.query(dialect_of(store).query('SELECT source, alert_id, "is_copy" FROM product_alerts'))}
 
 
 def grouped(db_path):
@@ -83,7 +84,7 @@ def test_postgresql_hides_copies_by_the_flag_too(pg_url):  # noqa: F811
         assert count_upto(conn, alerts) == count(conn, alerts) == 3
         assert count_upto(conn, RecallFilter(record_type="product_alert", all_copies=True)) == 5
         assert ids_of(search(conn, RecallFilter(record_type="product_alert", text="OECD"))) == []
-        store.write(lambda db: db.execute('UPDATE product_alerts SET "is_copy" = NULL'))   # as before the flag
+        store.write(lambda db: db.execute(dialect_of(db).write('UPDATE product_alerts SET "is_copy" = NULL')))   # as before the flag
         assert copy_flags(conn) == 2
         assert count(conn, alerts) == 3
     finally:

@@ -12,6 +12,7 @@ from basecrawler.store import groups
 
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 from test_groups import Original, Republisher, crawl
+from basecrawler.store.engines.dialect import dialect_of
 
 ALERTS = get_record_type("product_alert")
 
@@ -87,7 +88,7 @@ def expected(conn, options) -> list[int]:
 
 
 def copy_ids(conn) -> set[int]:
-    return {r[0] for r in conn.execute(f'SELECT member_id FROM "{groups.TABLE}"').fetchall()}
+    return {r[0] for r in conn.execute(dialect_of(conn).query(f'SELECT member_id FROM "{groups.TABLE}"')).fetchall()}
 
 
 @pytest.mark.parametrize("walked", [False, True], ids=["sets", "walks"])
@@ -140,7 +141,7 @@ def test_postgresql_makes_the_same_indexes_and_finds_the_same_records(pg_url):  
     store = Store(pg_url)
     try:
         conn = store.db.conn
-        made = {r["indexname"] for r in store.query("SELECT indexname FROM pg_indexes WHERE tablename = 'product_alerts'")}
+        made = {r["indexname"] for r in store.query(dialect_of(store).query("SELECT indexname FROM pg_indexes WHERE tablename = 'product_alerts'"))}
         assert {i.name for i in groups.copy_indexes(ALERTS)} <= made
         assert len(copy_ids(conn)) == 12
         for options in FILTERS:

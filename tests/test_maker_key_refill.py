@@ -6,6 +6,7 @@ from basecrawler import Store
 from basecrawler.store.engines import pg_migrations
 from basecrawler.store.migrations import MIGRATIONS
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (pytest fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 OLD_ROWS = [("t", "JP", "1", "フィアット", "フィアット"),      # the key the old table gave: the name itself
             ("t", "JP", "2", "ドゥカティ", "ドゥカティ"),
@@ -14,7 +15,7 @@ OLD_ROWS = [("t", "JP", "1", "フィアット", "フィアット"),      # the k
 
 def _keys(store) -> dict:
     return {r["recall_number"]: r["manufacturer_key"]
-            for r in store.query("SELECT recall_number, manufacturer_key FROM recalls")}
+            for r in store.query(dialect_of(store).query("SELECT recall_number, manufacturer_key FROM recalls"))}
 
 
 def test_a_sqlite_store_with_old_katakana_keys_gets_them_refilled(tmp_path):
@@ -38,16 +39,17 @@ def test_a_sqlite_store_with_old_katakana_keys_gets_them_refilled(tmp_path):
 
 def test_a_postgresql_store_with_old_katakana_keys_gets_them_refilled(pg_url):  # noqa: F811
     store = Store(pg_url)
+    d = dialect_of(store)
     store.write(lambda db: db.conn.executemany(
-        "INSERT INTO recalls (source, country, recall_number, recall_date, manufacturer_original, manufacturer_key) "
-        "VALUES (?, ?, ?, '2024-01-01', ?, ?)", OLD_ROWS))
+        d.write("INSERT INTO recalls (source, country, recall_number, recall_date, manufacturer_original, manufacturer_key) "
+                f"VALUES ({d.params(3)}, '2024-01-01', {d.params(2)})"), OLD_ROWS))
     step = pg_migrations.BASELINE + 1 + [s.__name__ for s in pg_migrations.STEPS].index("_p009_refill_maker_keys")
     # A database made before step 9 (a new one holds one row, at the newest version).
-    store.write(lambda db: db.conn.execute("UPDATE schema_version SET version = ? WHERE version >= ?", [step - 1, step]))
+    store.write(lambda db: db.conn.execute(d.write(f"UPDATE schema_version SET version = {d.p} WHERE version >= {d.p}"), [step - 1, step]))
     store.close()
     store = Store(pg_url)
     try:
         assert _keys(store) == {"1": "FIAT", "2": "DUCATI", "3": "FORD"}
-        assert store.scalar("SELECT MAX(version) FROM schema_version") == pg_migrations.latest_version()
+        assert store.scalar(dialect_of(store).query("SELECT MAX(version) FROM schema_version")) == pg_migrations.latest_version()
     finally:
         store.close()

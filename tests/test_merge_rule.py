@@ -10,6 +10,7 @@ import pytest
 from basecrawler import Recall, Store
 from basecrawler.recordtypes.upsert import RETRANSLATE, UpsertPlan
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 TYPE = "vehicle_recall"
 KEY = ("us", "US", "R1")
@@ -77,8 +78,8 @@ def test_a_rule_that_keeps_every_stored_value_leaves_a_change_unwritten_and_coun
 
 def test_what_the_rule_says_of_the_translation_is_what_is_cleared(store, monkeypatch):
     store.upsert(TYPE, [recall()], source="us")
-    store.write(lambda db: db.conn.execute("UPDATE recalls SET model_ko = '모델', summary_ko = '에어백', "
-                                           "translated_at = '2024-06-01'"))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("UPDATE recalls SET model_ko = '모델', summary_ko = '에어백', "
+                                           "translated_at = '2024-06-01'")))
     real = UpsertPlan.merge
 
     def only_the_model_is_retranslated(self, old, new):

@@ -10,6 +10,7 @@ from basecrawler import Recall, Store
 from basecrawler.recordtypes import get_record_type
 from basecrawler.store.engines import pg_lookup
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 TYPE = "vehicle_recall"
 RT = get_record_type(TYPE)
@@ -50,7 +51,9 @@ def test_every_column_without_a_list_and_the_same_rows_as_the_store_reads(store)
     found = lookup(store, keys)
     for key in keys:
         source, country, number = key
-        assert found[key] == store.query("SELECT * FROM recalls WHERE source = ? AND country = ? AND recall_number = ?",
+        d = dialect_of(store)
+        assert found[key] == store.query(d.query(f"SELECT * FROM recalls WHERE source = {d.p} AND country = {d.p} "
+                                                 f"AND recall_number = {d.p}"),
                                          [source, country, number])[0]
 
 
@@ -103,6 +106,6 @@ def test_values_by_key_are_the_rows_columns_as_tuples_under_the_same_stored_keys
 
 
 def test_known_inputs_on_postgresql_gives_the_hash_and_the_date_only_when_asked(store):
-    [row] = store.query("SELECT input_hash FROM recalls WHERE source = 'us' AND country = 'US' AND recall_number = '7'")
+    [row] = store.query(dialect_of(store).query("SELECT input_hash FROM recalls WHERE source = 'us' AND country = 'US' AND recall_number = '7'"))
     assert store.lookup.known_inputs(TYPE, [("us", "US", "7"), ("us", "US", "x")]) == {("us", "US", "7"): (row["input_hash"], "2024-05-01")}
     assert store.lookup.known_inputs(TYPE, [("us", "US", "7")], dates=False) == {("us", "US", "7"): (row["input_hash"], None)}

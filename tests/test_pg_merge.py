@@ -16,6 +16,7 @@ from basecrawler import Recall, Store
 from basecrawler.recordtypes import get_record_type
 from basecrawler.recordtypes.upsert import plan_for
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 TYPE = "vehicle_recall"
 
@@ -45,7 +46,7 @@ def counts(result) -> tuple:
 def test_counts_are_exact_over_insert_identical_rerun_and_partial_change(store, row_by_row):
     first = store.upsert(TYPE, [recall(n) for n in range(6)], source="us")
     assert counts(first) == (6, 0, 0, 0) and set(first.by_key.values()) == {"new"}
-    before = {r["recall_number"]: r for r in store.query("SELECT * FROM recalls")}
+    before = {r["recall_number"]: r for r in store.query(dialect_of(store).query("SELECT * FROM recalls"))}
 
     again = store.upsert(TYPE, [recall(n) for n in range(6)], source="us")
     assert counts(again) == (0, 0, 6, 0) and set(again.by_key.values()) == {"unchanged"}
@@ -56,7 +57,7 @@ def test_counts_are_exact_over_insert_identical_rerun_and_partial_change(store, 
     assert counts(changed) == (1, 1, 2, 0)
     assert changed.by_key == {("us", "US", "R0000"): "updated", ("us", "US", "R0001"): "unchanged",
                               ("us", "US", "R0002"): "unchanged", ("us", "US", "R0006"): "new"}
-    after = {r["recall_number"]: r for r in store.query("SELECT * FROM recalls")}
+    after = {r["recall_number"]: r for r in store.query(dialect_of(store).query("SELECT * FROM recalls"))}
     assert after["R0000"]["model_original"] == "M2" and after["R0000"]["input_hash"] != before["R0000"]["input_hash"]
     for number in ("R0001", "R0002", "R0003"):   # not written: neither hash nor updated_at moved
         assert after[number] == before[number]
@@ -78,7 +79,7 @@ def test_a_blank_never_erases_a_stored_value_nor_one_inside_extra(store, row_by_
     # both engines and both paths store the same bytes.
     old = {"extra": json.dumps({"plant": "Ulsan", "units_note": "about 40", "n": 3}, ensure_ascii=False, sort_keys=True)}
     expected = plan_for(get_record_type(TYPE)).merge(old, {"extra": {"added": "yes", "plant": ""}})["extra"]
-    assert store.scalar("SELECT extra FROM recalls WHERE recall_number = 'R0001'") == expected
+    assert store.scalar(dialect_of(store).query("SELECT extra FROM recalls WHERE recall_number = 'R0001'")) == expected
 
     blanks_only = store.upsert(TYPE, [recall(1, extra={"plant": "", "n": None})], source="us")
     assert blanks_only.by_key[("us", "US", "R0001")] == "unchanged"
@@ -91,7 +92,7 @@ def test_extra_keeps_each_values_json_text_and_sorts_keys_by_code_point(store, r
     old = {"extra": json.dumps({"é": "ü\n", "b": {"z": 1, "aa": [1.5, None]}, "B": 1e-05}, ensure_ascii=False,
                                sort_keys=True)}
     expected = plan_for(get_record_type(TYPE)).merge(old, {"extra": {"a\"q": "x\ty", "b": {"z": 1, "aa": [1.5, None]}}})
-    assert store.scalar("SELECT extra FROM recalls WHERE recall_number = 'R0001'") == expected["extra"]
+    assert store.scalar(dialect_of(store).query("SELECT extra FROM recalls WHERE recall_number = 'R0001'")) == expected["extra"]
     assert row_by_row == []
 
 
@@ -110,8 +111,8 @@ def test_an_unknown_date_never_replaces_a_known_one_and_a_known_one_replaces_an_
 def test_a_changed_original_clears_its_korean_and_the_translation_state(store, row_by_row):
     store.upsert(TYPE, [recall(1, model_original="Sedan"), recall(2)], source="us")
     store.write(lambda db: db.conn.execute(
-        "UPDATE recalls SET summary_ko = '요약', model_ko = '세단', translated_at = '2024-06-01', "
-        "translation_status = 'translated'"))
+        dialect_of(db.conn).write("UPDATE recalls SET summary_ko = '요약', model_ko = '세단', translated_at = '2024-06-01', "
+        "translation_status = 'translated'")))
     result = store.upsert(TYPE, [recall(1, model_original="Sedan", summary_original="New summary"),
                                  recall(2, summary_original=None)], source="us")
     assert counts(result) == (0, 1, 1, 0)
@@ -123,7 +124,7 @@ def test_a_changed_original_clears_its_korean_and_the_translation_state(store, r
 
 
 def test_one_refused_row_in_a_batch_of_500_is_the_only_failure(store, row_by_row):
-    store.write(lambda db: db.conn.execute("ALTER TABLE recalls ADD CONSTRAINT no_r0250 CHECK (recall_number <> 'R0250')"))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("ALTER TABLE recalls ADD CONSTRAINT no_r0250 CHECK (recall_number <> 'R0250')")))
     result = store.upsert(TYPE, [recall(n) for n in range(500)], source="us")
     assert counts(result) == (499, 0, 0, 1)
     (row, error), = result.failed
@@ -196,7 +197,7 @@ def test_two_writers_on_overlapping_keys_both_finish_with_the_right_rows(pg_url,
         assert sum(r.new + r.updated for r in results[name]) == 1000 * rounds
         assert sum(r.unchanged + len(r.failed) for r in results[name]) == 0
     check = Store(pg_url)
-    rows = {r["recall_number"]: r for r in check.query("SELECT recall_number, summary_original, model_original FROM recalls")}
+    rows = {r["recall_number"]: r for r in check.query(dialect_of(check).query("SELECT recall_number, summary_original, model_original FROM recalls"))}
     check.close()
     assert len(rows) == 1500
     for n in range(1500):

@@ -11,6 +11,7 @@ from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, plan_for
 from basecrawler.store.core import UpsertResult
 from basecrawler.store.engines import pg_upsert
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 TYPE = "vehicle_recall"
 PLAN = plan_for(get_record_type(TYPE))
@@ -85,7 +86,7 @@ def test_a_staging_table_lost_with_its_transaction_is_made_again_and_the_batch_m
     store.upsert(TYPE, [recall(n) for n in range(3)], source="us")   # the staged way: the table made
     stage = pg_upsert.merge_sql(PLAN).stage
     # What a rolled-back first transaction leaves: the connection remembers a table that is gone.
-    store.db.conn.execute(f"DROP TABLE {stage}")
+    store.db.conn.execute(dialect_of(store.db.conn).write(f"DROP TABLE {stage}"))
     taken_meanwhile(monkeypatch)
     result = store.upsert(TYPE, [recall(n, model_original="M") for n in range(2, 5)], source="us")
     assert (result.new, result.updated, result.unchanged) == (2, 1, 0)
@@ -97,7 +98,7 @@ def test_several_batches_in_one_transaction_each_merge_only_their_own_rows(store
     results = [UpsertResult() for _ in range(8)]
 
     def batches(db):
-        db.execute("SELECT 1")   # the merges run after another statement: with their savepoint
+        db.execute(dialect_of(db).query("SELECT 1"))   # the merges run after another statement: with their savepoint
         for index, result in enumerate(results):
             # Batch i: keys 5i..5i+9 with model Mi, so half of each changes the batch before it.
             assert pg_upsert.merge_batch(db, PLAN, rows(range(5 * index, 5 * index + 10), model_original=f"M{index}"),
@@ -106,13 +107,13 @@ def test_several_batches_in_one_transaction_each_merge_only_their_own_rows(store
     assert (results[0].new, results[0].updated) == (10, 0)
     for result in results[1:]:   # rows an earlier batch left staged would be merged again
         assert (result.new, result.updated, result.unchanged) == (5, 5, 0)
-    models = {r["recall_number"]: r["model_original"] for r in store.query("SELECT recall_number, model_original FROM recalls")}
+    models = {r["recall_number"]: r["model_original"] for r in store.query(dialect_of(store).query("SELECT recall_number, model_original FROM recalls"))}
     assert models == {f"R{n:04d}": f"M{min(n // 5, 7)}" for n in range(45)}
     assert row_by_row == []
 
 
 def test_a_refused_batch_after_another_in_its_transaction_keeps_the_first(store, row_by_row):
-    store.write(lambda db: db.conn.execute("ALTER TABLE recalls ADD CONSTRAINT no_r0007 CHECK (recall_number <> 'R0007')"))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("ALTER TABLE recalls ADD CONSTRAINT no_r0007 CHECK (recall_number <> 'R0007')")))
     first, second = UpsertResult(), UpsertResult()
 
     def batches(db):
@@ -124,7 +125,7 @@ def test_a_refused_batch_after_another_in_its_transaction_keeps_the_first(store,
 
 
 def test_a_refused_batch_that_opened_its_transaction_leaves_it_open_and_empty(store, row_by_row):
-    store.write(lambda db: db.conn.execute("ALTER TABLE recalls ADD CONSTRAINT no_r0003 CHECK (recall_number <> 'R0003')"))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("ALTER TABLE recalls ADD CONSTRAINT no_r0003 CHECK (recall_number <> 'R0003')")))
     result = store.upsert(TYPE, [recall(n) for n in range(6)], source="us")
     assert (result.new, len(result.failed)) == (5, 1)
     assert row_by_row   # the row-by-row path ran in the transaction begun again

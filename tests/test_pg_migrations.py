@@ -12,6 +12,7 @@ import pytest
 from basecrawler import Recall, Store
 from basecrawler.store.engines import pg_migrations
 from pgcluster import pg_cluster  # noqa: F401  (fixture)
+from basecrawler.store.engines.dialect import dialect_of
 
 OLD_SCHEMA = Path(__file__).resolve().parent.parent / "fixtures" / "pg" / "schema_0880bd7.sql"
 
@@ -63,9 +64,9 @@ def test_the_previous_release_schema_upgrades_step_by_step_with_its_data_kept(ol
         assert (row["summary_original"], row["summary_ko"], row["translated_at"]) == (
             "Brake fluid leak", "브레이크액 누출", "2024-05-02")
         assert store.runs.last_run("us")["new"] == 1
-        assert store.scalar("SELECT uses FROM translation_memory WHERE source_hash = 'h1'") == 3
+        assert store.scalar(dialect_of(store).query("SELECT uses FROM translation_memory WHERE source_hash = 'h1'")) == 3
         # Step 10: the queue and the letters keep their rows under the key's generic names.
-        assert store.query("SELECT key_prefix, record_key, record_date, level FROM enrichment") == [
+        assert store.query(dialect_of(store).query("SELECT key_prefix, record_key, record_date, level FROM enrichment")) == [
             {"key_prefix": "US", "record_key": "24V-001", "record_date": "2024-05-01", "level": 1}]
         assert [(d["record_key"], d["error"]) for d in store.dead_letters.open_dead_letters("us")] == [("24V-001", "bad detail")]
         # The upgraded store still works: a changed summary updates the row and clears its translation.
@@ -85,11 +86,11 @@ def test_a_new_step_runs_once_in_order_and_is_recorded(old_url, monkeypatch):
     def _p009_split_units(conn):
         ran.append(9)
         conn.executescript("ALTER TABLE recalls ADD COLUMN units_note TEXT")
-        conn.execute("UPDATE recalls SET units_note = 'from step 9'")
+        conn.execute(dialect_of(conn).write("UPDATE recalls SET units_note = 'from step 9'"))
 
     def _p010_after(conn):
         # Runs after step 9: its column exists and is filled.
-        ran.append(conn.execute("SELECT units_note FROM recalls").fetchone()[0])
+        ran.append(conn.execute(dialect_of(conn).query("SELECT units_note FROM recalls")).fetchone()[0])
 
     # After step 8 only (the later real steps would take these numbers).
     monkeypatch.setattr(pg_migrations, "STEPS", [pg_migrations.STEPS[0], _p009_split_units, _p010_after])

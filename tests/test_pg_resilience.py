@@ -23,6 +23,7 @@ from basecrawler.testing import fast_settings
 from conftest import subprocess_env
 from pgcluster import Cluster, _bin_dir
 from support import ItemsCrawler
+from basecrawler.store.engines.dialect import dialect_of
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def test_the_timeouts_have_defaults_the_environment_and_the_url_can_change(url, 
     def timeouts(db):
         store = Store(db)
         try:
-            return store.scalar("SHOW statement_timeout"), connection_params(db)["connect_timeout"]
+            return store.scalar(dialect_of(store).query("SHOW statement_timeout")), connection_params(db)["connect_timeout"]
         finally:
             store.close()
     assert timeouts(url) == ("5min", 5)
@@ -135,7 +136,7 @@ def test_a_statement_over_the_statement_timeout_is_cancelled(url, monkeypatch):
     try:
         started = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled):
-            store.scalar("SELECT pg_sleep(10)")
+            store.scalar(dialect_of(store).query("SELECT pg_sleep(10)"))
         assert time.monotonic() - started < 5
     finally:
         store.close()
@@ -153,16 +154,16 @@ def test_a_transaction_cut_mid_way_is_run_again_whole_on_a_new_connection(cluste
 
     def op(db):
         attempts.append(1)
-        db.conn.execute("INSERT INTO meta (key, value) VALUES ('a', '1')")
+        db.conn.execute(dialect_of(db.conn).write("INSERT INTO meta (key, value) VALUES ('a', '1')"))
         if len(attempts) == 1:   # the server ends this session half-way through the transaction
-            _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-        db.conn.execute("INSERT INTO meta (key, value) VALUES ('b', '2')")
+            _terminate(cluster, url, db.conn.execute(dialect_of(db.conn).query("SELECT pg_backend_pid()")).fetchone()[0])
+        db.conn.execute(dialect_of(db.conn).write("INSERT INTO meta (key, value) VALUES ('b', '2')"))
         return "done"
     try:
         with caplog.at_level(logging.INFO):
             assert store.write(op) == "done"
         assert len(attempts) == 2
-        assert store.query("SELECT key, value FROM meta ORDER BY key") == [
+        assert store.query(dialect_of(store).query("SELECT key, value FROM meta ORDER BY key")) == [
             {"key": "a", "value": "1"}, {"key": "b", "value": "2"}]   # once each: the cut attempt left nothing
         assert not any(r.exc_info for r in caplog.records)
         assert any("connection to" in r.getMessage() and "lost" in r.getMessage() for r in caplog.records)
@@ -179,7 +180,7 @@ def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster,
     real_params, calls = UpsertPlan.params, []
     # Asked before the upsert: inside it the connection is busy streaming the batch (COPY), and
     # a query of its own would wait for that stream to end.
-    backend = store.scalar("SELECT pg_backend_pid()")
+    backend = store.scalar(dialect_of(store).query("SELECT pg_backend_pid()"))
 
     def cut_on_first_row(plan, row, now):
         calls.append(row["recall_number"])
@@ -191,7 +192,7 @@ def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster,
         result = store.upsert("vehicle_recall", [Recall(country="US", recall_number=f"N{n}", recall_date="2024-05-01")
                                        for n in range(4)], source="us")
         assert (result.new, result.failed) == (4, [])
-        assert store.scalar("SELECT COUNT(*) FROM recalls") == 4
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM recalls")) == 4
     finally:
         store.close()
 
@@ -199,8 +200,8 @@ def test_an_upsert_cut_inside_its_savepoint_is_redone_not_dead_lettered(cluster,
 def test_a_read_outside_a_transaction_reconnects_by_itself(cluster, url):
     store = Store(url)
     try:
-        _terminate(cluster, url, store.scalar("SELECT pg_backend_pid()"))
-        assert store.scalar("SELECT 41 + 1") == 42
+        _terminate(cluster, url, store.scalar(dialect_of(store).query("SELECT pg_backend_pid()")))
+        assert store.scalar(dialect_of(store).query("SELECT 41 + 1")) == 42
     finally:
         store.close()
 
@@ -245,7 +246,7 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
         outcome = real_batch(db, plan, rows)
         batches.append(len(rows))
         if len(batches) == 60:
-            _terminate(cluster, url, db.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+            _terminate(cluster, url, db.conn.execute(dialect_of(db.conn).query("SELECT pg_backend_pid()")).fetchone()[0])
         return outcome
     store.records.write_batch = cut_once
     try:
@@ -254,9 +255,9 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
         assert restarted.is_set() and len(batches) >= 121   # 120 batches of 5, the cut one (at least) twice
         assert result.status == "succeeded", result.summary_line()
         assert (result.counts.fetched, result.counts.new, result.counts.dead_lettered) == (600, 600, 0)
-        assert store.scalar("SELECT COUNT(*) FROM recalls") == 600
-        assert store.scalar("SELECT COUNT(DISTINCT recall_number) FROM recalls") == 600
-        assert store.scalar("SELECT COUNT(*) FROM dead_letters") == 0
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM recalls")) == 600
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(DISTINCT recall_number) FROM recalls")) == 600
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM dead_letters")) == 0
         assert store.runs.last_run("slow")["status"] == "succeeded"
         assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
         assert any("reconnected" in r.getMessage() for r in caplog.records)
@@ -452,8 +453,8 @@ def test_a_translation_run_survives_a_server_restart_losing_and_duplicating_noth
         assert (report.translated, report.pending) == (40, 0)
         assert len(backend.sent) - len(set(backend.sent)) <= 5    # at most the cut batch sent again
         assert len(set(backend.sent)) == 40
-        assert store.scalar("SELECT COUNT(*) FROM recalls WHERE summary_ko IS NULL OR translated_at IS NULL") == 0
-        assert store.scalar("SELECT COUNT(*) FROM translation_claims") == 0
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM recalls WHERE summary_ko IS NULL OR translated_at IS NULL")) == 0
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM translation_claims")) == 0
         assert not any(r.exc_info for r in caplog.records), "a traceback was logged"
         assert any("reconnected" in r.getMessage() for r in caplog.records)
     finally:
@@ -532,15 +533,15 @@ def short_timeouts(monkeypatch):
 def test_a_statement_to_a_server_frozen_after_accepting_ends_within_the_timeouts(cluster, url, short_timeouts):
     store = Store(url)
     try:
-        assert store.scalar("SELECT 1") == 1
+        assert store.scalar(dialect_of(store).query("SELECT 1")) == 1
         with frozen(cluster):
             started = time.monotonic()
-            outcome = _within(10, lambda: store.scalar("SELECT 2"))
+            outcome = _within(10, lambda: store.scalar(dialect_of(store).query("SELECT 2")))
             waited = time.monotonic() - started
         assert waited < 1 + 2 + 1.5, waited          # statement + connect timeouts, and the watchdog's tick
         assert isinstance(outcome, ConnectionLost), outcome
         assert "did not answer within 3s" in str(outcome) and "\n" not in str(outcome)
-        assert store.scalar("SELECT 3") == 3         # once it answers again, the next statement reconnects
+        assert store.scalar(dialect_of(store).query("SELECT 3")) == 3         # once it answers again, the next statement reconnects
     finally:
         store.close()
 

@@ -12,6 +12,7 @@ from basecrawler import Recall, Store
 from basecrawler.cli import main
 from basecrawler.store.engines.transfer import TransferFailed, copy_store, snapshot_to_sqlite, tables
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 
 def _fill(store) -> None:
@@ -25,10 +26,11 @@ def _add_record_type_table(store) -> None:
     """A table the framework does not know, as a record type or schema extension adds one."""
     integer = "BIGINT" if store.engine == "postgresql" else "INTEGER"
     store.write(lambda db: db.conn.execute(
-        f"CREATE TABLE extension_rows (id {integer} PRIMARY KEY, title TEXT, risk REAL, photo "
-        f"{'BYTEA' if store.engine == 'postgresql' else 'BLOB'})"))
+        dialect_of(db.conn).write(f"CREATE TABLE extension_rows (id {integer} PRIMARY KEY, title TEXT, risk REAL, photo "
+        f"{'BYTEA' if store.engine == 'postgresql' else 'BLOB'})")))
+    d = dialect_of(store)
     store.write(lambda db: db.conn.executemany(
-        "INSERT INTO extension_rows (id, title, risk, photo) VALUES (?, ?, ?, ?)",
+        d.write(f"INSERT INTO extension_rows (id, title, risk, photo) VALUES ({d.params(4)})"),
         [[n, f"alert {n}", n / 2, bytes([n, 0, 255])] for n in range(1, 8)]))
 
 
@@ -40,7 +42,7 @@ def test_migrate_copies_every_table_including_ones_added_later(direction, tmp_pa
     source = Store(source_db)
     _fill(source)
     _add_record_type_table(source)
-    expected = {t: source.scalar(f"SELECT COUNT(*) FROM {t}") for t in tables(source)}
+    expected = {t: source.scalar(dialect_of(source).query(f"SELECT COUNT(*) FROM {t}")) for t in tables(source)}
     source.close()
     assert "extension_rows" in expected and "recalls" in expected
 
@@ -51,8 +53,8 @@ def test_migrate_copies_every_table_including_ones_added_later(direction, tmp_pa
                    for line in out.splitlines()), (table, out)
     target = Store(target_db)
     try:
-        assert {t: target.scalar(f"SELECT COUNT(*) FROM {t}") for t in expected} == expected
-        assert target.query("SELECT title, risk, photo FROM extension_rows WHERE id = 3") == [
+        assert {t: target.scalar(dialect_of(target).query(f"SELECT COUNT(*) FROM {t}")) for t in expected} == expected
+        assert target.query(dialect_of(target).query("SELECT title, risk, photo FROM extension_rows WHERE id = 3")) == [
             {"title": "alert 3", "risk": 1.5, "photo": bytes([3, 0, 255])}]
         from basecrawler.reading.search import RecallFilter, count
         assert count(target.db.conn, RecallFilter(text="ブレーキ")) == 25   # the target's search index is complete
@@ -87,7 +89,7 @@ def test_a_column_the_target_lacks_is_added_not_dropped(tmp_path, pg_url):  # no
     try:
         result = copy_store(source, target)
         assert result["recalls"].ok
-        assert target.scalar("SELECT COUNT(*) FROM recalls WHERE reviewer = 'kim'") == 25
+        assert target.scalar(dialect_of(target).query("SELECT COUNT(*) FROM recalls WHERE reviewer = 'kim'")) == 25
     finally:
         source.close()
         target.close()
@@ -123,8 +125,8 @@ def test_a_snapshot_that_cannot_copy_a_table_raises_and_leaves_the_old_file(tmp_
     path = tmp_path / "browse.db"
     snapshot_to_sqlite(pg_url, path)
     store = Store(pg_url)
-    store.write(lambda db: db.conn.execute("CREATE TABLE odd (k TEXT PRIMARY KEY, v TEXT)"))
-    store.write(lambda db: db.conn.execute("INSERT INTO odd VALUES ('a', 'x')"))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("CREATE TABLE odd (k TEXT PRIMARY KEY, v TEXT)")))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("INSERT INTO odd VALUES ('a', 'x')")))
     store.close()
     from basecrawler.store.engines import transfer
     real = transfer._copy_rows

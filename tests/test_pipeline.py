@@ -6,6 +6,7 @@ import json
 from basecrawler import Recall
 
 from support import ItemsCrawler, row_writes
+from basecrawler.store.engines.dialect import dialect_of
 
 
 class DemoCrawler(ItemsCrawler):
@@ -47,7 +48,7 @@ def test_demo_source_runs_end_to_end(store, settings):
     assert row["manufacturer_original"] == "Acme" and row["affected_units"] == 1200
     assert row["recall_date"] == "2024-05-01" and row["model_original"] == "M2"
     assert row["source"] == "demo" and row["source_lang"] == "en"
-    runs = store.query("SELECT * FROM crawl_runs")
+    runs = store.query(dialect_of(store).query("SELECT * FROM crawl_runs"))
     assert len(runs) == 1
     run_row = runs[0]
     assert run_row["status"] == "succeeded" and run_row["source"] == "demo" and run_row["mode"] == "full"
@@ -76,8 +77,8 @@ def test_missing_field_in_second_crawl_keeps_stored_value(store, settings):
 def test_changed_value_updates_and_clears_its_translation(store, settings):
     run(store, [item(1)], settings)
     store.write(lambda db: db.conn.execute(
-        "UPDATE recalls SET summary_ko='요약', model_ko='모델', translated_at='2024-01-01T00:00:00+00:00', "
-        "translation_status='translated'"))
+        dialect_of(db.conn).write("UPDATE recalls SET summary_ko='요약', model_ko='모델', translated_at='2024-01-01T00:00:00+00:00', "
+        "translation_status='translated'")))
     result = run(store, [item(1, summary="Summary 1, revised")], settings)
     row = store.lookup.get("vehicle_recall", {"country": "XX", "recall_number": "R1"})
     assert result.counts.updated == 1

@@ -16,6 +16,7 @@ from basecrawler.recordtypes.tables import PG_WINDOWS_CAP
 from basecrawler.reading import search as search_module
 from basecrawler.reading.search import (RecallFilter, build_query, count, count_upto, iter_recalls, pg_windows_query,
                                         search)
+from basecrawler.store.engines.dialect import dialect_of
 
 ENV = "BASECRAWLER_PG_SEARCH_INDEX"
 LONG = "燃" * PG_WINDOWS_CAP + " beyond-the-cap Zq"   # its end is past the indexed part
@@ -58,15 +59,16 @@ def test_every_term_through_the_windows_index_finds_the_rows_of_a_pass(windows_s
     conn = windows_store.db.conn
     assert search_module.short_index(conn, RecallFilter().declaration())
     # After updates and deletes: the index follows the rows.
-    conn.execute("UPDATE recalls SET summary_original = 'now Q7 here' WHERE recall_number = 'S0001'")
-    conn.execute("UPDATE recalls SET summary_original = 'no longer' WHERE summary_original LIKE '%火災%' "
-                 "AND recall_number < 'S0100'")
-    conn.execute("DELETE FROM recalls WHERE recall_number IN ('S0003', 'S0014')")
+    d = dialect_of(conn)
+    conn.execute(d.write("UPDATE recalls SET summary_original = 'now Q7 here' WHERE recall_number = 'S0001'"))
+    conn.execute(d.write(f"UPDATE recalls SET summary_original = 'no longer' WHERE summary_original {d.ilike} "
+                         f"'{d.percent}火災{d.percent}' AND recall_number < 'S0100'"))
+    conn.execute(dialect_of(conn).write("DELETE FROM recalls WHERE recall_number IN ('S0003', 'S0014')"))
     checked = 0
     for forced in (False, True):   # as planned; then only the GIN index can read the rows
         if forced:
-            conn.execute("SET enable_seqscan = off")
-            conn.execute("SET enable_indexscan = off")
+            conn.execute(dialect_of(conn).write("SET enable_seqscan = off"))
+            conn.execute(dialect_of(conn).write("SET enable_indexscan = off"))
         for text in TERMS:
             filters = RecallFilter(text=text)
             expected = _plain(conn, filters)
@@ -83,8 +85,8 @@ def test_every_term_through_the_windows_index_finds_the_rows_of_a_pass(windows_s
 
 def test_terms_are_read_from_the_windows_index(windows_store):
     conn = windows_store.db.conn
-    conn.execute("SET enable_seqscan = off")
-    conn.execute("SET enable_indexscan = off")
+    conn.execute(dialect_of(conn).write("SET enable_seqscan = off"))
+    conn.execute(dialect_of(conn).write("SET enable_indexscan = off"))
     for text in ("Q7", "火", "#123456", "ops@example.com"):
         sql, params = build_query(RecallFilter(text=text), columns="r.id", dialect="postgresql", grams=True)
         plan = "\n".join(r[0] for r in conn.execute(sql.dialect.query("EXPLAIN " + sql), params).fetchall())
@@ -93,8 +95,8 @@ def test_terms_are_read_from_the_windows_index(windows_store):
 
 def test_a_text_past_the_indexed_length_is_found_and_a_huge_one_is_stored(windows_store):
     conn = windows_store.db.conn
-    conn.execute("SET enable_seqscan = off")
-    conn.execute("SET enable_indexscan = off")
+    conn.execute(dialect_of(conn).write("SET enable_seqscan = off"))
+    conn.execute(dialect_of(conn).write("SET enable_indexscan = off"))
     assert len([r for r in search(conn, RecallFilter(text="beyond-the-cap"), limit=1000)]) == \
         len(_plain(conn, RecallFilter(text="beyond-the-cap"))) > 0
     # Distinct windows of 3 MB and more: uncapped, the tsvector would be refused (over 1 MB of
@@ -104,14 +106,16 @@ def test_a_text_past_the_indexed_length_is_found_and_a_huge_one_is_stored(window
                                          summary_original=huge, defect_cause_original=huge[::-1],
                                          consequence_original=huge[1::2] + huge[::2], remedy_original="末端Q8")],
                                  source="test")
-    conn.execute("UPDATE recalls SET summary_ko = ? WHERE recall_number = 'HUGE'", [huge * 5])
+    d = dialect_of(conn)
+    conn.execute(d.write(f"UPDATE recalls SET summary_ko = {d.p} WHERE recall_number = 'HUGE'"), [huge * 5])
     assert [r["recall_number"] for r in search(conn, RecallFilter(text="Q8"), limit=10)] == ["HUGE"]
     assert [r["recall_number"] for r in search(conn, RecallFilter(text="末端Q8"), limit=10)] == ["HUGE"]
 
 
 def _indexes(store) -> set[str]:
-    return {r["indexname"] for r in store.query("SELECT indexname FROM pg_indexes WHERE tablename = 'recalls' "
-                                                "AND indexname LIKE 'recalls_search_%'")}
+    d = dialect_of(store)
+    return {r["indexname"] for r in store.query(d.query("SELECT indexname FROM pg_indexes WHERE tablename = 'recalls' "
+                                                        f"AND indexname {d.ilike} 'recalls_search_{d.percent}'"))}
 
 
 def test_a_store_switches_its_search_index_when_asked_and_keeps_it_otherwise(pg_url, monkeypatch):  # noqa: F811

@@ -1,7 +1,6 @@
 """The watches, the status counts, the artifacts manifest and the translation worker state
 their statements with the store's dialect (engines/dialect.py, issue #35 item 3): on
-PostgreSQL none of them reaches the regex fallback (engines/pg_translate.py counts each use
-by the module it came from), and the modules the web view runs on SQLite hold no statement in
+PostgreSQL none of them sends anything else (PostgreSQL refuses plain SQL, engines/pg.py), and the modules the web view runs on SQLite hold no statement in
 SQLite's spelling only (tests/test_sql_dialect.py's census)."""
 from __future__ import annotations
 
@@ -80,16 +79,9 @@ pytest.importorskip("psycopg")
 from pgcluster import pg_cluster, pg_url  # noqa: E402,F401  (fixtures)
 
 
-def _fallback_uses():
-    from basecrawler.store.engines import pg_translate
-
-    return {module: n for module, n in pg_translate.unstated.items() if module in MODULES}
-
-
 @pytest.mark.parametrize("own_index", [False, True])
 def test_matching_and_delivering_watches_never_reach_the_fallback_on_postgres(pg_url, tmp_path, monkeypatch,  # noqa: F811
                                                                             own_index):
-    from basecrawler.store.engines import pg_translate
     from basecrawler.watch import matching, outbox, pg_terms, repository
     from basecrawler.watch.delivery import deliver
     from basecrawler.watch.model import Watch
@@ -99,7 +91,6 @@ def test_matching_and_delivering_watches_never_reach_the_fallback_on_postgres(pg
     monkeypatch.setattr(pg_terms, "OWN_INDEX_RATIO", -1 if own_index else 10 ** 9)
     store = Store(pg_url)
     try:
-        pg_translate.unstated.clear()
         repository.add(store, Watch(name="food", channel="feed", record_type="product_alert",
                                     facets=(("category", "Food"),), text="Listeria", options={}), now=EARLY)
         # "Ölige": a letter outside ASCII with a case, asked of the store (pg_terms), not textscan.
@@ -125,13 +116,11 @@ def test_matching_and_delivering_watches_never_reach_the_fallback_on_postgres(pg
     finally:
         store.close()
     # (build_query states its statement for the store's engine: selection composes it as such)
-    assert _fallback_uses() == {}
 
 
 def test_status_counts_artifacts_and_the_translation_worker_never_reach_the_fallback_on_postgres(pg_url, tmp_path):  # noqa: F811
     from basecrawler.fetch.artifacts import Artifacts
     from basecrawler.reading.counts import copies_by_type_and_source, translation_by_source
-    from basecrawler.store.engines import pg_translate
     from translate.backends import Backend
     from translate.fakeserver import pseudo_korean
     from translate.testing import seed, statuses
@@ -147,7 +136,6 @@ def test_status_counts_artifacts_and_the_translation_worker_never_reach_the_fall
     store = Store(pg_url)
     try:
         seed(store, 3)
-        pg_translate.unstated.clear()
         assert pending_by_type(store)["vehicle_recall"] == 3
         assert translate_pending(store, Korean(), batch_rows=2).translated == 3
         assert statuses(store) == {"translated": 3}
@@ -161,7 +149,6 @@ def test_status_counts_artifacts_and_the_translation_worker_never_reach_the_fall
         assert artifacts.manifest("a")["state"] == "failed"
     finally:
         store.close()
-    assert _fallback_uses() == {}
 
 
 def test_the_postgres_term_lookups_state_what_they_mean(pg_url):  # noqa: F811

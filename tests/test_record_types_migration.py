@@ -9,6 +9,7 @@ from basecrawler import Recall, Store
 from basecrawler.store.engines import pg_migrations
 from basecrawler.store.migrations import MIGRATIONS
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from basecrawler.store.engines.dialect import dialect_of
 
 OLD_STORE = Path(__file__).resolve().parents[1] / "fixtures" / "stores" / "store_0880bd7.sql"
 
@@ -60,7 +61,7 @@ def test_a_store_of_the_last_release_migrates_in_place_keeping_everything(tmp_pa
 def test_a_postgresql_store_of_the_last_release_moves_its_key_in_place(pg_url):  # noqa: F811
     store = Store(pg_url)
     store.upsert("vehicle_recall", [_recall("2024-001", "Brake hose may leak.")], source="ca")
-    store.write(lambda db: db.conn.execute("UPDATE recalls SET summary_ko = '브레이크', translated_at = 't'"))
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("UPDATE recalls SET summary_ko = '브레이크', translated_at = 't'")))
     # Back to the schema of the last release: version 7, keys without the source, no record_type,
     # the queue's and letters' key columns under a vehicle recall's names.
     store.db.executescript(
@@ -79,18 +80,18 @@ def test_a_postgresql_store_of_the_last_release_moves_its_key_in_place(pg_url): 
     store.close()
 
     store = Store(pg_url)
-    assert store.scalar("SELECT MAX(version) FROM schema_version") == pg_migrations.latest_version()
-    definition = store.scalar("SELECT indexdef FROM pg_indexes WHERE indexname = 'recalls_key'")
+    assert store.scalar(dialect_of(store).query("SELECT MAX(version) FROM schema_version")) == pg_migrations.latest_version()
+    definition = store.scalar(dialect_of(store).query("SELECT indexdef FROM pg_indexes WHERE indexname = 'recalls_key'"))
     assert "(source, country, recall_number)" in definition
-    assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'idx_enrichment_country_recall_number'") == 0
-    assert store.scalar("SELECT indexdef FROM pg_indexes WHERE indexname = "
-                        "'idx_enrichment_source_key_prefix_record_key'").endswith("(source, key_prefix, record_key)")
-    assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'idx_enrichment_source_country_recall_number'") == 0
-    assert store.query("SELECT key_prefix, record_key, record_date, level FROM enrichment") == [
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'idx_enrichment_country_recall_number'")) == 0
+    assert store.scalar(dialect_of(store).query("SELECT indexdef FROM pg_indexes WHERE indexname = "
+                        "'idx_enrichment_source_key_prefix_record_key'")).endswith("(source, key_prefix, record_key)")
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'idx_enrichment_source_country_recall_number'")) == 0
+    assert store.query(dialect_of(store).query("SELECT key_prefix, record_key, record_date, level FROM enrichment")) == [
         {"key_prefix": "CA", "record_key": "2024-001", "record_date": "2024-03-01", "level": 2}]
     assert [letter["record_key"] for letter in store.dead_letters.open_dead_letters("ca")] == ["2024-009"]
-    assert store.scalar("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'dead_letters' "
-                        "AND column_name = 'record_type'") == 1
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'dead_letters' "
+                        "AND column_name = 'record_type'")) == 1
     assert store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2024-001"})["summary_ko"] == "브레이크"
     assert store.upsert("vehicle_recall", [_recall("2024-001", "Brake hose.")], source="rsa").new == 1
     assert store.lookup.count("vehicle_recall") == 2

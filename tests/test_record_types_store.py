@@ -11,6 +11,7 @@ from basecrawler.recordtypes import RecordType, register_record_type
 from basecrawler.recordtypes.registry import forget_registered_types
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
 from record_types_support import GADGET, GadgetAlert, gadget, gadget_type  # noqa: F401  (fixture)
+from basecrawler.store.engines.dialect import dialect_of
 
 
 @pytest.fixture
@@ -19,7 +20,7 @@ def db_path(any_db):  # noqa: F811
 
 
 def _columns(store, table):
-    cursor = store.db.conn.execute(f"SELECT * FROM {table} WHERE 1 = 0")
+    cursor = store.db.conn.execute(dialect_of(store.db.conn).query(f"SELECT * FROM {table} WHERE 1 = 0"))
     return [d[0] for d in cursor.description]
 
 
@@ -49,7 +50,7 @@ def test_a_declared_type_gets_its_table_with_a_key_that_starts_with_the_source(g
     assert store.lookup.get(GADGET, {"source": "cfia", "alert_id": "G1"})["title_original"] == "Other kettle"
     with pytest.raises(Exception):   # the unique key refuses a second (source, alert_id)
         store.write(lambda db: db.conn.execute(
-            "INSERT INTO gadget_alerts (source, alert_id, first_seen_at, updated_at) VALUES ('hc', 'G1', 'x', 'x')"))
+            dialect_of(db.conn).write("INSERT INTO gadget_alerts (source, alert_id, first_seen_at, updated_at) VALUES ('hc', 'G1', 'x', 'x')")))
     store.close()
 
 
@@ -58,14 +59,14 @@ def test_upsert_counts_are_exact_and_an_unchanged_row_is_not_written(gadget_type
     _count_writes(store, "gadget_alerts")
     first = store.upsert(GADGET, [gadget(1), gadget(2), gadget(3), gadget(3, authority="CFIA")], source="hc")
     assert (first.new, first.updated, first.unchanged, first.merged) == (3, 0, 0, 1)
-    assert store.scalar("SELECT COUNT(*) FROM writes") == 3
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM writes")) == 3
     again = store.upsert(GADGET, [gadget(1), gadget(2, hazard_original=None, category=[]), gadget(3, authority="CFIA")],
                          source="hc")
     assert (again.new, again.updated, again.unchanged) == (0, 0, 3)   # a blank erases nothing
-    assert store.scalar("SELECT COUNT(*) FROM writes") == 3
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM writes")) == 3
     changed = store.upsert(GADGET, [gadget(1, hazard_original="Fire hazard"), gadget(4)], source="hc")
     assert (changed.new, changed.updated, changed.unchanged) == (1, 1, 0)
-    assert store.scalar("SELECT COUNT(*) FROM writes") == 5
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM writes")) == 5
     assert set(changed.by_key) == {("hc", "G1"), ("hc", "G4")}
     store.close()
 
@@ -74,7 +75,7 @@ def test_a_changed_original_clears_its_translation(gadget_type, db_path):
     store = Store(db_path)
     store.upsert(GADGET, [gadget(1), gadget(2)], source="hc")
     store.write(lambda db: db.conn.execute(
-        "UPDATE gadget_alerts SET title_ko = '주전자', hazard_ko = '화상', translated_at = 't', translation_status = 'ok'"))
+        dialect_of(db.conn).write("UPDATE gadget_alerts SET title_ko = '주전자', hazard_ko = '화상', translated_at = 't', translation_status = 'ok'")))
     store.upsert(GADGET, [gadget(1, title_original="Kettle one"), gadget(2)], source="hc")
     one = store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})
     two = store.lookup.get(GADGET, {"source": "hc", "alert_id": "G2"})
@@ -86,8 +87,8 @@ def test_a_changed_original_clears_its_translation(gadget_type, db_path):
 def test_a_multi_valued_facet_is_a_json_array_and_rows_come_back_by_key(gadget_type, db_path):
     store = Store(db_path)
     store.upsert(GADGET, [gadget(1, category=["Food", "Allergen"]), gadget(2, category=[])], source="hc")
-    assert store.scalar("SELECT category FROM gadget_alerts WHERE alert_id = 'G1'") == '["Food", "Allergen"]'
-    assert store.scalar("SELECT category FROM gadget_alerts WHERE alert_id = 'G2'") is None
+    assert store.scalar(dialect_of(store).query("SELECT category FROM gadget_alerts WHERE alert_id = 'G1'")) == '["Food", "Allergen"]'
+    assert store.scalar(dialect_of(store).query("SELECT category FROM gadget_alerts WHERE alert_id = 'G2'")) is None
     assert store.lookup.get(GADGET, {"source": "hc", "alert_id": "G1"})["category"] == ["Food", "Allergen"]
     found = store.lookup.rows_by_key(GADGET, [("hc", "G1"), ("hc", "G2"), ("hc", "G9"), ("cfia", "G1")], ["category"])
     assert set(found) == {("hc", "G1"), ("hc", "G2")} and found[("hc", "G1")]["category"] == '["Food", "Allergen"]'
@@ -121,7 +122,7 @@ def test_the_full_text_index_covers_the_declared_text(gadget_type, db_path):
         store.write(lambda db: db.conn.execute("UPDATE gadget_alerts SET title_ko = '전기 주전자' WHERE alert_id = 'G1'"))
         assert match("주전자") == ["G1"]
     else:
-        assert store.scalar("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'gadget_alerts_search_windows'") == 1
+        assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'gadget_alerts_search_windows'")) == 1
     store.close()
 
 

@@ -7,6 +7,7 @@ import pytest
 from basecrawler import Recall
 from basecrawler.cli import main
 from basecrawler.reading.search import RecallFilter, build_query, count, search
+from basecrawler.store.engines.dialect import dialect_of
 
 
 def _recall(country, number, date, **fields):
@@ -37,8 +38,9 @@ KOREAN = {  # what the translator would have written for the Japanese brake reca
 def filled(store):
     store.upsert("vehicle_recall", RECALLS, source="test")
     for number, fields in KOREAN.items():
-        sets = ", ".join(f"{k} = ?" for k in fields)
-        store.write(lambda db: db.conn.execute(f"UPDATE recalls SET {sets} WHERE recall_number = ?",
+        d = dialect_of(store)
+        sets = ", ".join(f"{k} = {d.p}" for k in fields)
+        store.write(lambda db: db.conn.execute(d.write(f"UPDATE recalls SET {sets} WHERE recall_number = {d.p}"),
                                                [*fields.values(), number]))
     return store
 

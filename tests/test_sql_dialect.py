@@ -1,12 +1,13 @@
 """Each engine states its statements (basecrawler/store/engines/dialect.py, issue #35 item 3).
 
-What is left of the regex fallback (engines/pg_translate.py) is counted here by parsing the
-code: a statement site is a call of `execute`, `executemany`, `query`, `scalar` or
-`write_returning` whose SQL is a string written in place (a literal, an f-string, a
-concatenation, or a name bound to one) rather than a dialect's `query(…)` / `write(…)`.
-The modules converted so far hold none; the others are listed with their count, and the total
-may only go down. On PostgreSQL the same is checked at run time (`pg_translate.unstated`), and
-the read-only intent a statement states is what decides a retry after a lost connection.
+PostgreSQL runs only statements stated with its dialect and refuses plain SQL (no regex
+rewrites SQL text any more). What is left in SQLite's spelling only (code that runs on SQLite
+alone) is counted here by parsing the code: a statement site is a call of `execute`,
+`executemany`, `query`, `scalar` or `write_returning` whose SQL is a string written in place
+(a literal, an f-string, a concatenation, or a name bound to one) rather than a dialect's
+`query(…)` / `write(…)`. The converted modules hold none; the others are listed with their
+count, and the total may only go down. The read-only intent a statement states is what
+decides a retry after a lost connection.
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ CONVERTED = [
     "basecrawler/reading/search_query.py", "basecrawler/reading/search_text.py", "basecrawler/reading/search.py",
     "basecrawler/reading/search_filters.py", "basecrawler/reading/export.py", "basecrawler/watch/selection.py",
 ]
-# Statement sites still written in SQLite's spelling only (an upper bound of what reaches the
-# fallback: these run on SQLite alone; on PostgreSQL the project's modules send none).
+# Statement sites still written in SQLite's spelling only (they run on SQLite alone: PostgreSQL
+# refuses plain SQL).
 CEILING = 7   # the web view's SQLite-only code (reading/web/limits.py, plugins/basecrawler_web.py)
 
 
@@ -79,8 +80,6 @@ def count_unstated() -> dict[str, int]:
     counts = {}
     for folder in ("basecrawler", "translate"):
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path.name == "pg_translate.py":   # the fallback itself
-                continue
             found = unstated_sites(path)
             if found:
                 counts[str(path.relative_to(ROOT))] = len(found)
@@ -92,13 +91,13 @@ def test_the_converted_modules_state_every_statement():
     assert {name: lines for name, lines in left.items() if lines} == {}
 
 
-def test_what_still_relies_on_the_translate_fallback_is_counted_and_only_shrinks():
+def test_what_is_still_spelled_for_sqlite_only_is_counted_and_only_shrinks():
     counts = count_unstated()
     table = "\n".join(f"{n:4d}  {name}" for name, n in sorted(counts.items(), key=lambda item: -item[1]))
     total = sum(counts.values())
     assert total <= CEILING, (f"{total} statement sites in SQLite's spelling only (ceiling {CEILING}): state new "
                               f"statements with the dialect (engines/dialect.py)\n{table}")
-    print(f"\n{total} statement sites in {len(counts)} modules still rely on engines/pg_translate.py:\n{table}")
+    print(f"\n{total} statement sites in {len(counts)} modules are still spelled for SQLite only:\n{table}")
 
 
 def test_the_census_sees_a_statement_written_in_place(tmp_path):
@@ -152,24 +151,25 @@ def _cut(conn) -> None:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
-def test_postgres_runs_a_stated_statement_as_written_and_refuses_another_engines(pg_url):  # noqa: F811
-    from basecrawler.store.engines import pg_translate
+def test_postgres_runs_a_stated_statement_as_written_and_refuses_any_other(pg_url):  # noqa: F811
     from basecrawler.store.engines.pg import MisspeltStatement, PgConnection
 
     conn = PgConnection(pg_url)
     try:
-        pg_translate.unstated.clear()
         # As written: a `?` would be a syntax error, and `a IS b` between values is not PostgreSQL's.
         d = POSTGRES
         assert conn.execute(d.query(f"SELECT 1 WHERE CAST(NULL AS text) {d.is_} CAST({d.p} AS text) "
                                     f"AND 'Ab' {d.ilike} {d.p}"),
                             [None, "ab"]).fetchone() == (1,)
         assert conn.execute(d.query("SELECT '100%%' WHERE 1 = %(one)s"), {"one": 1}).fetchone() == ("100%",)
-        assert pg_translate.unstated == {}
         with pytest.raises(MisspeltStatement):
             conn.execute(SQLITE.query("SELECT ?"), [1])
-        conn.execute("SELECT ?", [1])   # plain SQL: the fallback, counted for this module
-        assert pg_translate.unstated == {__name__: 1}
+        # Plain SQL is refused, not rewritten: even text PostgreSQL could run as it is.
+        for run in (lambda: conn.execute("SELECT ?", [1]), lambda: conn.execute("SELECT 1"),
+                    lambda: conn.executemany("SELECT %s", [[1]])):
+            with pytest.raises(MisspeltStatement, match="plain SQL reached PostgreSQL"):
+                run()
+        assert conn.execute(POSTGRES.query("SELECT 2")).fetchone() == (2,)   # the connection still serves
     finally:
         conn.close()
 
@@ -194,11 +194,10 @@ def test_the_stated_intent_decides_whether_a_statement_runs_again_after_a_lost_c
         conn.close()
 
 
-def test_the_converted_modules_never_reach_the_fallback_on_postgres(pg_url, tmp_path):  # noqa: F811
+def test_the_converted_modules_run_on_postgres_where_plain_sql_is_refused(pg_url, tmp_path):  # noqa: F811
     from basecrawler import Store
     from basecrawler.fetch.archive import Archive
     from basecrawler.operations import coverage
-    from basecrawler.store.engines import pg_translate
     from translate.claims import Claims
     from translate.memory import TranslationMemory
     from translate.originals import settle_originals
@@ -208,8 +207,7 @@ def test_the_converted_modules_never_reach_the_fallback_on_postgres(pg_url, tmp_
     from basecrawler.store.engines.transfer import copy_store
     source = Store(str(tmp_path / "source.db"))
     seed(source, 3)
-    pg_translate.unstated.clear()
-    store = Store(pg_url)   # migrate_pg, the type tables
+    store = Store(pg_url)   # migrate_pg, the type tables: plain SQL anywhere would be refused
     try:
         assert copy_store(source, store)["recalls"].ok   # `migrate --to` PostgreSQL
         archive = Archive(store, tmp_path / "archive")
@@ -235,5 +233,3 @@ def test_the_converted_modules_never_reach_the_fallback_on_postgres(pg_url, tmp_
     finally:
         store.close()
         source.close()
-    converted = {name.removesuffix(".py").replace("/", ".") for name in CONVERTED}
-    assert {module for module in pg_translate.unstated if module in converted} == set()

@@ -77,6 +77,7 @@ from test_search import (  # noqa: F401
     test_two_character_korean_term_finds_translation,
     test_untranslated_hint_counts_only_the_filtered_recalls,
 )
+from basecrawler.store.engines.dialect import dialect_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -108,13 +109,13 @@ def _count_recall_writes(store) -> None:
 def test_unchanged_rerun_writes_no_recall_row(store, settings):
     _count_recall_writes(store)
     first = run(store, [item(1), item(2), item(3)], settings)
-    assert store.scalar("SELECT COUNT(*) FROM recall_writes") == 3 == first.counts.new
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM recall_writes")) == 3 == first.counts.new
     again = run(store, [item(1), item(2), item(3, summary="")], settings)   # a blank erases nothing
     assert (again.counts.new, again.counts.updated, again.counts.unchanged) == (0, 0, 3)
-    assert store.scalar("SELECT COUNT(*) FROM recall_writes") == 3
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM recall_writes")) == 3
     changed = run(store, [item(1), item(2, model="M2b"), item(4)], settings)
     assert (changed.counts.new, changed.counts.updated, changed.counts.unchanged) == (1, 1, 1)
-    assert store.scalar("SELECT COUNT(*) FROM recall_writes") == 5
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM recall_writes")) == 5
 
 
 def test_a_row_the_database_refuses_is_bisected_into_one_dead_letter(store, settings):
@@ -122,7 +123,7 @@ def test_a_row_the_database_refuses_is_bisected_into_one_dead_letter(store, sett
         store.db.execute("CREATE TRIGGER refuse_r13 BEFORE INSERT ON recalls WHEN new.recall_number = 'R13' "
                          "BEGIN SELECT RAISE(ABORT, 'refuse_r13'); END")
     else:
-        store.db.execute("ALTER TABLE recalls ADD CONSTRAINT refuse_r13 CHECK (recall_number <> 'R13')")
+        store.db.execute(dialect_of(store.db).write("ALTER TABLE recalls ADD CONSTRAINT refuse_r13 CHECK (recall_number <> 'R13')"))
     result = run(store, [item(n) for n in range(1, 41)], settings.with_(batch_size=40))
     assert result.counts.saved == 39 and result.counts.dead_lettered == 1 and result.counts.store_failed == 1
     assert store.lookup.count("vehicle_recall", "demo") == 39
@@ -170,7 +171,7 @@ def test_runs_ledger_meta_and_memory_round_trip(store):
     store.write(lambda db: memory.remember(db, "ja", {"制動": "다른"}, "fake"))   # the first one is kept
     store.write(lambda db: memory.count_uses(db, "ja", {"制動": 2}))
     assert memory.lookup("ja", ["制動", "なし"]) == {"制動": "제동"}
-    assert store.scalar("SELECT uses FROM translation_memory") == 2
+    assert store.scalar(dialect_of(store).query("SELECT uses FROM translation_memory")) == 2
 
 
 def test_the_enrichment_queue_keeps_its_ladder_and_resolves_only_its_records_letters(store):
@@ -193,7 +194,7 @@ def test_the_enrichment_queue_keeps_its_ladder_and_resolves_only_its_records_let
     assert [letter["source"] for letter in store.dead_letters.open_dead_letters()] == ["other"]
     assert queue.reclaim("demo", claimed="processing", claimed_before=t(9), retry="retry", pending="pending",
                          now=t(9)) == []   # R2 was released, R1 settled: nothing stuck
-    row = store.query("SELECT * FROM enrichment WHERE record_key = 'R2'")[0]
+    row = store.query(dialect_of(store).query("SELECT * FROM enrichment WHERE record_key = 'R2'"))[0]
     assert (row["state"], row["attempts"], row["transient_failures"], row["last_error"]) == ("pending", 1, 1, "timeout")
     queue.settle("demo", r2, state="gone", level=4, due=None, now=t(6), attempted=True, error="404",
                  resolve_letters=False)
@@ -208,8 +209,9 @@ def test_dead_crawl_runs_are_closed_alive_ones_kept(store):
         alive = store.runs.start_run("demo", "full", "running", os.getpid())
         gone = store.runs.start_run("demo", "full", "running", 2 ** 22 + 12345)   # above pid_max: no such process
         assert store.runs.close_dead_runs() == [gone]
+        d = dialect_of(store)
         assert store.runs.last_run("demo")["id"] == gone and store.query(
-            "SELECT status FROM crawl_runs WHERE id = ?", [alive])[0]["status"] == "running"
+            d.query(f"SELECT status FROM crawl_runs WHERE id = {d.p}"), [alive])[0]["status"] == "running"
     finally:
         child.kill()
         child.wait()
@@ -268,9 +270,11 @@ def _claim_concurrently(make_claim, workers: int) -> list[list]:
 def test_enrichment_workers_never_claim_the_same_item(pg_url):  # noqa: F811
     setup = Store(pg_url)
     now = "2024-01-01T00:00:00+00:00"
+    d = dialect_of(setup)
     setup.write(lambda db: db.conn.executemany(
-        "INSERT INTO enrichment (source, key_prefix, record_key, record_date, state, level, attempts, "
-        "transient_failures, next_attempt_at, created_at, updated_at) VALUES ('demo','XX',?,?,'pending',0,0,0,?,?,?)",
+        d.write("INSERT INTO enrichment (source, key_prefix, record_key, record_date, state, level, attempts, "
+                f"transient_failures, next_attempt_at, created_at, updated_at) VALUES ('demo','XX',{d.p},{d.p},'pending',0,0,0,"
+                f"{d.params(3)})"),
         [[f"R{n}", f"2024-01-{n % 28 + 1:02d}", now, now, now] for n in range(200)]))
     stores = []
 
@@ -326,8 +330,8 @@ def test_translation_workers_never_send_the_same_row_twice(pg_url):  # noqa: F81
         return lambda: [None] * one_batch()
     _claim_concurrently(make_claim, 4)
     assert len(sent) == len(set(sent)) == 120           # every distinct text sent once
-    assert setup.scalar("SELECT COUNT(*) FROM recalls WHERE translation_status = 'translated'") == 120
-    assert setup.scalar("SELECT COUNT(*) FROM translation_claims") == 0   # every claim given back
+    assert setup.scalar(dialect_of(setup).query("SELECT COUNT(*) FROM recalls WHERE translation_status = 'translated'")) == 120
+    assert setup.scalar(dialect_of(setup).query("SELECT COUNT(*) FROM translation_claims")) == 0   # every claim given back
     for s in stores + [setup]:
         s.close()
 
@@ -337,7 +341,7 @@ def test_pg_search_uses_the_trigram_index(pg_url, monkeypatch):  # noqa: F811
     monkeypatch.setenv("BASECRAWLER_PG_SEARCH_INDEX", "trgm")   # (the windows index: tests/test_read_pg_short.py)
     store = Store(pg_url)
     sql, params = build_query(RecallFilter(text="ブレーキ"), dialect="postgresql")
-    store.db.execute("SET enable_seqscan = off")
+    store.db.execute(dialect_of(store.db).write("SET enable_seqscan = off"))
     plan = "\n".join(r[0] for r in store.db.execute(sql.dialect.query("EXPLAIN " + sql), params).fetchall())
     assert "recalls_search_trgm" in plan
     store.close()
@@ -347,7 +351,7 @@ def test_pg_search_uses_the_trigram_index(pg_url, monkeypatch):  # noqa: F811
 def _records(db) -> list[dict]:
     store = Store(db)
     try:
-        rows = store.query("SELECT * FROM recalls ORDER BY country, recall_number")
+        rows = store.query(dialect_of(store).query("SELECT * FROM recalls ORDER BY country, recall_number"))
     finally:
         store.close()
     for row in rows:
@@ -388,7 +392,7 @@ def test_replay_demo_gives_the_same_records_on_both_engines_and_migrates_both_wa
     assert _records(target) == on_sqlite
     moved = Store(target)
     tables = ("crawl_runs", "dead_letters", "list_ledger", "enrichment", "responses", "artifacts")
-    assert {t: moved.scalar(f"SELECT COUNT(*) FROM {t}") for t in tables} == \
+    assert {t: moved.scalar(dialect_of(moved).query(f"SELECT COUNT(*) FROM {t}")) for t in tables} == \
         {t: Store(lite).scalar(f"SELECT COUNT(*) FROM {t}") for t in tables}
     new_id = moved.runs.start_run("demo", "full", "running", os.getpid())   # ids continue after the copied ones
     assert new_id > Store(lite).scalar("SELECT MAX(id) FROM crawl_runs")
@@ -451,22 +455,23 @@ def test_translation_claims_of_a_live_worker_wait_dead_or_stale_ones_return(stor
     fresh, stale = time.time() + 3600, time.time() - 3600
     # translate/claims.py: a claimer is "<host> <pid> <random>"; this test process is alive.
     live, dead = f"{_host()} {os.getpid()} other", f"{_host()} {2 ** 22 + 7} gone"
+    d = dialect_of(store)
     for number, claimed_at, by in (("C0", fresh, live), ("C1", stale, live), ("C2", fresh, dead)):
         store.write(lambda db: db.conn.execute(
-            "INSERT INTO translation_claims (tbl, row_id, claimed_by, claimed_at) "
-            "SELECT 'recalls', id, ?, ? FROM recalls WHERE recall_number = ?", [by, claimed_at, number]))
+            d.write("INSERT INTO translation_claims (tbl, row_id, claimed_by, claimed_at) "
+                    f"SELECT 'recalls', id, {d.p}, {d.p} FROM recalls WHERE recall_number = {d.p}"), [by, claimed_at, number]))
     report = translate_pending(store, Echo())
-    done = {r["recall_number"] for r in store.query("SELECT recall_number FROM recalls WHERE translated_at IS NOT NULL")}
+    done = {r["recall_number"] for r in store.query(dialect_of(store).query("SELECT recall_number FROM recalls WHERE translated_at IS NOT NULL"))}
     assert done == {"C1", "C2", "C3"} and report.translated == 3    # C0: a live worker is on it
-    store.write(lambda db: db.conn.execute("UPDATE translation_claims SET claimed_at = ?", [stale]))   # lease ran out
+    store.write(lambda db: db.conn.execute(d.write(f"UPDATE translation_claims SET claimed_at = {d.p}"), [stale]))   # lease ran out
     assert translate_pending(store, Echo()).translated == 1
 
 
 # ---- schema extensions (issue #15.4): the translate package owns translation_memory --------
 def test_the_translation_memory_table_is_the_translate_schema_extension(store):
     from translate.schema import MIGRATIONS
-    assert store.scalar("SELECT COUNT(*) FROM translation_memory") == 0   # the table exists, empty
-    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'translate'") == len(MIGRATIONS)
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM translation_memory")) == 0   # the table exists, empty
+    assert store.scalar(dialect_of(store).query("SELECT version FROM schema_extensions WHERE name = 'translate'")) == len(MIGRATIONS)
 
 
 def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path, monkeypatch):
@@ -483,15 +488,15 @@ def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path,
         db["demo_ext"].create_index(["value"], index_name="demo_ext_value")
 
     def columns(store):
-        cursor = store.db.conn.execute("SELECT * FROM demo_ext WHERE 1 = 0")
+        cursor = store.db.conn.execute(dialect_of(store.db.conn).query("SELECT * FROM demo_ext WHERE 1 = 0"))
         return [d[0] for d in cursor.description]
 
     Store(db_path).close()                          # a database made before the extension existed
     monkeypatch.setitem(schema._registered, "zz_demo", [m1])
     store = Store(db_path)
     assert columns(store) == ["key", "value"]
-    store.write(lambda db: db.conn.execute("INSERT INTO demo_ext (key, value) VALUES ('a', 'b')"))
-    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'zz_demo'") == 1
+    store.write(lambda db: db.conn.execute(dialect_of(db.conn).write("INSERT INTO demo_ext (key, value) VALUES ('a', 'b')")))
+    assert store.scalar(dialect_of(store).query("SELECT version FROM schema_extensions WHERE name = 'zz_demo'")) == 1
     store.close()
     if store.engine == "sqlite":
         assert calls == ["m1"]
@@ -502,8 +507,8 @@ def test_a_schema_extension_runs_once_reaches_both_engines_and_can_grow(db_path,
     monkeypatch.setitem(schema._registered, "zz_demo", [m1, m2])
     store = Store(db_path)
     assert columns(store) == ["key", "value", "extra"]
-    assert store.scalar("SELECT value FROM demo_ext") == "b"       # the rows stay
-    assert store.scalar("SELECT version FROM schema_extensions WHERE name = 'zz_demo'") == 2
+    assert store.scalar(dialect_of(store).query("SELECT value FROM demo_ext")) == "b"       # the rows stay
+    assert store.scalar(dialect_of(store).query("SELECT version FROM schema_extensions WHERE name = 'zz_demo'")) == 2
     store.close()
     if store.engine == "sqlite":
         assert calls == ["m2"]

@@ -1,6 +1,6 @@
 """The store's repositories state their statements with the engine's dialect (issue #35 item 3):
 every repository answers the same on both engines, and on PostgreSQL none of the store's
-modules reaches the regex fallback (engines/pg_translate.py counts what does)."""
+modules sends anything else (PostgreSQL refuses plain SQL, engines/pg.py)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -8,7 +8,6 @@ import datetime as dt
 import pytest
 
 from basecrawler import Store
-from basecrawler.store.engines import pg_translate
 from translate.testing import seed
 
 pytest.importorskip("psycopg")
@@ -91,7 +90,6 @@ def test_the_repositories_answer_alike_on_both_engines_and_state_every_statement
         on_sqlite = _exercise(sqlite)
     finally:
         sqlite.close()
-    pg_translate.unstated.clear()
     store = Store(pg_url)   # migrate_pg (schema.py's reference schema, the migrations on SQLite)
     try:
         on_pg = _exercise(store)
@@ -105,7 +103,6 @@ def test_the_repositories_answer_alike_on_both_engines_and_state_every_statement
     assert on_pg == on_sqlite
     assert on_sqlite["letters"][0] == [1] and on_sqlite["ledger_done"] == 0 and on_sqlite["meta"] == ("v2", None)
     assert on_sqlite["queue"] == {"done": 1, "pending": 1}
-    assert {module for module in pg_translate.unstated if module in STATED} == set(), dict(pg_translate.unstated)
 
 
 def test_a_sqlite_store_opens_migrates_and_reopens_with_stated_statements(tmp_path):

@@ -18,6 +18,7 @@ from translate.fakeserver import FakeLibreTranslate, pseudo_korean
 from translate.memory import TranslationMemory
 from translate.testing import count_writes, seed, statuses, writes_per_row
 from translate.worker import translate_pending
+from basecrawler.store.engines.dialect import dialect_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,10 +47,11 @@ def _seed(store, count):
 
 
 def _claim_as(store, claimer, numbers, claimed_at=None):
-    marks = ",".join("?" * len(numbers))
+    d = dialect_of(store)
+    marks = d.params(len(numbers))
     store.write(lambda db: db.conn.execute(
-        f"INSERT INTO translation_claims (tbl, row_id, claimed_by, claimed_at) SELECT 'recalls', id, ?, ? "
-        f"FROM recalls WHERE recall_number IN ({marks})", [claimer, claimed_at or time.time(), *numbers]))
+        d.write(f"INSERT INTO translation_claims (tbl, row_id, claimed_by, claimed_at) SELECT 'recalls', id, {d.p}, {d.p} "
+        f"FROM recalls WHERE recall_number IN ({marks})"), [claimer, claimed_at or time.time(), *numbers]))
 
 
 def _dead_pid() -> int:
@@ -69,7 +71,7 @@ def test_running_worker_takes_back_the_claims_of_a_worker_killed_during_its_run(
             _claim_as(store, dead, others)
     report = translate_pending(store, Scripted(a_worker_claims_then_dies), batch_rows=5)
     assert report.translated == 30 and report.pending == 0   # in this run, not after a timeout
-    assert store.scalar("SELECT COUNT(*) FROM translation_claims") == 0
+    assert store.scalar(dialect_of(store).query("SELECT COUNT(*) FROM translation_claims")) == 0
     store.close()
 
 
@@ -195,7 +197,7 @@ def test_memory_counters_of_two_translators_never_deadlock(any_db, caplog):  # n
         t.join(30)
     assert not errors
     assert not [r for r in caplog.records if "locked" in r.getMessage() or "deadlock" in r.getMessage()]
-    assert {r["uses"] for r in setup.query("SELECT uses FROM translation_memory")} == {2}
+    assert {r["uses"] for r in setup.query(dialect_of(setup).query("SELECT uses FROM translation_memory"))} == {2}
     for s in stores + [setup]:
         s.close()
 

@@ -12,6 +12,7 @@ from translate.backends import Backend
 from translate.fakeserver import pseudo_korean
 from translate.testing import seed
 from translate.worker import count_pending, pending_by_type, requeue, translate_pending
+from basecrawler.store.engines.dialect import dialect_of
 
 
 class Notice(BaseModel):
@@ -68,10 +69,10 @@ def test_every_translated_type_gets_its_korean_fields_filled(notices):
     assert backlog(notices) == {"demo_notice": 4, "vehicle_recall": 5} and count_pending(notices) == 9
     report = translate_pending(notices, Echo())
     assert report.translated == 9 and report.pending == 0
-    rows = notices.query("SELECT title_original, title_ko, body_ko, translation_status FROM demo_notices")
+    rows = notices.query(dialect_of(notices).query("SELECT title_original, title_ko, body_ko, translation_status FROM demo_notices"))
     assert all(r["title_ko"] == pseudo_korean(r["title_original"]) and r["body_ko"] for r in rows)
     assert {r["translation_status"] for r in rows} == {"translated"}
-    assert notices.scalar("SELECT COUNT(*) FROM recalls WHERE summary_ko IS NULL") == 0
+    assert notices.scalar(dialect_of(notices).query("SELECT COUNT(*) FROM recalls WHERE summary_ko IS NULL")) == 0
 
 
 def test_one_types_backlog_does_not_starve_another(notices):
@@ -94,7 +95,7 @@ def test_retry_requeues_failed_rows_of_every_type(notices):
     seed(notices, 2)
     add_notices(notices, 2)
     translate_pending(notices, Echo())
-    notices.write(lambda db: [db.conn.execute(f"UPDATE {t} SET translation_status = 'failed'")
+    notices.write(lambda db: [db.conn.execute(dialect_of(db.conn).write(f"UPDATE {t} SET translation_status = 'failed'"))
                               for t in ("recalls", "demo_notices")])
     assert requeue(notices, "failed") == 4
     assert backlog(notices) == {"demo_notice": 2, "vehicle_recall": 2}

@@ -14,6 +14,7 @@ from basecrawler.pipeline.intake import LOOKUP_EVERY
 from basecrawler.recordtypes import Record
 from basecrawler.recordtypes.registry import get_record_type
 from basecrawler.store.lookup import Lookup
+from basecrawler.store.engines.dialect import dialect_of
 
 VEHICLE = get_record_type("vehicle_recall")
 
@@ -53,7 +54,7 @@ def validations(monkeypatch):
 
 def stored(store: Store) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in ("input_hash",)}
-            for row in store.query("SELECT * FROM recalls ORDER BY id")]
+            for row in store.query(dialect_of(store).query("SELECT * FROM recalls ORDER BY id"))]
 
 
 def counts(result) -> dict:

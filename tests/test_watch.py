@@ -21,6 +21,7 @@ from basecrawler.watch.delivery import deliver
 from basecrawler.watch.model import Watch, WatchError
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
 from watchkit import Receiver, alert, food_listeria_set, store_alerts
+from basecrawler.store.engines.dialect import dialect_of
 
 REPO = Path(__file__).resolve().parents[1]
 EARLY = "2000-01-01T00:00:00+00:00"   # the watch's cursor: every record stored by the test is after it
@@ -83,8 +84,8 @@ def test_a_record_waits_for_its_korean_translation_unless_as_soon_as_seen(any_db
         store_alerts(store, food_listeria_set())
         assert deliver(store).sent == 0 and outbox.counts(store)["food"]["held"] == 3
         store.write(lambda db: db.conn.execute(
-            "UPDATE product_alerts SET title_ko = '치즈의 리스테리아', translated_at = '2099-01-01T00:00:00+00:00', "
-            "translation_status = 'translated' WHERE alert_id = 'hc-1'"))
+            dialect_of(db.conn).write("UPDATE product_alerts SET title_ko = '치즈의 리스테리아', translated_at = '2099-01-01T00:00:00+00:00', "
+            "translation_status = 'translated' WHERE alert_id = 'hc-1'")))
         assert deliver(store).sent == 1
         record = json.loads(receiver.posts[0][1])["record"]
         assert record["title_ko"] == "치즈의 리스테리아" and record["title_original"] == "Listeria in cheese"

@@ -20,6 +20,7 @@ from basecrawler.watch import matching, outbox, pg_terms, repository, textscan
 from basecrawler.watch.model import Watch
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
 from record_types.product_alert import ProductAlert
+from basecrawler.store.engines.dialect import dialect_of
 
 EARLY = "2000-01-01T00:00:00+00:00"
 PIECES = [
@@ -89,7 +90,7 @@ def _expected(store, watches: list[Watch]) -> set[tuple]:
 
 def _queued(store) -> set[tuple]:
     return {(r["watch_id"], r["record_id"], r["version"])
-            for r in store.query("SELECT watch_id, record_id, version FROM watch_outbox")}
+            for r in store.query(dialect_of(store).query("SELECT watch_id, record_id, version FROM watch_outbox"))}
 
 
 @pytest.fixture(params=["table index", "own index"])
@@ -120,10 +121,12 @@ def test_all_watches_at_once_queue_what_each_search_selects(any_db, texts, seed)
         # Changed records (a new title for some, a Korean translation for others) and a second pass.
         changed = _records(rng, "hc", 40, tag="changed ")
         store.upsert("product_alert", changed, source="hc")
-        for record_id in rng.sample([r["id"] for r in store.query("SELECT id FROM product_alerts")], 60):
+        for record_id in rng.sample([r["id"] for r in store.query(dialect_of(store).query("SELECT id FROM product_alerts"))], 60):
+            d = dialect_of(store)
             store.write(lambda db, i=record_id: db.conn.execute(
-                "UPDATE product_alerts SET title_ko = ?, hazard_ko = ?, translated_at = '2099-01-01T00:00:00+00:00', "
-                "updated_at = '2099-01-01T00:00:00+00:00' WHERE id = ?", [_text(rng, 2), _text(rng, 1), i]))
+                d.write(f"UPDATE product_alerts SET title_ko = {d.p}, hazard_ko = {d.p}, "
+                        "translated_at = '2099-01-01T00:00:00+00:00', "
+                        f"updated_at = '2099-01-01T00:00:00+00:00' WHERE id = {d.p}"), [_text(rng, 2), _text(rng, 1), i]))
         expected |= _expected(store, watches)
         matching.match(store)
         assert _queued(store) == expected
@@ -170,7 +173,7 @@ def test_outbox_rows_another_process_queued_meanwhile_are_kept(any_db):  # noqa:
             return [f"delivery-{n}", watch.id, "product_alert", n, "v1", "new", payload, "pending", EARLY]
         store.write(lambda db: outbox.insert_new(db.conn, [row(1, "first"), row(2, "first")]))
         store.write(lambda db: outbox.insert_new(db.conn, [row(2, "second"), row(3, "second")]))
-        got = {r["record_id"]: r["payload"] for r in store.query("SELECT record_id, payload FROM watch_outbox")}
+        got = {r["record_id"]: r["payload"] for r in store.query(dialect_of(store).query("SELECT record_id, payload FROM watch_outbox"))}
         assert got == {1: "first", 2: "first", 3: "second"}
     finally:
         store.close()

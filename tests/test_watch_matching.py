@@ -16,6 +16,7 @@ from basecrawler.watch import matching, pg_terms, repository
 from basecrawler.watch.model import Watch
 from pgcluster import any_db, pg_cluster, pg_url  # noqa: F401  (fixtures)
 from record_types.product_alert import ProductAlert
+from basecrawler.store.engines.dialect import dialect_of
 
 EARLY = "2000-01-01T00:00:00+00:00"
 CATEGORIES = ["Food", "Toys", "Cosmetics"]
@@ -76,8 +77,8 @@ def test_every_watch_gets_exactly_what_its_search_selects(any_db, texts):  # noq
         assert sum(map(len, expected.values())) > 100 and sum(1 for ids in expected.values() if not ids) < 10
         report = matching.match(store)
         got = {w.name: [] for w in watches}
-        for row in store.query("SELECT w.name AS name, o.record_id AS record_id FROM watch_outbox o "
-                               "JOIN watches w ON w.id = o.watch_id ORDER BY o.record_id"):
+        for row in store.query(dialect_of(store).query("SELECT w.name AS name, o.record_id AS record_id FROM watch_outbox o "
+                               "JOIN watches w ON w.id = o.watch_id ORDER BY o.record_id")):
             got[row["name"]].append(row["record_id"])
         assert got == expected
         assert report.queued == sum(map(len, expected.values()))

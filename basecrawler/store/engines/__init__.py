@@ -6,13 +6,12 @@ the sqlite3 connection's surface (`execute`, `executemany`, `fetchone`, `rowcoun
 `description`), so every store method and every module writing through
 `store.write(lambda db: db.conn.execute(…))` runs on both engines. Each statement is spelled
 for its engine with the engine's dialect (`dialect`: `dialect_of(store or conn)`, SQLITE or
-POSTGRES) and says whether it only reads. The project's modules state every statement they
-run on PostgreSQL (the search's `build_query` included); plain SQL in SQLite's spelling, now
-written only by tests, goes through the counted regex fallback `pg_translate`.
+POSTGRES) and says whether it only reads. PostgreSQL runs only statements so stated, as
+written; plain SQL is refused there (`pg.MisspeltStatement`), never rewritten (issue #35).
 
 Modules: `dialect` (what differs between the engines' SQL), `pg` (the adapter: transactions,
 reconnecting), `pg_connect` (connecting with timeouts, the watchdog, lost-connection errors),
-`pg_cursor` (the cursor and value conversions), `pg_translate` (the fallback), `pg_upsert` and
+`pg_cursor` (the cursor and value conversions), `pg_upsert` and
 `pg_lookup` (the batch write and keyed reads), `pg_migrations` (the step-wise PostgreSQL schema
 migrations), `transfer` (`migrate --to`: every table from one engine to the other, and
 read-only SQLite snapshots of a PostgreSQL store).

@@ -12,9 +12,9 @@ adapter rewrite it:
 the store take it as it is) that also says which engine it is spelled for and whether it only
 reads. The PostgreSQL connection runs a Statement as written and uses that intent to decide
 whether the statement may simply run again after a lost connection (engines/pg.py). Every
-module of the project that runs on PostgreSQL states its statements so; SQL given as a plain
-string (what is left: statements tests write in place) is still translated there
-(`pg_translate`), counted by the module it came from (tests/test_sql_dialect.py).
+statement run on PostgreSQL is stated so: SQL given there as a plain string is refused
+(`MisspeltStatement`), never rewritten; on SQLite it runs as it is (tests/test_sql_dialect.py
+counts the SQLite-only sites left).
 
 Everything else the project writes (ON CONFLICT … DO UPDATE, excluded.*, RETURNING, SAVEPOINT,
 COALESCE, CASE, double-quoted identifiers) is spelled the same on both engines. On PostgreSQL

@@ -1,9 +1,9 @@
 """PostgreSQL through psycopg 3, behind the sqlite3 surface the store and its callers use.
 
 `PgConnection.execute(sql, params)` runs a statement its caller spelled for PostgreSQL with
-the connection's dialect (`Statement`, engines/dialect.py) as written. Plain SQL in SQLite's
-spelling (no module of the project sends any; tests still write some in place) goes through
-the counted fallback (engines/pg_translate.py).
+the connection's dialect (`Statement`, engines/dialect.py) as written, and refuses anything
+else (`MisspeltStatement`): plain SQL or a statement spelled for SQLite. Nothing rewrites SQL
+text by regular expressions (issue #35); what only reads is what the statement says.
 
 The connection is in autocommit mode and the store opens its transactions with BEGIN … COMMIT,
 exactly as on SQLite. Connecting, timeouts and the watchdog that cuts a statement a hung
@@ -37,31 +37,26 @@ from basecrawler.store.engines.pg_connect import (APPLICATION_PREFIX, RECONNECT_
                                                   one_line, reconnect_hooks, remove_reconnect_hook, seconds_setting,
                                                   watchdog)
 from basecrawler.store.engines.pg_cursor import EMPTY, Cursor, NumericLoader, bind
-from basecrawler.store.engines.pg_translate import count_caller, guess_read_only, translate
 
 log = logging.getLogger(__name__)
 
 
 class MisspeltStatement(psycopg.ProgrammingError, CrawlerError):
-    """A statement spelled for another engine's dialect reached PostgreSQL."""
+    """A statement not spelled for PostgreSQL reached it: plain SQL, or one stated for another
+    engine's dialect. Every statement is stated with `dialect_of(conn)` (engines/dialect.py)."""
 
     kind = "misspelt_statement"
 
 
-def _reads(sql: str, read_only: bool | None) -> bool:
-    """What the caller said about `sql`, or the fallback's guess when it said nothing."""
-    return guess_read_only(sql) if read_only is None else read_only
-
-
-def stated(sql: str, named: bool) -> tuple[str, bool | None]:
-    """(the text to run, whether it only reads — None: not said) of a statement: a Statement
-    of this dialect as written, plain SQL through the counted fallback."""
-    if isinstance(sql, Statement):
-        if sql.dialect is not POSTGRES:
-            raise MisspeltStatement(f"a statement spelled for {sql.dialect.name} reached PostgreSQL: {sql[:80]!r}")
-        return sql, sql.read_only
-    count_caller()
-    return translate(sql, named), None
+def stated(sql: str) -> tuple[str, bool]:
+    """(the text to run, whether it only reads) of a Statement of this dialect; anything else
+    is refused, never rewritten."""
+    if not isinstance(sql, Statement):
+        raise MisspeltStatement(f"plain SQL reached PostgreSQL; state it with its dialect "
+                                f"(dialect_of(conn).query/write, engines/dialect.py): {sql[:80]!r}")
+    if sql.dialect is not POSTGRES:
+        raise MisspeltStatement(f"a statement spelled for {sql.dialect.name} reached PostgreSQL: {sql[:80]!r}")
+    return sql, sql.read_only
 
 
 class PgConnection:
@@ -136,8 +131,7 @@ class PgConnection:
     def run_statement(self, sql: str, run, read_only: bool | None = None):
         """Run `run(raw)` for statement `sql`, keeping the transaction state and turning a
         lost connection into a reconnect (a read outside a transaction) or ConnectionLost.
-        `read_only`: whether the statement only reads (None: not said, guessed from the text
-        by pg_translate until every caller says it)."""
+        `read_only`: whether the statement only reads (None: not said, taken as a write)."""
         head = sql.lstrip()[:12].upper()
         begins = head.startswith("BEGIN")
         ends = head.startswith(("COMMIT", "END")) or (head.startswith("ROLLBACK") and " TO " not in sql.upper())
@@ -149,7 +143,7 @@ class PgConnection:
                 raise ConnectionLost(f"connection to {redact(self.url)} lost in this transaction")
             self._lost = self._in_tx = False
         if self._fence is not None:
-            self._check_fence(sql, begins or ends or _reads(sql, read_only))
+            self._check_fence(sql, begins or ends or bool(read_only))
         if self.raw.closed and not self._in_tx:
             self._reconnect()
         try:
@@ -162,7 +156,7 @@ class PgConnection:
                 self._lost = self._in_tx
                 self._unwatched = False
                 raise
-            if self._in_tx or not (begins or _reads(sql, read_only)):
+            if self._in_tx or not (begins or read_only):
                 # What the server kept of this transaction (or lone write) is unknown: the
                 # caller runs it again from its BEGIN (the store's retry line reports it).
                 self._lost = self._in_tx
@@ -208,9 +202,9 @@ class PgConnection:
 
     def execute(self, sql: str, params: Iterable | dict | None = None, *, read_only: bool | None = None) -> Cursor:
         """Run one statement: a Statement of this dialect as written (its own read-only
-        intent, unless `read_only` says it), plain SQL through the fallback (pg_translate)."""
-        bound, named = bind(params)
-        text, intent = stated(sql, named)
+        intent, unless `read_only` says it); plain SQL is refused (MisspeltStatement)."""
+        bound, _ = bind(params)
+        text, intent = stated(sql)
 
         def run(raw):
             cursor = raw.cursor()
@@ -223,7 +217,7 @@ class PgConnection:
 
     def executemany(self, sql: str, seq: Iterable) -> Cursor:
         rows = [bind(p)[0] for p in seq]
-        text, intent = stated(sql, bool(rows) and isinstance(rows[0], dict))
+        text, intent = stated(sql)
 
         def run(raw):
             cursor = raw.cursor()
@@ -270,4 +264,4 @@ class PgDatabase:
 
 __all__ = ["PgConnection", "PgDatabase", "Cursor", "ConnectionLost", "DatabaseUnreachable", "InvalidDatabaseUrl",
            "MisspeltStatement", "connect", "connection_params", "one_line", "add_reconnect_hook", "remove_reconnect_hook",
-           "is_connection_lost", "translate", "application_name", "is_retryable", "stated", "APPLICATION_PREFIX"]
+           "is_connection_lost", "application_name", "is_retryable", "stated", "APPLICATION_PREFIX"]
