@@ -151,3 +151,26 @@ def any_db(request, tmp_path):
     if request.param == "sqlite":
         return str(tmp_path / "test.db")
     return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def pg_store(pg_url):
+    """A Store on this test's fresh PostgreSQL database, closed after it."""
+    from basecrawler import Store
+
+    store = Store(pg_url)
+    yield store
+    store.close()
+
+
+def spy_statements(store, monkeypatch, keep=lambda sql: sql[:40]) -> list:
+    """What the store's PostgreSQL connection sends from now on (`keep` of each statement)."""
+    sent = []
+    conn = store.db.conn
+    real = conn.run_statement
+
+    def spy(sql, run, read_only=None):
+        sent.append(keep(sql))
+        return real(sql, run, read_only)
+    monkeypatch.setattr(conn, "run_statement", spy)
+    return sent

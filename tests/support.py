@@ -167,3 +167,13 @@ def handler_transport(handle, requested: list | None = None):
         reply = handle(Request("GET", request.url.raw_path.decode(), {}, 0.0))
         return httpx.Response(reply.status, headers=reply.headers or {}, content=reply.body)
     return httpx.MockTransport(handler)
+
+
+def numbered_recall(n: int, **fields):
+    """A US vehicle recall numbered R0000… with the fields the write-path tests compare."""
+    from basecrawler import Recall
+
+    values = {"country": "US", "recall_number": f"R{n:04d}", "recall_date": "2024-05-01", "source_lang": "en",
+              "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
+    values.update(fields)
+    return Recall(**values)

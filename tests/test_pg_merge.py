@@ -12,27 +12,22 @@ import threading
 
 import pytest
 
-from basecrawler import Recall, Store
+from basecrawler import Store
+from support import numbered_recall
 from basecrawler.recordtypes import get_record_type
 from basecrawler.recordtypes.upsert import plan_for
-from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from pgcluster import pg_cluster, pg_store, pg_url  # noqa: F401  (fixtures)
 from basecrawler.store.engines.dialect import dialect_of
 
 TYPE = "vehicle_recall"
 
 
-def recall(n: int, **fields) -> Recall:
-    values = {"country": "US", "recall_number": f"R{n:04d}", "recall_date": "2024-05-01", "source_lang": "en",
-              "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
-    values.update(fields)
-    return Recall(**values)
+recall = numbered_recall
 
 
 @pytest.fixture
-def store(pg_url):  # noqa: F811
-    store = Store(pg_url)
-    yield store
-    store.close()
+def store(pg_store):  # noqa: F811
+    return pg_store
 
 
 def stored(store, number: str) -> dict:

@@ -10,7 +10,7 @@ from basecrawler.recordtypes import get_record_type
 from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, plan_for
 from basecrawler.store.core import UpsertResult
 from basecrawler.store.engines import pg_upsert
-from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from pgcluster import pg_cluster, pg_store, pg_url, spy_statements  # noqa: F401  (fixtures)
 from basecrawler.store.engines.dialect import dialect_of
 
 TYPE = "vehicle_recall"
@@ -37,24 +37,14 @@ def rows(numbers, **fields) -> list[dict]:
 
 
 @pytest.fixture
-def store(pg_url):  # noqa: F811
-    store = Store(pg_url)
-    yield store
-    store.close()
+def store(pg_store):  # noqa: F811
+    return pg_store
 
 
 @pytest.fixture
 def statements(store, monkeypatch):
     """Every statement the store's connection sends (its first 40 characters)."""
-    sent = []
-    conn = store.db.conn
-    real = conn.run_statement
-
-    def spy(sql, run, read_only=None):
-        sent.append(sql[:40])
-        return real(sql, run, read_only)
-    monkeypatch.setattr(conn, "run_statement", spy)
-    return sent
+    return spy_statements(store, monkeypatch)
 
 
 def test_a_batch_of_new_keys_costs_begin_lookup_copy_commit(store, statements, row_by_row):

@@ -5,38 +5,24 @@ by the one rule; a key another writer inserted after the lookup sends the batch 
 made it, and never row by row."""
 import pytest
 
-from basecrawler import Recall, Store
+from support import numbered_recall
 from basecrawler.store.engines import pg_lookup
-from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
+from pgcluster import pg_cluster, pg_store, pg_url, spy_statements  # noqa: F401  (fixtures)
 
 TYPE = "vehicle_recall"
 
 
-def recall(n: int, **fields) -> Recall:
-    values = {"country": "US", "recall_number": f"R{n:04d}", "recall_date": "2024-05-01", "source_lang": "en",
-              "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
-    values.update(fields)
-    return Recall(**values)
+recall = numbered_recall
 
 
 @pytest.fixture
-def store(pg_url):  # noqa: F811
-    store = Store(pg_url)
-    yield store
-    store.close()
+def store(pg_store):  # noqa: F811
+    return pg_store
 
 
 @pytest.fixture
 def statements(store, monkeypatch):
-    sent = []
-    conn = store.db.conn
-    real = conn.run_statement
-
-    def spy(sql, run, read_only=None):
-        sent.append(sql.split(" ")[0])
-        return real(sql, run, read_only)
-    monkeypatch.setattr(conn, "run_statement", spy)
-    return sent
+    return spy_statements(store, monkeypatch, keep=lambda sql: sql.split(" ")[0])
 
 
 def taken_meanwhile(monkeypatch) -> None:

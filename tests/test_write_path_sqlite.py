@@ -2,17 +2,14 @@
 item 8): a batch into a table without a row looks up no stored row (there is none: the write
 holds the database's lock), and its counts are still those of the write; a batch into a table
 with rows looks its keys up and merges by the one rule."""
-from basecrawler import Recall, Store
+from basecrawler import Store
+from support import numbered_recall
 from basecrawler.store.lookup import Lookup
 
 TYPE = "vehicle_recall"
 
 
-def recall(n: int, **fields) -> Recall:
-    values = {"country": "US", "recall_number": f"R{n:04d}", "recall_date": "2024-05-01", "source_lang": "en",
-              "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
-    values.update(fields)
-    return Recall(**values)
+recall = numbered_recall
 
 
 def test_a_batch_into_an_empty_table_asks_no_stored_row_and_later_ones_do(tmp_path, monkeypatch):
