@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from basecrawler.formats.textcodec import Undecodable, Utf8XmlReader, decode_text, file_encoding
-from basecrawler.formats.xmlsafe import ListUnreadable, UnsafeXml, iter_xml, read_list
+from basecrawler.formats.xmlsafe import ListUnreadable, UnsafeXml, iter_xml, parse_bytes, read_list
 
 QUIRKS = Path(__file__).resolve().parents[1] / "fixtures" / "quirks"
 RDF = ('<?xml version="1.0" encoding="Shift_JIS"?>\r\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
@@ -189,3 +189,8 @@ def test_the_prolog_check_reads_only_the_prolog_and_leaves_doctype_text_in_conte
     with Utf8XmlReader(path, "utf-8") as reader:
         assert [e.tag for _, e in iter_xml(reader, events=("end",))] == ["b", "c", "r"]
     assert [e.tag for _, e in iter_xml(str(path), events=("end",))] == ["b", "c", "r"]
+
+
+def test_a_whole_document_with_a_dtd_libxml2_cannot_parse_is_refused_as_unsafe():
+    with pytest.raises(UnsafeXml, match="declares a DTD"):
+        parse_bytes(BROKEN_SUBSET)

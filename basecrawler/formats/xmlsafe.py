@@ -31,7 +31,9 @@ def safe_parser() -> etree.XMLParser:
 
 
 def parse_bytes(body: bytes) -> etree._Element:
-    """Parse a whole (small) document from bytes, honouring its declared encoding."""
+    """Parse a whole (small) document from bytes, honouring its declared encoding; a DTD is
+    refused from the bytes first, as for a streamed one (`iter_xml`)."""
+    _refuse_dtd_in_prolog(body[:PROLOG_BYTES])
     root = etree.fromstring(body, parser=safe_parser())
     _refuse_dtd(root.getroottree())
     return root
