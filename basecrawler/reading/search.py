@@ -24,7 +24,8 @@ from basecrawler.reading.search_filters import (DEFAULT_TYPE, MAX_QUERY_CHARS, M
                                                 RecallFilter, RecordFilter, UnknownFilter, check_facets,
                                                 check_query_size, columns_of)
 from basecrawler.reading.search_query import build_query, facet_condition, order_by, short_terms, text_conditions
-from basecrawler.reading.search_text import (TRIGRAM, dialect_of, fts_phrase, fts_table, gram_indexed, has_korean,
+from basecrawler.reading.search_text import (TRIGRAM, dialect_of, fts_phrase, fts_table, gram_drivable, gram_indexed,
+                                             gram_match, gram_trigrams, has_korean,
                                              like_pattern, pg_search_document, pg_windows_index, pg_windows_query,
                                              short_index, text_condition)
 from basecrawler.recordtypes import RecordType
@@ -37,6 +38,7 @@ WALK_SHARE = 0.05      # a term in at least this share of the records is tested 
 WALK_MIN = 2_000       # … and in at least this many (a small store sorts its matches at once)
 WALK_PAGE_ROWS = 1_000  # deeper pages than this collect the matches (a walk would go far)
 COUNT_CAP = 10_000     # `search` counts matches up to this, then says "more than"
+GRAM_DRIVE_TERMS = 64  # a count driven by a short term's trigrams ORs at most this many
 SAMPLE_ROWS = 20_000   # a 1–2 character term's share is judged on the newest this many records
 PG_SAMPLE_ROWS = 5_000   # … on PostgreSQL (windows index) any term's, with an ILIKE a row (`pg_walk`)
 PG_COUNT_WALK_SHARE = 0.5   # a count walks the table for a term in this share (10,001 within 20,000 rows)
@@ -251,10 +253,53 @@ def count_upto(conn, filters: RecallFilter, cap: int = COUNT_CAP) -> int:
     elif grams and short_terms(filters) - walk:
         top = _last_id(conn, record_type)
         walk |= {t for t in short_terms(filters) - walk if _common_short_term(conn, record_type, t, top)}
+    hide = hides_copies(conn, filters)
+    if grams and _dialect(conn) == "sqlite" and not any(len(t) >= TRIGRAM for t in filters.terms()):
+        term = next((t for t in filters.terms() if t in walk and gram_drivable(t)), None)
+        if term is not None:
+            found = _count_from_trigrams(conn, filters, term, frozenset(walk) - {term}, hide, cap)
+            if found is not None:
+                return found
     sql, params = build_query(filters, columns="1", ordered=False, dialect=_dialect(conn), driven=True,
-                              walk=frozenset(walk), grams=grams, hide_copies=hides_copies(conn, filters))
+                              walk=frozenset(walk), grams=grams, hide_copies=hide)
+    return _capped(conn, sql, params, cap)
+
+
+def _capped(conn, sql, params: list, cap: int) -> int:
     d = sql.dialect
     return _run(conn, d.query(f"SELECT count(*) FROM ({sql} LIMIT {d.p}) AS matched"), [*params, cap + 1]).fetchone()[0]
+
+
+def _count_from_trigrams(conn, filters: RecallFilter, term: str, walk: frozenset[str], hide: bool,
+                         cap: int) -> int | None:
+    """`count_upto` of a query whose first common 1–2 character term is `gram_drivable`: driven
+    from the index by its trigrams (search_text.py `gram_trigrams`), as a 3+ character term's
+    count is, so it reads only the records holding it, in id order, and stops at the cap: a
+    walk of the table read ~11 % more rows than 10,001 records when every 10th is a hidden copy.
+    The trigrams are taken 1, 2, 4, … at a time: a count above the cap with some of them is one
+    with all of them (each lists only records holding the term), so a term one trigram
+    mostly holds costs one seek; only an exact count (at most the cap) needs them all. None
+    (walk the table instead) past GRAM_DRIVE_TERMS trigrams: a long OR costs more per row."""
+    trigrams: list[str] = []
+    counted_at = 0
+    found = 0
+
+    def counted() -> int:
+        sql, params = build_query(filters, columns="1", ordered=False, dialect="sqlite", driven=True, walk=walk,
+                                  grams=True, hide_copies=hide, short_driver=(term, gram_match(trigrams)))
+        return _capped(conn, sql, params, cap)
+
+    for trigram in gram_trigrams(conn, filters.declaration(), term):
+        trigrams.append(trigram)
+        if len(trigrams) > GRAM_DRIVE_TERMS:
+            return None
+        if len(trigrams) & (len(trigrams) - 1) == 0:
+            found, counted_at = counted(), len(trigrams)
+            if found > cap:
+                return found
+    if not trigrams:
+        return None
+    return found if counted_at == len(trigrams) else counted()
 
 
 def count_by_source(conn, record_type: RecordType) -> dict[str, int]:

@@ -126,7 +126,8 @@ def _needs(record_type: RecordType, option: str, *columns: str) -> None:
 def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | None = None,
                 offset: int = 0, ordered: bool = True, dialect: str | Dialect = "sqlite",
                 walk: frozenset[str] = frozenset(), driven: bool = False, grams: bool = False,
-                facet_sets: bool = False, hide_copies: bool = False) -> tuple[Statement, list]:
+                facet_sets: bool = False, hide_copies: bool = False,
+                short_driver: tuple[str, str] | None = None) -> tuple[Statement, list]:
     """The statement (a read-only `Statement` of `dialect`, the dialect or its name of the
     connection it will run on) and parameters selecting the records that match `filters`,
     newest first. A caller that wraps it states the result with `statement.dialect`.
@@ -138,7 +139,10 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     (`short_index`): a 1–2 character term is read from the padded index's vocabulary (SQLite),
     any term from the windows index (PostgreSQL, `_pg_text_condition`); `facet_sets`: a facet
     filter reads its rows' ids from the column's index (an export); `hide_copies`: records that
-    are another publisher's copy are left out (`hides_copies`)."""
+    are another publisher's copy are left out (`hides_copies`). `short_driver` (SQLite, with
+    `driven` and no term of 3+ characters): (a 1–2 character term, the FTS5 query of its
+    trigrams, search_text.py `gram_match`) drives the query from the index as such a term does,
+    without a LIKE (only for a term `gram_drivable` says it answers exactly)."""
     check_query_size(filters.text)
     record_type = filters.declaration()
     check_facets(record_type, filters.facets)
@@ -148,10 +152,13 @@ def build_query(filters: RecallFilter, *, columns: str = "r.*", limit: int | Non
     driver = None
     if driven and d is SQLITE and record_type.text_index_columns:
         driver = next((t for t in filters.terms() if len(t) >= TRIGRAM), None)
+    match = fts_phrase(driver) if driver is not None else None
+    if driven and d is SQLITE and driver is None and short_driver is not None and short_driver[0] in filters.terms():
+        driver, match = short_driver
     joined = False
     for term in filters.terms():
         if term == driver and not joined:
-            params.append(fts_phrase(term))
+            params.append(match)
             where.append(f"[{fts_table(record_type)}] MATCH ?")
             joined = True
             continue

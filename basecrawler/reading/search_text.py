@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from typing import Iterator
 
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
@@ -79,6 +80,32 @@ def gram_indexed(term: str) -> bool:
     another cased letter (ö, Ｑ) is read by a pass over the table, as before."""
     return len(term) < TRIGRAM and PAD[0] not in term and all(
         ch.isascii() or (ch.lower() == ch and ch.upper() == ch and ch.casefold() == ch) for ch in term)
+
+
+def gram_drivable(term: str) -> bool:
+    """Whether the rows holding a 1–2 character `term` are exactly the documents of the padded
+    index's trigrams that start with it (`gram_trigrams`), with no LIKE to confirm them: the
+    vocabulary lists it (`gram_indexed`) and it has no cased letter, so case folding cannot
+    make the index hold it for text LIKE misses (as for a 3+ character term, `_has_case`)."""
+    return gram_indexed(term) and not _has_case(term)
+
+
+def gram_trigrams(conn, record_type: RecordType, term: str) -> Iterator[str]:
+    """The index's trigrams that start with `term`, in the vocabulary's order, one seek each
+    (SQLite, a connection `short_index` gave its vocabulary table). Every term of the trigram
+    index is three characters, so the next one after `t` is the first at or above `t` + U+0001."""
+    low, high = _gram_range(term)
+    statement = SQLITE.query(f"SELECT term FROM [{fts_vocab_table(record_type)}] WHERE term >= ? AND term <= ? LIMIT 1")
+    bound, last = low, None
+    while (row := conn.execute(statement, [bound, high]).fetchone()) is not None and row[0] != last:
+        last = row[0]
+        yield last
+        bound = last + "\x01"
+
+
+def gram_match(trigrams: list[str]) -> str:
+    """The FTS5 query matching the documents that hold any of `trigrams` (each one phrase)."""
+    return " OR ".join(fts_phrase(t) for t in trigrams)
 
 
 def _gram_range(term: str) -> tuple[str, str]:
@@ -235,5 +262,5 @@ def _has_case(term: str) -> bool:
 
 
 __all__ = ["TRIGRAM", "dialect_of", "column", "has_korean", "fts_table", "like_pattern", "fts_phrase", "pg_search_document",
-           "gram_indexed", "short_index", "pg_windows_index", "pg_windows_query", "pg_text_condition",
+           "gram_indexed", "gram_drivable", "gram_trigrams", "gram_match", "short_index", "pg_windows_index", "pg_windows_query", "pg_text_condition",
            "text_condition"]
