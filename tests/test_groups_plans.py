@@ -79,7 +79,8 @@ def test_a_count_driven_by_the_full_text_index_looks_each_id_up_in_the_shown_ids
 
 FILTERS = [{}, {"countries": ("CA",)}, {"countries": ("DE",)}, {"source": "repubdemo"}, {"source": "origdemo"},
            {"text": "Peanut"}, {"text": "OECD"}, {"text": "lot 1"}, {"text": "QX"}, {"text": "oil"},
-           {"text": "Peanut", "countries": ("CA",)}, {"facets": (("status", "ongoing"),)}]
+           {"text": "Peanut", "countries": ("CA",)}, {"facets": (("status", "ongoing"),)},
+           {"text": "1"}, {"text": "10"}, {"text": ")"}, {"text": "1", "countries": ("CA",)}]
 
 
 def expected(conn, options) -> list[int]:
