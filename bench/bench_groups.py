@@ -14,6 +14,11 @@ machine whose load changes by the second. One run is a page of 50 and its count 
 process's CPU time (the query runs in this thread; waiting for a core is not counted), the wall
 time beside them. Prints per search the median CPU time of each side and the median (min–max) of
 the paired ratios. Target (#31): with groups ≤ 1.10 × without, every row.
+
+    python bench/bench_groups.py --db /tmp/g --web               # the web view's page, both stores
+
+`--web` serves both stores with the web view (one server each, on 127.0.0.1) and times whole page
+loads of the same six searches instead (wall time, interleaved pairs, warm).
 """
 from __future__ import annotations
 
@@ -141,6 +146,49 @@ def measure(plain, grouped, filters, repeats: int, sample_ms: float) -> dict:
             "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "runs": repeats * inner}
 
 
+WEB_PAGES = {"rare term (#123456)": "?_search=%23123456", "common term (vehicle)": "?_search=vehicle",
+             "2 characters (ブレ)": "?_search=%E3%83%96%E3%83%AC", "Japanese (燃料)": "?_search=%E7%87%83%E6%96%99",
+             "a facet (country JP)": "?country=JP", "no filter (the table)": ""}
+
+
+def web(plain_path: str, grouped_path: str, repeats: int, only: str | None) -> None:
+    """Whole page loads of each search on the two stores' web views, interleaved pairs."""
+    import socket
+    import urllib.request
+
+    from basecrawler.reading.browse import BrowseServer
+
+    def port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+    def load_page(url: str) -> float:
+        started = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=120) as response:
+            response.read()
+        return time.perf_counter() - started
+
+    with BrowseServer(plain_path, port=port()) as plain, BrowseServer(grouped_path, port=port()) as grouped:
+        print(f"\n{'web page':24} {'without':>9} {'with':>9}  ratio, median (min–max)")
+        for name, query in WEB_PAGES.items():
+            if only and only not in name:
+                continue
+            urls = (f"{plain.url}/{Path(plain_path).stem}/recalls{query}",
+                    f"{grouped.url}/{Path(grouped_path).stem}/recalls{query}")
+            for url in urls:
+                load_page(url)   # warm
+            pairs = []
+            for n in range(repeats):
+                order = (0, 1) if n % 2 == 0 else (1, 0)
+                times = {side: load_page(urls[side]) for side in order}
+                pairs.append((times[0], times[1]))
+            ratios = [w / o for o, w in pairs]
+            print(f"{name:24} {statistics.median(o for o, _ in pairs) * 1000:6.0f} ms "
+                  f"{statistics.median(w for _, w in pairs) * 1000:6.0f} ms  {statistics.median(ratios):5.2f} "
+                  f"({min(ratios):.2f}–{max(ratios):.2f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1_000_000)
@@ -150,6 +198,7 @@ def main() -> None:
     parser.add_argument("--db", help="folder keeping (and reusing) the two stores")
     parser.add_argument("--relink", action="store_true", help="make the grouped store again")
     parser.add_argument("--only", help="only the searches whose name contains this")
+    parser.add_argument("--web", action="store_true", help="time the web view's page loads instead")
     args = parser.parse_args()
 
     from basecrawler.reading.search import RecallFilter
@@ -157,6 +206,11 @@ def main() -> None:
     folder = Path(args.db) if args.db else Path(tempfile.mkdtemp(prefix="bench-groups-"))
     try:
         plain_path, grouped_path = stores(folder, args.count, args.copies, args.relink)
+        if args.web:
+            print(f"load before {load()}", flush=True)
+            web(plain_path, grouped_path, args.repeats, args.only)
+            print(f"\nload after {load()}")
+            return
         conns = []
         for path in (plain_path, grouped_path):
             conn = sqlite3.connect(path)
