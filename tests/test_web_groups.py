@@ -350,3 +350,43 @@ def test_a_page_reached_from_the_grouped_table_is_counted(grouped):
                                                       "&_nocount=1&country=DE"])
     assert '<h3 class="bc-count">5건' in every.text
     assert '<h3 class="bc-count">1건' in filtered.text
+
+
+def test_a_large_grouped_search_page_takes_its_count_and_facets_from_the_summary(grouped, monkeypatch, tmp_path):
+    """A search page of a large table is not counted by Datasette but from the search's summary,
+    on a grouped store too: the summary leaves out the copies the page leaves out (before, a
+    grouped page fell back to Datasette's count and per-facet queries: seconds at a million)."""
+    from datasette.app import Datasette
+    from datasette.plugins import pm
+
+    db_path = _copy_db(grouped[0], tmp_path / "summarised.db")
+    ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"),
+                   template_dir=str(WEB_DIR / "templates"), settings={"suggest_facets": False})
+    web = next(p for p in pm.get_plugins() if hasattr(p, "SUMMARY_COUNT_ROWS"))
+    monkeypatch.setattr(web, "SUMMARY_COUNT_ROWS", 0)   # as a table of more than that many records
+    database = ds.get_database("summarised")
+    ran, execute = [], database.execute
+
+    async def recording(sql, *args, **kwargs):
+        ran.append(" ".join(sql.split()).lower())
+        return await execute(sql, *args, **kwargs)
+    database.execute = recording
+
+    def facet(response, name):
+        results = response.json()["facet_results"]
+        return {row["value"]: row["count"] for row in results.get("results", results)[name]["results"]}
+
+    async def fetch():
+        return [await ds.client.get(path) for path in (
+            "/summarised/product_alerts?_search=peanut&_col=title_ko",
+            "/summarised/product_alerts?_search=peanut&_col=title_ko&_bc_copies=1",
+            "/summarised/product_alerts.json?_search=peanut&_col=source&_extra=facet_results",
+            "/summarised/product_alerts.json?_search=peanut&_col=source&_extra=facet_results&_bc_copies=1")]
+    once, every, once_json, every_json = asyncio.run(fetch())
+    assert "(1건)" in once.text and "(3건)" in every.text
+    assert facet(once_json, "source") == {"origdemo": 1}
+    assert facet(every_json, "source") == {"origdemo": 1, "repubdemo": 1, "mirrordemo": 1}
+    # Neither Datasette's count of the page nor a facet query over its rows ran.
+    assert not [sql for sql in ran if sql.startswith("select count(*) from product_alerts")]
+    assert not [sql for sql in ran if "as value, count(*)" in sql and "peanut" in sql or ":bc_search" in sql
+                and "as value" in sql]

@@ -23,8 +23,9 @@ from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.tables import facet_index_columns, index_name
 from basecrawler.store.engines.dialect import SQLITE
 
-from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, short_index,
-                                       short_terms, text_conditions)
+from basecrawler.reading.search import (TRIGRAM, RecallFilter, build_query, fts_phrase, fts_table, hides_copies,
+                                       short_index, short_terms, text_conditions)
+from basecrawler.store import groups
 
 
 
@@ -92,7 +93,7 @@ def _steps(filters: RecallFilter, parts: int):
     may run at once, receives their results, and returns the summary."""
     record_type = filters.declaration()
     terms = sorted({t for t in filters.terms() if len(t) >= TRIGRAM}) if record_type.text_index_columns else []
-    [(kept, top, total, indexed)] = yield [lambda conn: _start(conn, record_type, bool(terms))]
+    [(kept, top, total, indexed, hide)] = yield [lambda conn: _start(conn, record_type, filters, bool(terms))]
     spans = _spans(top, parts)
     found: dict[str, int] = {}
     if terms:   # how many records hold each term, each part of the ids counted at once
@@ -106,23 +107,26 @@ def _steps(filters: RecallFilter, parts: int):
         return kept
     if kept is not None and _one_term(filters) and 2 * found.get(filters.text, 0) > kept.count \
             and found[filters.text] > IDS_MAX:
-        rest = yield [partial(_count_rest, record_type=record_type, term=filters.text, indexed=indexed, span=span)
-                      for span in spans]
+        rest = yield [partial(_count_rest, record_type=record_type, term=filters.text, indexed=indexed, span=span,
+                              hide=hide) for span in spans]
         return _less(kept, _added(rest))
     driver = _driver(filters)
     if driver is not None:
-        counted = yield [partial(_count_matching, filters=filters, driver=driver, indexed=indexed, span=span)
+        counted = yield [partial(_count_matching, filters=filters, driver=driver, indexed=indexed, span=span, hide=hide)
                          for span in (spans if found[driver] > SPLIT_ROWS else [None])]
         return _added(counted)
     # Nothing narrows the rows: one view of the table, counted through its indexes.
     whole = filters == RecallFilter(record_type=filters.record_type)
-    counted = yield [partial(_count_query, filters=filters, span=span) for span in ([None] if whole else spans)]
+    counted = yield [partial(_count_query, filters=filters, span=span, hide=hide) for span in ([None] if whole else spans)]
     return _added(counted)
 
 
-def _start(conn, record_type, counts_terms: bool) -> tuple:
+def _start(conn, record_type, filters: RecallFilter, counts_terms: bool) -> tuple:
     """(the kept whole-table summary or None, the last id, the number of records when a term
-    must be compared with it, whether the facet index is there)."""
+    must be compared with it, whether the facet index is there, whether copies are left out).
+    With copies left out, the kept summary is the whole table's less the copies' (few, read by
+    the flag's own index); `total` stays every record's, as a term's count from the full-text
+    index is."""
     kept = _kept_whole_table(conn, record_type)
     table = record_type.table
     top = conn.execute(SQLITE.query(f"SELECT max(rowid) FROM [{table}]")).fetchone()[0] or 0
@@ -130,7 +134,30 @@ def _start(conn, record_type, counts_terms: bool) -> tuple:
         conn.execute(SQLITE.query(f"SELECT count(*) FROM [{table}]")).fetchone()[0] if counts_terms else None
     indexed = conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"),
                            [_facet_index(record_type)]).fetchone() is not None
-    return kept, top, total, indexed
+    hide = hides_copies(conn, filters)
+    if hide:   # (the shown records' id index, when this store has it: its name)
+        shown_ids = groups.copy_indexes(record_type)[0].name
+        hide = shown_ids if conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"),
+                                         [shown_ids]).fetchone() else True
+    if hide and kept is not None:
+        copies = (f"SELECT {_selected(record_type)} FROM [{table}] AS r "
+                  f"WHERE r.\"{groups.FLAG}\" IS NOT NULL")   # (the flag's own index)
+        kept = _less(kept, _counted(conn, record_type, copies, [], keep_ids=False))
+    return kept, top, total, indexed, hide
+
+
+def _shown(record_type, hide: bool | str, indexed: bool) -> str:
+    """The condition (ANDed) that leaves other publishers' copies out, when they are (`hide`:
+    True, or the name of the shown records' id index). A read through the facet index (which
+    has no flag) asks that index for each row, a seek in a narrow index, instead of reading
+    the wide row for its flag."""
+    if not hide:
+        return ""
+    if not (indexed and isinstance(hide, str)):
+        return f" AND {groups.hidden_copies_condition(record_type, alias='r')}"
+    shown_ids = hide
+    return (f" AND EXISTS (SELECT 1 FROM [{record_type.table}] AS shown INDEXED BY [{shown_ids}] "
+            f"WHERE shown.id = r.id AND {groups.hidden_copies_condition(record_type, alias='shown')})")
 
 
 def _spans(top: int, parts: int) -> list[tuple[int, int] | None]:
@@ -178,7 +205,7 @@ def _driver(filters: RecallFilter) -> str | None:
     return next((t for t in filters.terms() if len(t) >= TRIGRAM), None)
 
 
-def _count_matching(conn, filters: RecallFilter, driver: str, indexed: bool, span) -> SearchSummary:
+def _count_matching(conn, filters: RecallFilter, driver: str, indexed: bool, span, hide: bool = False) -> SearchSummary:
     """The summary of the records (ids in `span`) a text-only search matches, read through the
     full-text index of its term `driver` joined to the facet index."""
     record_type = filters.declaration()
@@ -194,11 +221,11 @@ def _count_matching(conn, filters: RecallFilter, driver: str, indexed: bool, spa
         where += f" AND {condition}"
         params += more
     sql = (f"SELECT {_selected(record_type)} FROM [{fts}] JOIN [{record_type.table}] AS r"
-           f"{_indexed_by(record_type, indexed)} ON r.id = [{fts}].rowid WHERE {where}")
+           f"{_indexed_by(record_type, indexed)} ON r.id = [{fts}].rowid WHERE {where}{_shown(record_type, hide, indexed)}")
     return _counted(conn, record_type, sql, params)
 
 
-def _count_rest(conn, record_type, term: str, indexed: bool, span) -> SearchSummary:
+def _count_rest(conn, record_type, term: str, indexed: bool, span, hide: bool = False) -> SearchSummary:
     """The summary of the records (ids in `span`) that do not hold `term`."""
     fts = fts_table(record_type)
     params: list = []
@@ -206,16 +233,17 @@ def _count_rest(conn, record_type, term: str, indexed: bool, span) -> SearchSumm
     params.append(fts_phrase(term))
     inner = _in_span("rowid", span, params)
     sql = (f"SELECT {_selected(record_type)} FROM [{record_type.table}] AS r{_indexed_by(record_type, indexed)} "
-           f"WHERE 1{outer} AND (r.id IN (SELECT rowid FROM [{fts}] WHERE [{fts}] MATCH ?{inner})) IS NOT 1")
+           f"WHERE 1{outer}{_shown(record_type, hide, indexed)} "
+           f"AND (r.id IN (SELECT rowid FROM [{fts}] WHERE [{fts}] MATCH ?{inner})) IS NOT 1")
     return _counted(conn, record_type, sql, params, keep_ids=False)
 
 
-def _count_query(conn, filters: RecallFilter, span=None) -> SearchSummary:
+def _count_query(conn, filters: RecallFilter, span=None, hide: bool = False) -> SearchSummary:
     """The summary of any other search (ids in `span`), read as `build_query` reads it."""
     record_type = filters.declaration()
     grams = short_index(conn, record_type)
     sql, params = build_query(filters, columns=_selected(record_type), ordered=False, driven=True,
-                              walk=short_terms(filters, grams), grams=grams)
+                              walk=short_terms(filters, grams), grams=grams, hide_copies=bool(hide))
     if span is not None:   # (flattened: the range reads the table's ids)
         sql = f"SELECT * FROM ({sql}) WHERE 1" + _in_span("bc_id", span, params)
     return _counted(conn, record_type, sql, params)

@@ -47,7 +47,7 @@ from basecrawler.reading import summary_cache
 from basecrawler.reading.web import limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
-from basecrawler.reading.web.groups import copies_condition, copies_source, less
+from basecrawler.reading.web.groups import copies_condition, copies_source, less, shows_copies
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
@@ -74,7 +74,8 @@ def search_only(request, table: str) -> RecallFilter | None:
     for key in request.args.keys():
         if not key.startswith("_") or key.startswith(SELECT_PREFIX) or key in ("_where", "_filter_column"):
             return None
-    return RecallFilter(text=text, record_type=declared.name)
+    # Each group of publishers once unless the page shows every copy, as the page's rows.
+    return RecallFilter(text=text, record_type=declared.name, all_copies=shows_copies(request.args))
 
 
 def _whole_table(sql: str) -> bool:
@@ -111,8 +112,8 @@ class _DeclaredFacet(Facet):
         QueryInterrupted while they are still being counted (shown as timed out, finished in
         the background for the next visit)."""
         filters = search_only(self.request, self.table)
-        if filters is None or copies_condition(TYPES[self.table], self.table) in self.sql:
-            return None   # (a summary counts every publisher's copy: the page shows each group once)
+        if filters is None:
+            return None
         await run_marker(self.ds, self.database, self.table, self.request)   # (the page's, in its lane)
         with limits.in_background():
             summary = await cached_summary(self.ds, self.database, self.table, filters,

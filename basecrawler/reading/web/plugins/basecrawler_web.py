@@ -92,7 +92,8 @@ def filters_from_request(request, database, table, datasette):
         return _with_groups(datasette, database, table, text,
                             FilterArguments([where], params, [description], {**context, "bc_search_note": description}),
                             request.args)
-    filters = RecallFilter(text=text, record_type=TYPES[table].name)
+    # (all_copies as the page shows them: the summary counts what the page lists)
+    filters = RecallFilter(text=text, record_type=TYPES[table].name, all_copies=shows_copies(request.args))
     try:
         sql, params = build_query(filters, columns="r.id", ordered=False)
     except ConfigError as exc:   # a search too large for the engine: say so, find nothing
@@ -262,14 +263,10 @@ async def _spares_count(datasette, scope) -> bool:
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         top = (await db.execute(f"SELECT max(rowid) AS n FROM [{parts[2]}]")).first()["n"] or 0
-        if not only:
-            return top > SUMMARY_COUNT_ROWS
-        # A summary counts every publisher's copy: a page showing each group once counts its own.
-        hidden = top > SUMMARY_COUNT_ROWS and await db.execute_fn(
-            lambda conn: hides_copies(conn, TYPES[parts[2]], dict(pairs)))
     except Exception:   # not a database of ours: Datasette answers as it would
         return False
-    return top > SUMMARY_COUNT_ROWS and not hidden
+    # (a search-only page's summary leaves out the copies the page leaves out: reading/summary.py)
+    return top > SUMMARY_COUNT_ROWS
 
 
 @hookimpl
