@@ -1,8 +1,8 @@
 """How a filtered table page reads its rows (issue #34.6): pure rules, used by
 plugins/basecrawler_pageplan.py.
 
-Datasette reads a filtered page in the table's default order as
-`select … from T where "country" = :p0 order by recall_date desc limit 51`. SQLite answers it
+Datasette reads a filtered page in the table's default order (newest first) as
+`select … from T where "col" = :p0 order by date desc limit 51`. SQLite answers it
 through the filter's index and sorts every matching record, even with its statistics: for a
 value a fifth of a million records hold, 200,000 wide rows read and sorted for 51 of them
 (0.27–0.46 s alone, seconds under load). Walked along the sort column's own index instead,
