@@ -16,6 +16,7 @@ declarations (basecrawler/recordtypes); no record type is named here.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.parse
 
@@ -167,23 +168,47 @@ def _type_matches_sql(record_type, text: str, hide_copies: bool = False) -> tupl
     return f"SELECT id FROM [{record_type.table}] WHERE {where}", named
 
 
+GROUP_COUNTS_KEPT = 256   # (type, search, data version) → its count: a search seen again costs no count
+_group_counts: dict[tuple, int] = {}
+
+
+async def _type_count(db, database: str, record_type, text: str, args) -> int | None:
+    """How many records of `record_type` the search matches (capped), kept per data version;
+    None when it could not be counted within GROUP_COUNT_LIMIT_MS (not kept: tried again)."""
+    from basecrawler.reading.facetcounts import data_marker
+
+    try:
+        hide, marker = await db.execute_fn(lambda conn: (hides_copies(conn, record_type, args),
+                                                         tuple(data_marker(conn, record_type.table))))
+        key = (database, record_type.table, text, hide, marker)
+        if key in _group_counts:
+            _group_counts[key] = _group_counts.pop(key)   # asked again: among the last to drop
+            return _group_counts[key]
+        sql, params = _type_matches_sql(record_type, text, hide)
+        found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
+                                  custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
+    except Exception:   # too large for the engine, timed out: that type is left out of the line
+        return None
+    _group_counts[key] = found
+    while len(_group_counts) > GROUP_COUNTS_KEPT:
+        _group_counts.pop(next(iter(_group_counts)))
+    return found
+
+
 async def search_groups(datasette, database: str, table: str, text: str, args=None) -> list[dict]:
     """One search over every type: per type table with matches, its title, count (capped) and
     the same search on its page ("차량 리콜 3 · 제품 경보 2"); the page's own type first. Each
-    group of publishers counts once unless the page shows every copy (`?_bc_copies=1`)."""
+    group of publishers counts once unless the page shows every copy (`?_bc_copies=1`). The
+    types are counted at once (one after the other, three 2-character LIKE counts each up to
+    their limit kept a page waiting their sum)."""
     db = datasette.get_database(database)
     present = set(await db.table_names())
     args = args or {}
+    types = [(t, rt) for t, rt in TYPES.items() if t in present]
+    counts = await asyncio.gather(*(_type_count(db, database, rt, text, args) for _, rt in types))
     groups = []
-    for other_table, record_type in TYPES.items():
-        if other_table not in present:
-            continue
-        try:
-            hide = await db.execute_fn(lambda conn, rt=record_type: hides_copies(conn, rt, args))
-            sql, params = _type_matches_sql(record_type, text, hide)
-            found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
-                                      custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
-        except Exception:   # too large for the engine, timed out: that type is left out of the line
+    for (other_table, record_type), found in zip(types, counts):
+        if found is None:
             continue
         if found or other_table == table:
             groups.append({"table": other_table, "title": _(record_type.title), "count": found,
