@@ -63,9 +63,9 @@ class _Datasette:
         return self.db
 
 
-def _groups(db, text="brake"):
+def _groups(db, text="brake", now=1_000_000.0):
     started = time.perf_counter()
-    found = asyncio.run(web.search_groups(_Datasette(db), "w", "recalls", text))
+    found = asyncio.run(web.search_groups(_Datasette(db), "w", "recalls", text, clock=lambda: now))
     return found, time.perf_counter() - started
 
 
@@ -84,7 +84,9 @@ def test_every_type_is_counted_at_once_and_kept_for_the_same_data(tmp_path):
     conn.execute("INSERT INTO recalls (id, country, recall_number, source, recall_date) VALUES (999999, 'US', 'NEW-1', 'us', '2024-01-01')")
     conn.commit()
     _groups(db)
-    assert db.counted[2 * types:] == ["recalls"]   # new records of one type: that type counted again
+    assert len(db.counted) == 3 * types   # new records of the page's type: counted again
+    _groups(db, now=1_000_000.0 + web.GROUP_COUNTS_TTL_S)
+    assert len(db.counted) == 4 * types   # and the others' at most this long after
 
 
 def test_a_count_that_failed_is_left_out_and_tried_again(tmp_path):
