@@ -58,8 +58,10 @@ def test_the_next_page_is_planned_too_and_other_conditions_are_left_alone(tmp_pa
     params = {"p0": "JP", "p1": "2010-01-05", "p2": "7"}
     assert conn.execute(pageplan.walked(NEXT, plan), params).fetchall() == conn.execute(NEXT, params).fetchall()
     # a search, an unindexed column, no filter, another order: Datasette's SQL as it is
-    assert pageplan.filtered_page(PAGE.replace('"country" = :p0', '"country" = :p0 and summary LIKE :w'),
-                                  sorts, indexed) is None
+    assert pageplan.filtered_page(PAGE.replace('"country" = :p0', '"country" = :p0 and "summary" like :p1'),
+                                  sorts, indexed) is None   # an operator filter
+    assert pageplan.filtered_page(PAGE.replace('"country" = :p0', '"country" = :p0 and ([recalls].id IN '
+                                               '(SELECT rowid FROM f WHERE f MATCH :w))'), sorts, indexed) is None
     assert pageplan.filtered_page(PAGE.replace('"country"', '"summary"'), sorts, indexed) is None
     assert pageplan.filtered_page(PAGE.replace('where "country" = :p0 ', ''), sorts, indexed) is None
     assert pageplan.filtered_page(PAGE.replace("recall_date desc", "country desc"), sorts, indexed) is None
@@ -68,3 +70,13 @@ def test_the_next_page_is_planned_too_and_other_conditions_are_left_alone(tmp_pa
 def test_split_and_keeps_parenthesised_terms_whole():
     assert pageplan.split_and('"a" = :p0 and (b < :p1 or (b = :p1 and id > :p2))') == \
         ['"a" = :p0', '(b < :p1 or (b = :p1 and id > :p2))']
+
+
+def test_a_search_tested_per_row_with_a_filter_walks_too(tmp_path):
+    conn = _store(tmp_path)
+    sql = PAGE.replace('"country" = :p0', '"country" = :p0 and ([recalls].[summary] LIKE :w ESCAPE \'\\\')')
+    plan = pageplan.filtered_page(sql, pageplan.sort_indexes(conn, {"recalls": "recall_date"}),
+                                  limits.indexed_columns(conn))
+    assert plan is not None and plan["equalities"] == ['"country" = :p0']
+    params = {"p0": "JP", "w": "%x%"}
+    assert conn.execute(pageplan.walked(sql, plan), params).fetchall() == conn.execute(sql, params).fetchall()

@@ -13,8 +13,9 @@ but never beyond that many (`decision_sql`), so the decision costs at most a few
 index entries. A rare value keeps SQLite's own plan (its index, then a small sort).
 
 Only pages whose every condition is a plain `column = value` on an indexed column, plus
-Datasette's own "next page" condition on the sort column, are considered: any other
-condition (a search, an operator filter, a plugin's) may make the walk read the whole index.
+Datasette's own "next page" condition on the sort column and a search tested per row (the
+web view's `LIKE`s of a term many records hold), are considered: any other condition (a
+rare term's sub-query, an operator filter, a plugin's) may make the walk read the whole index.
 """
 from __future__ import annotations
 
@@ -65,11 +66,20 @@ def filtered_page(sql: str, sort_index: dict[str, tuple[str, str]],
         equal = EQUALS.fullmatch(term)
         if equal is not None and equal["column"] in columns and equal["column"] != sort:
             equalities.append(term)
-        elif not (term.startswith(f"({sort} ") and term.endswith(")")):   # Datasette's next-page condition
+        elif term.startswith(f"({sort} ") and term.endswith(")"):   # Datasette's next-page condition
+            continue
+        elif not _row_test(term):
             return None
     if not equalities:
         return None
     return {"table": table, "index": index, "equalities": equalities, "limit": int(found["limit"])}
+
+
+def _row_test(term: str) -> bool:
+    """A search's condition tested on each row (`LIKE`s only, the web view's search of a term
+    many records hold): walked, the page stops at its 51st match; no sub-query (a rare term's
+    `id IN (SELECT …)` is better read from its own index), nothing else."""
+    return term.startswith("(") and term.endswith(")") and " LIKE " in term and "select" not in term.lower()
 
 
 def walk_limit(rows: int, page: int) -> int:
