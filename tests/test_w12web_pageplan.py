@@ -80,3 +80,15 @@ def test_a_search_tested_per_row_with_a_filter_walks_too(tmp_path):
     assert plan is not None and plan["equalities"] == ['"country" = :p0']
     params = {"p0": "JP", "w": "%x%"}
     assert conn.execute(pageplan.walked(sql, plan), params).fetchall() == conn.execute(sql, params).fetchall()
+
+
+def test_a_full_text_test_of_the_row_itself_is_a_per_row_test():
+    sorts = {"recalls": ("recall_date", "idx_recalls_recall_date")}
+    indexed = {"recalls": frozenset({"country", "recall_date"})}
+    per_row = ("([recalls].[summary] LIKE :bc_search_0 ESCAPE '\\' OR EXISTS (SELECT 1 FROM [recalls_fts] "
+               "WHERE [recalls_fts] MATCH :bc_search_1 AND rowid = [recalls].id))")
+    assert pageplan.filtered_page(PAGE.replace('"country" = :p0', f'"country" = :p0 and {per_row}'),
+                                  sorts, indexed) is not None
+    other = per_row.replace("rowid = [recalls].id", "rowid > 0")
+    assert pageplan.filtered_page(PAGE.replace('"country" = :p0', f'"country" = :p0 and {other}'),
+                                  sorts, indexed) is None

@@ -27,6 +27,8 @@ PAGE = re.compile(rf"select (?P<columns>.+?) from (?P<table>{NAME}|\[{NAME}\]) w
                   rf"order by (?P<sort>{NAME}) desc(?P<tie>, {NAME}( desc)?)? limit (?P<limit>\d+)(?P<offset> offset \d+)?",
                   re.S)
 EQUALS = re.compile(rf'"(?P<column>{NAME})" = :(?P<param>p\d+)')
+PER_ROW_MATCH = re.compile(rf"EXISTS \(SELECT 1 FROM \[{NAME}\] WHERE \[{NAME}\] MATCH :{NAME} "
+                           rf"AND rowid = \[{NAME}\]\.id\)")
 MIN_WALK = 1_000   # below this many matching records the filter's index and a sort are cheap anyway
 
 
@@ -78,8 +80,10 @@ def filtered_page(sql: str, sort_index: dict[str, tuple[str, str]],
 def _row_test(term: str) -> bool:
     """A search's condition tested on each row (`LIKE`s only, the web view's search of a term
     many records hold): walked, the page stops at its 51st match; no sub-query (a rare term's
-    `id IN (SELECT …)` is better read from its own index), nothing else."""
-    return term.startswith("(") and term.endswith(")") and " LIKE " in term and "select" not in term.lower()
+    `id IN (SELECT …)` is better read from its own index), nothing else but the full-text
+    index asked about this one row (`EXISTS (… MATCH … AND rowid = T.id)`)."""
+    rest = PER_ROW_MATCH.sub("", term)   # a full-text test of this one row is a per-row test too
+    return term.startswith("(") and term.endswith(")") and " LIKE " in term and "select" not in rest.lower()
 
 
 def walk_limit(rows: int, page: int) -> int:
