@@ -124,6 +124,35 @@ def next_token(url: str) -> str:
         return urllib.parse.quote(json.loads(response.read())["next"] or "")
 
 
+SUMMARY_PATH = "/-/bc-summary"   # the page's script asks here whether a search's counts are ready
+COMPLETE_WAIT_S = 30.0
+
+
+def complete(base: str, path: str, first: tuple[int, float]) -> float | None:
+    """Seconds until a search page is complete (its count and facets, filled in by the page's
+    script when the page answered without them): the page, then the script's polls until the
+    counts are ready, then the page read again. None when not a search-only page."""
+    url = urllib.parse.urlsplit(path)
+    args = urllib.parse.parse_qsl(url.query)
+    if [k for k, _ in args] != ["_search"] or first[0] != 200:
+        return None
+    started = time.perf_counter()
+    poll = f"{base}{SUMMARY_PATH}{url.path}?{url.query}"
+    while time.perf_counter() - started < COMPLETE_WAIT_S:
+        try:
+            with urllib.request.urlopen(poll, timeout=60) as response:
+                ready = json.loads(response.read()).get("ready")
+        except (urllib.error.URLError, TimeoutError, ConnectionError, ValueError):
+            ready = False
+        if ready:
+            break
+    else:
+        return first[1] + COMPLETE_WAIT_S
+    if time.perf_counter() - started < 0.05:   # ready at once: the page was complete
+        return first[1]
+    return first[1] + (time.perf_counter() - started) + fetch(base + path)[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -131,6 +160,8 @@ def main() -> None:
     parser.add_argument("--db", help="database file to create (or reuse when it exists)")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the attack lasts")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--complete", action="store_true",
+                        help="also time each search page until its counts and facets are filled in")
     args = parser.parse_args()
 
     from read_data import generate_sqlite
@@ -188,9 +219,14 @@ def main() -> None:
             thread.start()
         time.sleep(1.0 if args.clients else 0)
         visits: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
+        completes: dict[str, list[float]] = collections.defaultdict(list)
         while time.monotonic() < stop - 2:
             for name, path in pages:
-                visits[name].append(fetch(server.url + path.format(db=db)))
+                seen = fetch(server.url + path.format(db=db))
+                visits[name].append(seen)
+                done = complete(server.url, path.format(db=db), seen) if args.complete else None
+                if done is not None:
+                    completes[name].append(done)
         for thread in threads:
             thread.join()
         print(f"{args.clients} attackers for {args.seconds:.0f} s over {args.rows:,} recalls"
@@ -206,6 +242,10 @@ def main() -> None:
             print(f"{name:<38} {len(seen):>6} {statistics.median(times):>6.2f} {quantile(times, 0.95):>6.2f} "
                   f"{max(times):>6.2f}  {dict(statuses)}")
         print(f"slowest reader page: {worst:.2f} s (target ≤ 1 s)")
+        if completes:
+            print(f"{'search page until complete (counts, facets)':<44} {'p50 s':>6} {'max s':>6}")
+            for name, times in completes.items():
+                print(f"  {name:<42} {statistics.median(times):>6.2f} {max(times):>6.2f}")
         print(f"{'attack':<28} {'sent':>5} {'p50 s':>6} {'max s':>6}  answers")
         for name, counter in answers.items():
             times = attack_times[name]

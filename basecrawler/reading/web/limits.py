@@ -110,12 +110,24 @@ def renice_allowed() -> bool:
 _renice: list[bool] = []
 
 
+# A reader lane's query that has already run this long costs what the heavy lane's do, whoever
+# sent it: the rest of it runs at the heavy lane's priority (`deadline`'s `demote_after`). The
+# clients here all come from one address and an ordinary-looking search (a fresh 2-character
+# term: a LIKE over every row) cannot be told from a person's by its query string; its cost so
+# far is the honest sign. A person's search reads an index and is done before this.
+LANE_DEMOTE_AFTER_S = {"search": 0.25}
+
+
+def _may_renice() -> bool:
+    if not _renice:
+        _renice.append(renice_allowed())
+    return _renice[0]
+
+
 @contextlib.contextmanager
 def lane_priority(lane: str | None):
     """Run the block (on an SQL thread) at its lane's priority (`LANE_NICE`), then back."""
-    if not _renice:
-        _renice.append(renice_allowed())
-    nice = LANE_NICE.get(lane) if _renice[0] else None
+    nice = LANE_NICE.get(lane) if _may_renice() else None
     if not nice:
         yield
         return
@@ -319,27 +331,41 @@ def harden(conn: sqlite3.Connection) -> None:
 
 
 @contextlib.contextmanager
-def datasette_timelimit(conn: sqlite3.Connection, ms: int):
+def datasette_timelimit(conn: sqlite3.Connection, ms: int, demote_after: float | None = None):
     """Datasette's `sqlite_timelimit`, looking at the clock every `PROGRESS_STEPS` steps."""
-    with deadline(conn, ms / 1000):
+    with deadline(conn, ms / 1000, demote_after):
         yield
 
 
 @contextlib.contextmanager
-def deadline(conn: sqlite3.Connection, seconds: float):
+def deadline(conn: sqlite3.Connection, seconds: float, demote_after: float | None = None):
     """Stop what `conn` runs inside the block after `seconds` (sqlite3.OperationalError
     "interrupted"). Datasette's own limit replaces the handler inside its queries and removes
-    it after; this one is put back for whatever the block runs next."""
-    ends = time.monotonic() + seconds
+    it after; this one is put back for whatever the block runs next. `demote_after`: once
+    the block has run this long, the rest runs at the heavy lane's priority (`LANE_NICE`)."""
+    started = time.monotonic()
+    ends = started + seconds
+    demote_at = started + demote_after if demote_after is not None and _may_renice() else None
+    demoted: list[tuple[int, int]] = []   # (thread, its priority before)
 
     def handler():
-        return 1 if time.monotonic() >= ends else 0
+        now = time.monotonic()
+        if now >= ends:
+            return 1
+        if demote_at is not None and now >= demote_at and not demoted:
+            tid = threading.get_native_id()
+            before = os.getpriority(os.PRIO_PROCESS, tid)
+            demoted.append((tid, before))
+            os.setpriority(os.PRIO_PROCESS, tid, before + LANE_NICE["heavy"])
+        return 0
 
     conn.set_progress_handler(handler, PROGRESS_STEPS)
     try:
         yield
     finally:
         conn.set_progress_handler(None, PROGRESS_STEPS)
+        for tid, before in demoted:
+            os.setpriority(os.PRIO_PROCESS, tid, before)
 
 
 def explain(error: BaseException, time_limit_s: float) -> tuple[int, str] | None:

@@ -11,8 +11,13 @@ basecrawler/reading/web/cells.py, card.py and groups.py; no record type is named
 """
 from __future__ import annotations
 
+import contextvars
+import json
+import re
+
 import markupsafe
 from datasette import hookimpl
+from datasette.database import Database
 
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
@@ -31,6 +36,98 @@ def other_sources_badge(others: int):
         _("other sources %(num)s", num=i18n.number(others)))
 
 
+# What a row's cells need besides its own columns (the Korean of each translated column, the
+# display chain, the other publishers), read for every row of the page in one go and kept for
+# the request: fetched per cell, a page of 50 rows made ~150 trips to an SQL thread, each
+# waiting its turn behind other requests' work — most of a light page's time under load.
+OTHERS = "bc_other_publishers"
+PAGE_ROWS_MAX = 1_000   # a result of more rows than this is not a page whose cells are drawn
+_extras_seen: contextvars.ContextVar[dict | None] = contextvars.ContextVar("bc_row_extras", default=None)
+_FROM = re.compile(r"\bfrom \[?([A-Za-z_][A-Za-z0-9_]*)\]?", re.I)
+
+
+def row_extras_sql(record_type, table: str) -> str:
+    """The statement of the rows' extras (`_row_extras`): every translated column's Korean, the
+    display chain, the source's language, for the ids of a JSON list."""
+    wanted = {f"{name}_ko" for name in record_type.translated}
+    wanted |= {f"{b}_{kind}" for b in record_type.display for kind in ("original", "ko")}
+    listed_columns = "".join(f"[{c}], " for c in sorted(wanted))
+    return SQLITE.query(f"SELECT id AS bc_id, {listed_columns}source_lang FROM [{table}] "
+                        "WHERE id IN (SELECT value FROM json_each(?))")
+
+
+def _remember_page(database: str, sql, results) -> None:
+    """The ids of a result read from a type's table during this request: the rows whose cells
+    are drawn next (their extras are then read at once)."""
+    seen = _extras_seen.get()
+    if seen is None or not isinstance(sql, str) or "id" not in (results.columns or []):
+        return
+    rows = results.rows
+    if not rows or len(rows) > PAGE_ROWS_MAX:
+        return
+    tables = {t for t in _FROM.findall(sql) if t in TYPES}
+    if len(tables) == 1:
+        column = results.columns.index("id")
+        seen.setdefault("pages", {})[(database, tables.pop())] = [r[column] for r in rows]
+
+
+async def _row_extras(datasette, database: str, table: str, row) -> dict:
+    """The row's extras, with the other publishers' count when its best-text cell is shown;
+    read with those of the rest of its page."""
+    record_type = TYPES[table]
+    row_id = row["id"]
+    counts_others = best_text_column(record_type) in (row.keys() if hasattr(row, "keys") else ())
+    key = (database, table, row_id)
+    seen = _extras_seen.get()
+    if seen is not None and key in seen and (OTHERS in seen[key] or not counts_others):
+        return seen[key]
+    page = (seen or {}).get("pages", {}).get((database, table)) or []
+    ids = page if row_id in page else [row_id]
+    statement = row_extras_sql(record_type, table)
+
+    def read(conn):
+        cursor = conn.execute(statement, [json.dumps(ids)])
+        names = [d[0] for d in cursor.description]
+        found = {}
+        for values in cursor:
+            extras = dict(zip(names, values))
+            found[extras.pop("bc_id")] = extras
+        if counts_others:
+            for extras_id, extras in found.items():
+                extras[OTHERS] = other_publishers(conn, record_type, extras_id)
+        return found
+    found = await datasette.get_database(database).execute_fn(read)
+    if seen is not None:
+        seen.update({(database, table, i): extras for i, extras in found.items()})
+    return found.get(row_id, {})
+
+
+_datasette_execute = Database.execute
+
+
+async def _remembering_execute(self, sql, params=None, *args, **kwargs):
+    results = await _datasette_execute(self, sql, params, *args, **kwargs)
+    _remember_page(self.name, sql, results)
+    return results
+
+
+Database.execute = _remembering_execute
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    """Each request keeps its rows' extras (`_row_extras`) for itself."""
+    def wrap(app):
+        async def keeping(scope, receive, send):
+            token = _extras_seen.set({})
+            try:
+                await app(scope, receive, send)
+            finally:
+                _extras_seen.reset(token)
+        return keeping
+    return wrap
+
+
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
     record_type = TYPES.get(table)
@@ -45,10 +142,8 @@ def render_cell(row, value, column, table, database, datasette):
     if column.endswith("_original") and column[: -len("_original")] in record_type.translated and value:
         async def pair():
             # Korean first, the original under it: the row holds only the columns on screen.
-            db = datasette.get_database(database)
-            found = (await db.execute(SQLITE.query(f"SELECT [{column[: -len('_original')]}_ko] AS ko, source_lang "
-                                                   f"FROM [{table}] WHERE id = ?"), [row["id"]])).first()
-            return korean_first(found["ko"] if found else None, value, (found["source_lang"] if found else "") or "")
+            found = await _row_extras(datasette, database, table, row)
+            return korean_first(found.get(f"{column[: -len('_original')]}_ko"), value, found.get("source_lang") or "")
         return pair
     if isinstance(value, int) and not isinstance(value, bool) and column != "id" and column not in record_type.key:
         return i18n.number(value)
@@ -58,13 +153,10 @@ def render_cell(row, value, column, table, database, datasette):
         return None if words is None else words
     if column == best_text_column(record_type):
         async def best():
-            # The row holds only the columns on screen: fetch the display chain by id.
-            wanted = ", ".join(f"[{b}_original], [{b}_ko]" for b in record_type.display)
-            db = datasette.get_database(database)
-            found = (await db.execute(SQLITE.query(f"SELECT {wanted}, source_lang FROM [{table}] WHERE id = ?"),
-                                      [row["id"]])).first()
-            text = best_text_html(record_type, dict(found) if found else {})
-            others = await db.execute_fn(lambda conn: other_publishers(conn, record_type, row["id"]))
+            # The row holds only the columns on screen: the display chain, read by id.
+            found = await _row_extras(datasette, database, table, row)
+            text = best_text_html(record_type, {k: v for k, v in found.items() if k != OTHERS})
+            others = found.get(OTHERS)
             return text + other_sources_badge(others) if others else text
         return best
     return None

@@ -109,7 +109,8 @@ async def _limited_execute_fn(self, fn):
     def timed(conn):
         _thread_lane.value = lane
         try:
-            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S), limits.lane_priority(lane):
+            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S, limits.LANE_DEMOTE_AFTER_S.get(lane)), \
+                    limits.lane_priority(lane):
                 return fn(conn)
         finally:
             _thread_lane.value = None
@@ -128,8 +129,9 @@ _page_limit_ms = [3000]   # Datasette's sql_time_limit_ms, read at start-up
 @contextlib.contextmanager
 def _timelimit(conn, ms: int):
     """Datasette's per-query limit (`limits.datasette_timelimit`), shorter in a lane."""
-    ms = limits.lane_time_limit_ms(getattr(_thread_lane, "value", None), ms, _page_limit_ms[0])
-    with limits.datasette_timelimit(conn, ms):
+    lane = getattr(_thread_lane, "value", None)
+    ms = limits.lane_time_limit_ms(lane, ms, _page_limit_ms[0])
+    with limits.datasette_timelimit(conn, ms, limits.LANE_DEMOTE_AFTER_S.get(lane)):
         yield
 
 

@@ -16,7 +16,9 @@ declarations (basecrawler/recordtypes); no record type is named here.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 import urllib.parse
 
 from datasette import hookimpl
@@ -91,7 +93,7 @@ def filters_from_request(request, database, table, datasette):
         where, params = _like_search(table, text)
         return _with_groups(datasette, database, table, text,
                             FilterArguments([where], params, [description], {**context, "bc_search_note": description}),
-                            request.args)
+                            request.args, request)
     # (all_copies as the page shows them: the summary counts what the page lists)
     filters = RecallFilter(text=text, record_type=TYPES[table].name, all_copies=shows_copies(request.args))
     try:
@@ -146,7 +148,7 @@ def filters_from_request(request, database, table, datasette):
                                 done=i18n.number(translated), total=i18n.number(total))
         still = where == "0 = 1" and bool(request.args.get("_nocount"))   # the page's script reloads it
         arguments = FilterArguments([where], named, [note], {**context, "bc_search_note": note, "bc_still_searching": still})
-        return await _with_groups(datasette, database, table, text, arguments, request.args)
+        return await _with_groups(datasette, database, table, text, arguments, request.args, request)
     return conditions()
 
 
@@ -168,23 +170,51 @@ def _type_matches_sql(record_type, text: str, hide_copies: bool = False) -> tupl
     return f"SELECT id FROM [{record_type.table}] WHERE {where}", named
 
 
-async def search_groups(datasette, database: str, table: str, text: str, args=None) -> list[dict]:
+GROUP_COUNTS_KEPT = 256   # (type, search, data version) → its count: a search seen again costs no count
+# The other types' data version is not read per page (a page reads its own table's once): their
+# counts are kept at most this long, as a version lasts while a run is going.
+GROUP_COUNTS_TTL_S = 60
+_group_counts: dict[tuple, int] = {}
+
+
+async def _type_count(db, database: str, record_type, text: str, args, version: tuple) -> int | None:
+    """How many records of `record_type` the search matches (capped), kept per `version`;
+    None when it could not be counted within GROUP_COUNT_LIMIT_MS (not kept: tried again)."""
+    try:
+        hide = await db.execute_fn(lambda conn: hides_copies(conn, record_type, args))
+        key = (database, record_type.table, text, hide, version)
+        if key in _group_counts:
+            _group_counts[key] = _group_counts.pop(key)   # asked again: among the last to drop
+            return _group_counts[key]
+        sql, params = _type_matches_sql(record_type, text, hide)
+        found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
+                                  custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
+    except Exception:   # too large for the engine, timed out: that type is left out of the line
+        return None
+    _group_counts[key] = found
+    while len(_group_counts) > GROUP_COUNTS_KEPT:
+        _group_counts.pop(next(iter(_group_counts)))
+    return found
+
+
+async def search_groups(datasette, database: str, table: str, text: str, args=None, request=None,
+                        clock=time.time) -> list[dict]:
     """One search over every type: per type table with matches, its title, count (capped) and
     the same search on its page ("차량 리콜 3 · 제품 경보 2"); the page's own type first. Each
-    group of publishers counts once unless the page shows every copy (`?_bc_copies=1`)."""
+    group of publishers counts once unless the page shows every copy (`?_bc_copies=1`). The
+    types are counted at once (one after the other, three 2-character LIKE counts each up to
+    their limit kept a page waiting their sum)."""
     db = datasette.get_database(database)
     present = set(await db.table_names())
     args = args or {}
+    types = [(t, rt) for t, rt in TYPES.items() if t in present]
+    # The page's own table's data version (read once per request), and the time for the others'.
+    version = (await summary_cache.run_marker(datasette, database, table, request)
+               if table in present else None, int(clock() // GROUP_COUNTS_TTL_S))
+    counts = await asyncio.gather(*(_type_count(db, database, rt, text, args, version) for _, rt in types))
     groups = []
-    for other_table, record_type in TYPES.items():
-        if other_table not in present:
-            continue
-        try:
-            hide = await db.execute_fn(lambda conn, rt=record_type: hides_copies(conn, rt, args))
-            sql, params = _type_matches_sql(record_type, text, hide)
-            found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
-                                      custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
-        except Exception:   # too large for the engine, timed out: that type is left out of the line
+    for (other_table, record_type), found in zip(types, counts):
+        if found is None:
             continue
         if found or other_table == table:
             groups.append({"table": other_table, "title": _(record_type.title), "count": found,
@@ -194,8 +224,10 @@ async def search_groups(datasette, database: str, table: str, text: str, args=No
     return sorted(groups, key=lambda g: (not g["current"], -g["count"]))
 
 
-async def _with_groups(datasette, database, table, text, arguments: FilterArguments, args=None) -> FilterArguments:
-    arguments.extra_context["bc_search_groups"] = await search_groups(datasette, database, table, text, args)
+async def _with_groups(datasette, database, table, text, arguments: FilterArguments, args=None,
+                       request=None) -> FilterArguments:
+    arguments.extra_context["bc_search_groups"] = await search_groups(datasette, database, table, text, args,
+                                                                      request)
     return arguments
 
 
