@@ -129,11 +129,12 @@ class Records:
         store = self.store
         plan = plan_for(record_type_of(record_type))
         rows = []
+        row_of = plan.row_of
         for index, record in enumerate(records):
-            row = plan.row_of(record, source)
+            row = row_of(record, source)
             row["_raw"] = raws[index] if raws is not None else row
-            row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
-            row[GIVEN_HASH] = row[INPUT_HASH] is not None
+            given = row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
+            row[GIVEN_HASH] = given is not None
             rows.append(row)
         folded = plan.fold(rows)
         for row in folded:
@@ -354,6 +355,8 @@ def _judge(plan: UpsertPlan, rows: list[dict], stored: dict, result: UpsertResul
     """The one merge rule over a batch against its stored rows: (new rows, merged rows to
     update, (input hash, id) to repoint); unchanged rows are counted here, so what is written
     is what is counted."""
+    if not stored:   # no stored row at all: `decide`'s first case, for every row
+        return [(row, NEW) for row in rows], [], []
     new_rows, changed, rehashed = [], [], []
     for row in rows:
         old = stored.get(plan.key(row))
