@@ -6,7 +6,9 @@ side in one process run.
 - **engine**: the store's own parameters for the same N vehicle-recall rows (the same values,
   derived columns and input hashes, made beforehand) written into an empty store's table with
   the same indexes, one transaction. SQLite: `executemany` of the store's INSERT per 5,000 rows,
-  the full-text index fed per batch by the store's own statement. PostgreSQL: `COPY` straight
+  the full-text index fed per batch by the store's own statement. **engine, many-row INSERT**:
+  the same, each 5,000 written by the store's many-row statements (as the pipeline writes new
+  rows since w12-write): the stricter reference, printed beside. PostgreSQL: `COPY` straight
   into the table per 5,000 rows (the trigram index is the engine's own GIN index, fed by it).
 - **pipeline**: `run()` of a test source whose fetch() yields the N dicts and parse() returns
   them (bench_upsert.py's `ListCrawler`), into an empty store: input hashes, the recognition
@@ -41,6 +43,7 @@ from basecrawler import Store  # noqa: E402
 from basecrawler.pipeline.collector import fewer_collections  # noqa: E402
 from basecrawler.recordtypes import get_record_type  # noqa: E402
 from basecrawler.recordtypes.upsert import INPUT_HASH, plan_for  # noqa: E402
+from basecrawler.store.engines.dialect import POSTGRES  # noqa: E402
 
 TYPE = "vehicle_recall"
 
@@ -49,16 +52,53 @@ def spread(values: list[float], fmt: str) -> str:
     return f"{format(statistics.median(values), fmt)} ({format(min(values), fmt)}–{format(max(values), fmt)})"
 
 
+def many_row_engine(path: str, rt, params: list[list]) -> Timer:
+    """The engine side with the store's many-row INSERT (store/records.py `_insert_at_once`:
+    the same statement sizes) instead of one executemany step per row; otherwise as `plain`."""
+    import itertools
+
+    from basecrawler.store.engines.dialect import SQLITE
+    from basecrawler.store.records import FEWEST_ROWS_PER_INSERT, ROWS_PER_INSERT
+    from basecrawler.recordtypes.tables import feed_fts_sql
+
+    store = fresh_store(path)
+    plan, conn, feed = plan_for(rt), store.db.conn, feed_fts_sql(rt)
+    with fewer_collections(), Timer() as timer:
+        conn.execute("BEGIN")
+        for i in range(0, len(params), BATCH):
+            last_id = conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM [{rt.table}]").fetchone()[0]
+            batch, start = params[i:i + BATCH], 0
+            while len(batch) - start >= FEWEST_ROWS_PER_INSERT:
+                count = ROWS_PER_INSERT
+                while count > len(batch) - start:
+                    count //= 2
+                conn.execute(plan.insert_rows_sql_for(SQLITE, count),
+                             list(itertools.chain.from_iterable(batch[start:start + count])))
+                start += count
+            if start < len(batch):
+                conn.executemany(plan.insert_sql, batch[start:])
+            if feed:
+                conn.execute(feed, [last_id])
+        conn.execute("COMMIT")
+    store.close()
+    return timer
+
+
 def sqlite_round(tmp: str, rep: int, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
     n = len(rows)
     engine = plain(os.path.join(tmp, f"e{rep}.db"), rt, params)
+    # (Absent from a tree before w12-write, so the bench also runs on older code for an A/B.)
+    many = many_row_engine(os.path.join(tmp, f"m{rep}.db"), rt, params) if hasattr(plan_for(rt), "insert_rows_sql_for") else None
     store = fresh_store(os.path.join(tmp, f"p{rep}.db"))
     first, result = first_run(store, rt, rows)
     assert result.counts.new == n and store.lookup.count(rt) == n, result.counts
     again, result, writes = through_pipeline(store, rt, rows)
     assert result.counts.unchanged == n and result.counts.saved == n and writes == 0, (result.counts, writes)
     store.close()
-    return {"engine": engine, "pipeline": first, "re-run": again}
+    timers = {"engine": engine, "pipeline": first, "re-run": again}
+    if many is not None:
+        timers["engine, many-row INSERT"] = many
+    return timers
 
 
 def first_run(store: Store, rt, rows: list[dict]) -> tuple[Timer, object]:
@@ -147,7 +187,7 @@ def pg_round(cluster, rt, rows: list[dict], params: list[list]) -> dict[str, Tim
     timers = {"engine": engine}
     for name in ("pipeline", "re-run"):
         if name == "re-run":
-            after = store.scalar("SELECT txid_current()")
+            after = store.scalar(POSTGRES.query("SELECT txid_current()"))
         with ServerTimer(cluster) as timer:
             result = ListCrawler(store, rows, rt.name).run()
         assert result.status == "succeeded", result.error
@@ -155,7 +195,8 @@ def pg_round(cluster, rt, rows: list[dict], params: list[list]) -> dict[str, Tim
             assert result.counts.new == n, result.counts
         else:
             assert result.counts.unchanged == n and result.counts.saved == n, result.counts
-            written = store.scalar(f"SELECT COUNT(*) FROM {rt.table} WHERE xmin::text::bigint > ?", [after])
+            written = store.scalar(POSTGRES.query(f'SELECT COUNT(*) FROM "{rt.table}" WHERE xmin::text::bigint > {POSTGRES.p}'),
+                                   [after])
             assert written == 0, written
         timers[name] = timer
     store.close()
@@ -171,10 +212,14 @@ def report(engine_name: str, n: int, rounds: list[dict[str, Timer]], load_before
     def line(label, values):
         fmt = ",.0f" if "rec/s" in label else ".3f"
         print(f"{label:<44}{spread(values('wall'), fmt):>28}{spread(values('cpu'), fmt):>28}")
-    for name in ("engine", "pipeline", "re-run"):
-        line(f"{name} (rec/s)", lambda clock, name=name: [n / getattr(r[name], clock) for r in rounds])
+    for name in ("engine", "engine, many-row INSERT", "pipeline", "re-run"):
+        if name in rounds[0]:
+            line(f"{name} (rec/s)", lambda clock, name=name: [n / getattr(r[name], clock) for r in rounds])
     line("engine / pipeline (target >= 0.7)",
          lambda clock: [getattr(r["engine"], clock) / getattr(r["pipeline"], clock) for r in rounds])
+    if "engine, many-row INSERT" in rounds[0]:   # the stricter reference: the engine written as the store writes
+        line("engine many-row / pipeline",
+             lambda clock: [getattr(r["engine, many-row INSERT"], clock) / getattr(r["pipeline"], clock) for r in rounds])
     line("re-run / first run (target <= 0.15)",
          lambda clock: [getattr(r["re-run"], clock) / getattr(r["pipeline"], clock) for r in rounds])
 

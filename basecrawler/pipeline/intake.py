@@ -15,7 +15,10 @@ store said (storing.py).
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import types
+import typing
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
@@ -55,7 +58,8 @@ class Intake:
         self.window = window
         self.parsed: list[_Parsed] = []
         self.parsed_entries = 0
-        self.batches: dict[RecordType, list[tuple[BaseModel, Any, str | None]]] = {}
+        # type name → (the type, its records waiting to be stored: (record, raw, input hash))
+        self.batches: dict[str, tuple[RecordType, list[tuple[BaseModel, Any, str | None]]]] = {}
         self.batched = 0
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
         self._recognised_for_detail: list[SimpleNamespace] = []
@@ -252,7 +256,12 @@ class Intake:
         prepared (as crawler.prepare_record): neither preparing (marshal, repr, the link walk)
         nor the store (its row, its hash: `repr`, JSON) ever meets a value nested past them.
         Raises for the item's dead letter."""
-        for value in record.__dict__.values():
+        values = record.__dict__
+        # A record the model validated from a dict holds containers only in the fields its
+        # model declares as such (`_container_fields`); one parse() handed over as an instance
+        # may hold anything anywhere (model_construct validates nothing): all its values.
+        for value in (values.values() if entry.fields is record else
+                      map(values.get, _container_fields(record.__class__))):
             # (Most containers are empty, a short list of texts or a flat dict of texts, or a
             # list of such dicts: told in C, not walked.)
             if value.__class__ in _CONTAINERS and value and not _flat(value):
@@ -270,10 +279,16 @@ class Intake:
         key = _key_of(record_type, record, self.crawler.source)
         # A key this run already stored is merged into by another input: the stored row keeps
         # naming the first one (else each run would swap the two and write every time).
-        input_hash = (None if key in self.storing.stored_keys.get(record_type.name, _NOTHING)
+        name = record_type.name
+        input_hash = (None if key in self.storing.stored_keys.get(name, _NOTHING)
                       else stored_input_hash(record_type, entry.input_hash, record))
-        self.batches.setdefault(record_type, []).append((record, raw, input_hash))
-        self._batched_keys.setdefault(record_type.name, set()).add(key)
+        # (By the type's name: a declaration's hash is a Python call over its fields.)
+        waiting = self.batches.get(name)
+        if waiting is None:
+            waiting = self.batches[name] = (record_type, [])
+            self._batched_keys[name] = set()
+        waiting[1].append((record, raw, input_hash))
+        self._batched_keys[name].add(key)
         self.batched += 1
 
     # ---- store ----------------------------------------------------------------------------
@@ -284,7 +299,7 @@ class Intake:
     def flush(self) -> None:
         """Every waiting record stored, one commit per type's batch, and counted."""
         self.resolve()
-        for record_type, batch in self.batches.items():
+        for record_type, batch in self.batches.values():
             self.storing.store_batch(record_type, batch)
         self.batches.clear()
         self._batched_keys.clear()
@@ -322,6 +337,25 @@ def _flat(value) -> bool:
 
 
 _DICT_ONLY = {dict}
+# Field types whose validated value is never a container (`_container_fields`).
+_SCALAR_TYPES = frozenset((str, int, bool, float, dt.date, dt.datetime, type(None)))
+_CONTAINER_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _container_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of a model whose validated value may be a container: all but those declared
+    a plain scalar (`str`, `int`, `date`…, or one of them or None). Cached by model class."""
+    names = _CONTAINER_FIELDS.get(model)
+    if names is None:
+        names = _CONTAINER_FIELDS[model] = tuple(
+            name for name, field in model.model_fields.items() if not _scalar(field.annotation))
+    return names
+
+
+def _scalar(annotation) -> bool:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set(typing.get_args(annotation)) <= _SCALAR_TYPES
+    return annotation in _SCALAR_TYPES
 
 
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:

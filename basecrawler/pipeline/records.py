@@ -86,6 +86,8 @@ def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
     the item is then one dead letter, whole. With the run's `maker` (its `defaults` are the
     ones given here: inputhash.EntryMaker), every dict entry carries its input hash and its stored key."""
     if produced.__class__ is dict:   # the usual item: one record of the default type
+        if maker is not None:
+            return [maker.entry(default_type, produced)]
         listed = (produced,)
     elif produced is None:
         return []
@@ -183,19 +185,19 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
     name the public site (`public_url` is None when no endpoint is overridden; `moved_from`,
     the overridden origins, lets `extra` be searched for them in one pass of C before walking it)."""
     update: dict[str, Any] = {}
-    fields = record_type.model.model_fields
-    extra = record.__dict__.get("extra")   # (not getattr: see is_date_unknown)
+    values = record.__dict__   # (not getattr: see is_date_unknown)
+    extra = values.get("extra")
     extra_before = extra
     date_field = record_type.date_field
-    if date_field and not is_date_unknown(record_type, record):
-        value = getattr(record, date_field)
+    # (`is_date_unknown`, inline: asked of every record)
+    if date_field and not (values.get(DATE_UNKNOWN, False) or (value := values.get(date_field)) is None):
         if (date := _date_of(value)) is not None and not is_plausible_date(date, today):
             log.warning("%s %s: %s %s is implausible (before 1900 or after tomorrow); stored as date-unknown, "
                         "raw date kept in extra", source, _key_text(record_type, record), date_field.replace("_", " "),
                         value)
             extra = {**(extra or {}), f"implausible_{date_field}": date.isoformat()}
             update[date_field] = record_type.date_sentinel
-            if DATE_UNKNOWN in fields:
+            if DATE_UNKNOWN in record_type.model.model_fields:
                 update[DATE_UNKNOWN] = True
     for field in record_type.url_fields:
         url = getattr(record, field, None)
@@ -210,7 +212,7 @@ def prepare(record_type: RecordType, record: BaseModel, *, source: str, today: d
             update[field] = public   # a copy of the record only when a link really moved
     if public_url is not None and extra and (moved_from is None or _mentions(extra, moved_from)):
         extra = _public_links(extra, public_url)
-    if extra is not extra_before and "extra" in fields:
+    if extra is not extra_before and "extra" in record_type.model.model_fields:
         update["extra"] = extra
     return record.model_copy(update=update) if update else record
 

@@ -5,6 +5,7 @@ one dead letter."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from concurrent.futures import Future
 from typing import Any
 
@@ -98,6 +99,10 @@ class Storing:
         if seen is None:
             seen = self.stored_keys[record_type.name] = {}
         tally = {"new": 0, "updated": 0, "unchanged": 0}
+        if seen.keys().isdisjoint(by_key):   # the usual batch: no key this run counted before (told in C)
+            seen.update(by_key)
+            tally.update(Counter(by_key.values()))
+            by_key = {}
         for key, what in by_key.items():
             earlier = seen.get(key)
             if earlier is None:

@@ -117,12 +117,30 @@ class UpsertPlan:
         # the merged row as `merge` made it. Each spelled by each engine's dialect, made once.
         self._insert = {name: self._build_insert_sql(d) for name, d in DIALECTS.items()}
         self._update = {name: self._build_update_sql(d) for name, d in DIALECTS.items()}
+        self._insert_rows: dict[tuple[str, int], Statement] = {}
         self.insert_sql = self._insert[SQLITE.name]   # (SQLite's: what the bench's engine side runs)
         self.update_sql = self._update[SQLITE.name]
 
     def insert_sql_for(self, dialect: Dialect) -> Statement:
         """The INSERT of a new row (`params` order), spelled for `dialect`."""
         return self._insert[dialect.name]
+
+    def insert_rows_sql_for(self, dialect: Dialect, count: int) -> Statement:
+        """The INSERT of `count` new rows in one statement (their `params` one after the
+        other), spelled for `dialect`; made once per count."""
+        key = (dialect.name, count)
+        sql = self._insert_rows.get(key)
+        if sql is None:
+            d, cols = dialect, self._insert_columns()
+            row = f"({d.params(len(cols))})"
+            sql = self._insert_rows[key] = d.write(
+                f"INSERT INTO {d.quote(self.table)} ({', '.join(map(d.quote, cols))}) VALUES {', '.join([row] * count)}")
+        return sql
+
+    @property
+    def insert_width(self) -> int:
+        """How many parameters one new row's INSERT takes."""
+        return len(self._insert_columns())
 
     def update_sql_for(self, dialect: Dialect) -> Statement:
         """The UPDATE of a merged row (`update_params` order), spelled for `dialect`."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from operator import itemgetter
 from typing import Any, Iterable
 
 from basecrawler.formats.dates import EARLIEST_PLAUSIBLE_DATE, latest_plausible_date
@@ -201,16 +202,22 @@ def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[
             where, params = f"{quote(last)} IN ({SQLITE.params(len(chunk))})", [*prefix, *chunk]
             cursor = conn.execute(SQLITE.query(f"SELECT {cols} FROM {quote(rt.table)}{index} WHERE {prefix_sql}{where}"),
                                   params)
+            # (Keys and values cut out of each row in C: a re-run asks this for every record.)
             if short:
-                found.update((prefix + row[:1], row[1:]) for row in cursor)
+                rows = cursor.fetchall()
+                found.update(zip(map(prefix.__add__, map(_FIRST, rows)), map(_AFTER_FIRST, rows)))
             elif as_values:
-                found.update((row[:width], row[width:]) for row in cursor)
+                rows = cursor.fetchall()
+                found.update(zip(map(itemgetter(slice(width)), rows), map(itemgetter(slice(width, None)), rows)))
             else:
                 names = [d[0] for d in cursor.description]
                 for values_ in cursor:
                     row = dict(zip(names, values_))
                     found[key_of(row)] = row
     return found
+
+
+_FIRST, _AFTER_FIRST = itemgetter(slice(1)), itemgetter(slice(1, None))
 
 
 def decode_row(record_type: RecordType, row: dict) -> dict:

@@ -16,8 +16,10 @@ they are, and count what it decided (`_judge`), so what is written is what is co
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Iterable
 
 from pydantic import BaseModel
@@ -58,6 +60,7 @@ class UpsertResult:
         self.by_key.update(other.by_key)
 
 
+_ROW = itemgetter(0)   # of a written (row, outcome)
 # A row's statement parameters made ahead of the write (`_upsert_finishing_behind`).
 _PARAMS = "_params"
 _SAVEPOINT = "upsert_batch"
@@ -126,11 +129,12 @@ class Records:
         store = self.store
         plan = plan_for(record_type_of(record_type))
         rows = []
+        row_of = plan.row_of
         for index, record in enumerate(records):
-            row = plan.row_of(record, source)
+            row = row_of(record, source)
             row["_raw"] = raws[index] if raws is not None else row
-            row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
-            row[GIVEN_HASH] = row[INPUT_HASH] is not None
+            given = row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
+            row[GIVEN_HASH] = given is not None
             rows.append(row)
         folded = plan.fold(rows)
         for row in folded:
@@ -209,9 +213,17 @@ class Records:
         # once, or bisected when a first attempt was refused (always, on PostgreSQL: only a
         # batch the server refused comes here).
         write = self.write_bisecting if bisect or postgres else self._write_at_once
-        written = itertools.chain(write(db, plan, new_rows, now, plan.insert_sql_for(d), lambda row, now: row.get(_PARAMS)
-                                        or plan.params(row, now)),
-                                  write(db, plan, changed, now, plan.update_sql_for(d), plan.update_params))
+
+        def new_params(row, now):
+            return row.get(_PARAMS) or plan.params(row, now)
+        if write == self._write_at_once:   # every new row written, or _BatchRefused: counted at once
+            inserted = self._insert_at_once(db, plan, new_rows, now, new_params)
+            result.new += len(inserted)
+            result.by_key.update(zip(map(key, map(_ROW, inserted)), itertools.repeat(NEW)))
+            inserted = ()
+        else:
+            inserted = write(db, plan, new_rows, now, plan.insert_sql_for(d), new_params)
+        written = itertools.chain(inserted, write(db, plan, changed, now, plan.update_sql_for(d), plan.update_params))
         taken: list[tuple[dict, str]] = []
         for row, outcome in written:
             if outcome in (NEW, UPDATED):
@@ -267,6 +279,37 @@ class Records:
             raise _BatchRefused() from exc
         return items
 
+    def _insert_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, params_of):
+        """New SQLite rows as `_write_at_once` writes them, but many rows a statement
+        (`plan.insert_rows_sql_for`): one statement's step and binding for `ROWS_PER_INSERT`
+        rows costs SQLite and the module less than as many steps of `executemany`. The counts
+        come in fixed sizes (the full one, then halves down to `FEWEST_ROWS_PER_INSERT`, the
+        last few rows by `executemany`), so a connection caches a handful of statements, not one
+        per batch size."""
+        if not items:
+            return []
+        width = plan.insert_width
+        per = min(ROWS_PER_INSERT, _variable_limit(db.conn) // width)
+        if per < FEWEST_ROWS_PER_INSERT:
+            return self._write_at_once(db, plan, items, now, plan.insert_sql_for(SQLITE), params_of)
+        params = [params_of(row, now) for row, _ in items]
+        try:
+            start, left = 0, len(params)
+            while left >= FEWEST_ROWS_PER_INSERT:
+                count = per
+                while count > left:
+                    count //= 2
+                db.conn.execute(plan.insert_rows_sql_for(SQLITE, count),
+                                list(itertools.chain.from_iterable(params[start:start + count])))
+                start, left = start + count, left - count
+            if left:
+                db.conn.executemany(plan.insert_sql_for(SQLITE), params[start:])
+        except (*self.refused, TypeError, ValueError, OverflowError) as exc:  # a refused or unbindable row
+            if not refused_row(db.conn, exc):
+                raise
+            raise _BatchRefused() from exc
+        return items
+
     def write_bisecting(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, sql: str, params_of):
         """Write items inside a savepoint; on failure split in halves until the bad rows are
         alone. Yields (row, outcome) with outcome 'new' / 'updated' or the error text."""
@@ -294,11 +337,26 @@ class Records:
         yield from items
 
 
+# New rows a SQLite INSERT statement holds at most (and, halving, at least; fewer go by
+# executemany). Measured per row against executemany: bench/README.md, w12-write.
+ROWS_PER_INSERT, FEWEST_ROWS_PER_INSERT = 512, 16
+
+
+def _variable_limit(conn) -> int:
+    """How many parameters one statement may bind (SQLite's default before 3.32 was 999)."""
+    try:
+        return conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    except AttributeError:   # (Python before 3.11 cannot ask)
+        return 999
+
+
 def _judge(plan: UpsertPlan, rows: list[dict], stored: dict, result: UpsertResult
            ) -> tuple[list[tuple[dict, str]], list[tuple[dict, str]], list[tuple[str, int]]]:
     """The one merge rule over a batch against its stored rows: (new rows, merged rows to
     update, (input hash, id) to repoint); unchanged rows are counted here, so what is written
     is what is counted."""
+    if not stored:   # no stored row at all: `decide`'s first case, for every row
+        return [(row, NEW) for row in rows], [], []
     new_rows, changed, rehashed = [], [], []
     for row in rows:
         old = stored.get(plan.key(row))

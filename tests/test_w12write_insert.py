@@ -1,0 +1,76 @@
+"""New SQLite rows many to a statement (basecrawler/store/records.py `_insert_at_once`, issue #35
+item 8): a batch's rows are stored exactly as one INSERT per row would store them, in a handful
+of statements of fixed sizes, and a row SQLite refuses still fails alone (the batch is then
+written again, bisected)."""
+from basecrawler import Store
+from basecrawler.store.records import FEWEST_ROWS_PER_INSERT, ROWS_PER_INSERT
+from support import numbered_recall
+
+TYPE = "vehicle_recall"
+# Past one full statement, through the halving sizes, and a last few rows by executemany.
+COUNT = ROWS_PER_INSERT + 64 + FEWEST_ROWS_PER_INSERT + 3
+
+
+def _inserts(store: Store) -> list[str]:
+    seen: list[str] = []
+    store.db.conn.set_trace_callback(lambda sql: seen.append(sql) if sql.lstrip().upper().startswith("INSERT INTO") else None)
+    return seen
+
+
+def _stored(path) -> list[tuple]:
+    store = Store(str(path))
+    try:
+        return [tuple(row) for row in store.db.conn.execute(
+            "SELECT * FROM recalls ORDER BY id").fetchall()]
+    finally:
+        store.close()
+
+
+def test_a_batch_goes_in_few_statements_and_stores_what_one_insert_a_row_would(tmp_path, monkeypatch):
+    records = [numbered_recall(n, affected_units=n, extra={"n": str(n)} if n % 2 else {}) for n in range(COUNT)]
+    store = Store(str(tmp_path / "many.db"))
+    try:
+        inserts = _inserts(store)
+        result = store.upsert(TYPE, records, source="us")
+        assert (result.new, result.failed) == (COUNT, [])
+        table_inserts = [sql for sql in inserts if '"recalls"' in sql.split("(")[0]]
+        # 512 + 64 + 16 in three statements, the last 3 rows one statement each.
+        assert len(table_inserts) == 3 + 3, len(table_inserts)
+    finally:
+        store.close()
+    # The same records one INSERT a row (the statement `_write_at_once` runs).
+    from basecrawler.store import records as records_module
+    monkeypatch.setattr(records_module, "FEWEST_ROWS_PER_INSERT", COUNT + 1)
+    single = Store(str(tmp_path / "single.db"))
+    try:
+        assert single.upsert(TYPE, records, source="us").new == COUNT
+    finally:
+        single.close()
+    many, one = _stored(tmp_path / "many.db"), _stored(tmp_path / "single.db")
+    times = {i for i, name in enumerate(_columns(tmp_path / "many.db")) if name in ("first_seen_at", "updated_at")}
+    assert [tuple(v for i, v in enumerate(row) if i not in times) for row in many] == \
+           [tuple(v for i, v in enumerate(row) if i not in times) for row in one]
+
+
+def _columns(path) -> list[str]:
+    store = Store(str(path))
+    try:
+        return [row[1] for row in store.db.conn.execute("PRAGMA table_info(recalls)").fetchall()]
+    finally:
+        store.close()
+
+
+def test_a_row_refused_inside_a_many_row_statement_fails_alone(tmp_path):
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        store.write(lambda db: db.conn.execute(
+            "CREATE TRIGGER no_r77 BEFORE INSERT ON recalls WHEN new.recall_number = 'R0077' "
+            "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        result = store.upsert(TYPE, [numbered_recall(n) for n in range(COUNT)], source="us")
+        assert (result.new, len(result.failed)) == (COUNT - 1, 1)
+        assert result.failed[0][0]["recall_number"] == "R0077"
+        assert store.lookup.count(TYPE) == COUNT - 1
+        # The full-text index holds every stored row once.
+        assert store.db.conn.execute("SELECT COUNT(*) FROM recalls_fts").fetchone()[0] == COUNT - 1
+    finally:
+        store.close()
