@@ -140,6 +140,7 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
             if name not in existing:
                 table.add_column(name, kind)
                 log.log(level, "record type %s: added column %s.%s", record_type.name, record_type.table, name)
+    before = _index_names(db.conn, record_type.table)
     if _unique_key_index(db.conn, record_type) is None:
         # A key index of another shape (the declaration's key changed) goes; duplicates under
         # the new key make the CREATE fail loudly rather than lose a row.
@@ -153,7 +154,25 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
     name, columns = input_index(record_type)
     db.execute(write(f"CREATE INDEX IF NOT EXISTS [{name}] ON [{record_type.table}] "
                      f"({', '.join(f'[{c}]' for c in columns)})"))
+    _analyse_new_indexes(db.conn, record_type.table, _index_names(db.conn, record_type.table) - before)
     _ensure_fts(db, record_type)
+
+
+def _index_names(conn, table: str) -> set[str]:
+    return {row[0] for row in conn.execute(
+        SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?"), [table])}
+
+
+def _analyse_new_indexes(conn, table: str, new: set[str]) -> None:
+    """Statistics for indexes added to a table someone analysed: without them the planner
+    weighs a new index by a guess against its measured neighbours, and took a new index
+    lacking a column a query tests (reading each row for it) over a measured one holding it."""
+    if not new or not conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")).fetchone():
+        return
+    if conn.execute(SQLITE.query("SELECT 1 FROM sqlite_stat1 WHERE tbl = ? LIMIT 1"), [table]).fetchone() is None:
+        return
+    for name in sorted(new):
+        conn.execute(SQLITE.write(f"ANALYZE [{name}]"))
 
 
 def read_indexes(record_type: RecordType) -> list[tuple[str, ...]]:
