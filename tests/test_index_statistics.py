@@ -39,3 +39,35 @@ def test_a_table_nobody_analysed_is_left_without_statistics(db_path):
     store.close()
     with sqlite3.connect(db_path) as conn:
         assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone()
+
+
+def test_a_store_whose_index_came_without_statistics_is_measured_once_migrated(db_path):
+    """(A store of wave 11: the shared-number index made after someone analysed the table.)"""
+    store = Store(db_path)
+    store.upsert("vehicle_recall", _recalls(200), source="test")
+    store.close()
+    unmeasured = index_name(VEHICLE, read_indexes(VEHICLE)[-1])
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("ANALYZE")
+        conn.execute("DELETE FROM sqlite_stat1 WHERE idx = ?", [unmeasured])
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        conn.execute(f"PRAGMA user_version = {version - 1}")
+    Store(db_path).close()
+    assert unmeasured in _stats(db_path)
+
+
+def test_a_run_that_filled_a_table_leaves_the_planner_statistics(db_path):
+    """After `run` stores records, SQLite knows how many records a value holds: a common
+    country's newest page is read along the date index, not sorted out of all its records."""
+    from basecrawler.pipeline.runner import keep_statistics
+    from basecrawler.recordtypes.tables import STATISTICS_MIN_ROWS
+
+    store = Store(db_path)
+    store.upsert("vehicle_recall", _recalls(STATISTICS_MIN_ROWS * 3), source="test")   # a third JP
+    keep_statistics(store)
+    store.close()
+    assert index_name(VEHICLE, ("country",)) in _stats(db_path)
+    with sqlite3.connect(db_path) as conn:
+        plan = " ".join(row[-1] for row in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM recalls WHERE country = 'JP' ORDER BY recall_date DESC LIMIT 51"))
+    assert "TEMP B-TREE" not in plan, plan

@@ -30,6 +30,7 @@ from basecrawler.operations.diskfull import is_disk_full
 from basecrawler.pipeline.registry import configure_hint, unconfigured
 from basecrawler.pipeline.stopping import StopEvent
 from basecrawler.store.core import Store
+from basecrawler.store.engines.dialect import dialect_of
 
 log = logging.getLogger("basecrawler")
 
@@ -116,6 +117,7 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
                 log.error("%s: source could not run: %s", source_id, summary.crashed[source_id],
                           exc_info=not summary.disk_full)
         if not summary.disk_full and any(r.counts.new or r.counts.updated for r in summary.results):
+            keep_statistics(store)
             keep_facet_counts(store)
         if not summary.disk_full:   # watches: never changes the summary, never raises (watch/delivery.py)
             from basecrawler.watch.delivery import deliver_after_run
@@ -134,6 +136,24 @@ def run_sources(crawlers: Mapping[str, type], *, settings: Settings, mode: str =
         from basecrawler.fetch.replay import offline_hint
         log.error(offline_hint(settings.db_path))
     return summary
+
+
+def keep_statistics(store: Store) -> None:
+    """After the runs that changed data, SQLite's planner gets statistics of each type's table
+    when it has none or they are far off (recordtypes/tables.py `refresh_statistics`);
+    PostgreSQL's autovacuum keeps its own. A planner's aid: a failure is a WARNING."""
+    if dialect_of(store).name != "sqlite":
+        return
+    try:
+        from basecrawler.recordtypes import record_types
+        from basecrawler.recordtypes.tables import refresh_statistics
+
+        tables = [rt.table for rt in record_types().values()]
+        measured = store.write(lambda db: [t for t in tables if db[t].exists() and refresh_statistics(db.conn, t)])
+        if measured:
+            log.debug("planner statistics measured for %s", ", ".join(measured))
+    except Exception as exc:
+        log.warning("planner statistics not measured (searches may take a slower plan): %s", exc)
 
 
 def keep_facet_counts(store: Store) -> None:

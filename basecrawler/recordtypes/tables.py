@@ -163,6 +163,39 @@ def _index_names(conn, table: str) -> set[str]:
         SQLITE.query("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?"), [table])}
 
 
+STATISTICS_MIN_ROWS = 1_000   # below this the planner's guesses cost nothing worth measuring
+STATISTICS_DRIFT = 0.25       # measured again when the table grew or shrank by more than this
+
+
+def refresh_statistics(conn, table: str) -> bool:
+    """Measure the table's indexes for SQLite's planner when it has none or its size moved far
+    from the measured one (True: measured). Without statistics the planner takes an equality's
+    index as selective and sorts every match: a common country's table page sorted 200,000
+    records for 50, where walking the date index finds them in a few hundred. A whole ANALYZE
+    (a sampled one, `analysis_limit`, misjudged how many records a value holds and kept the
+    sorting plan), run only when the size moved, so rarely."""
+    rows = conn.execute(SQLITE.query(f"SELECT max(rowid) FROM [{table}]")).fetchone()[0] or 0
+    if rows < STATISTICS_MIN_ROWS:
+        return False
+    measured = None
+    if conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")).fetchone():
+        stat = conn.execute(SQLITE.query("SELECT stat FROM sqlite_stat1 WHERE tbl = ? AND stat IS NOT NULL LIMIT 1"),
+                            [table]).fetchone()
+        measured = int(stat[0].split()[0]) if stat else None
+    if measured is not None and abs(measured - rows) <= STATISTICS_DRIFT * rows:
+        return False
+    conn.execute(SQLITE.write(f"ANALYZE [{table}]"))
+    return True
+
+
+def analyse_unmeasured_indexes(conn, table: str) -> None:
+    """Statistics for every index of an analysed `table` that has none (an empty partial index
+    has none after ANALYZE either: measured again, at no cost)."""
+    if conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")).fetchone():
+        measured = {row[0] for row in conn.execute(SQLITE.query("SELECT idx FROM sqlite_stat1 WHERE tbl = ?"), [table])}
+        _analyse_new_indexes(conn, table, _index_names(conn, table) - measured)
+
+
 def _analyse_new_indexes(conn, table: str, new: set[str]) -> None:
     """Statistics for indexes added to a table someone analysed: without them the planner
     weighs a new index by a guess against its measured neighbours, and took a new index
@@ -383,7 +416,7 @@ def pg_statements(record_type: RecordType) -> list[str]:
     return statements
 
 
-__all__ = ["ensure_sqlite", "needs_ensure", "partial_read_indexes", "read_indexes", "facet_index_columns", "input_index", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
+__all__ = ["ensure_sqlite", "analyse_unmeasured_indexes", "refresh_statistics", "needs_ensure", "partial_read_indexes", "read_indexes", "facet_index_columns", "input_index", "feed_fts_sql", "fts_table", "fts_insert_trigger", "key_index",
            "fts_padded", "fts_content_view", "fts_vocab_table", "attach_fts_vocab", "PAD",
            "pg_search_document", "pg_statements", "pg_windows_document", "pg_search_index_statements",
            "pg_trgm_index_name", "pg_windows_index_name", "PG_SEARCH_INDEXES", "PG_WINDOWS_CAP", "PG_LONG_TEXT"]

@@ -17,6 +17,8 @@ import sqlite_utils
 from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.store.groups_migration import m013_copy_flags
 from basecrawler.store.migrations_early import EARLY_MIGRATIONS
+from basecrawler.recordtypes import record_types
+from basecrawler.recordtypes.tables import analyse_unmeasured_indexes
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +160,19 @@ def _m012_record_groups(db: sqlite_utils.Database) -> None:
     db["record_groups"].create_index(["member_id", "record_type"], if_not_exists=True)
 
 
+def _m014_measure_read_indexes(db: sqlite_utils.Database) -> None:
+    """Statistics for the indexes a store gained after someone analysed it: wave 11's
+    (country, shared number, source) index came without them, and SQLite's planner took it,
+    guessed selective, for a country's table page (sorting all of that country's records for
+    50) and for a grouped count (reading every row for its copy flag)."""
+    for record_type in record_types().values():
+        if db[record_type.table].exists():
+            analyse_unmeasured_indexes(db.conn, record_type.table)
+
+
 MIGRATIONS = [*EARLY_MIGRATIONS, _m008_source_in_identity, _m009_refill_maker_keys, _m010_generic_key_columns,
-              _m011_watches, _m012_record_groups, m013_copy_flags]
+              _m011_watches, _m012_record_groups, m013_copy_flags,
+              _m014_measure_read_indexes]
 
 # Indexes a numbered migration dropped on SQLite: the derived PostgreSQL schema only ever adds,
 # so these are named (migration 8: the enrichment queue's key without the source; migration
