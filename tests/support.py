@@ -177,3 +177,10 @@ def numbered_recall(n: int, **fields):
               "manufacturer_original": "Acme", "summary_original": f"Summary {n}"}
     values.update(fields)
     return Recall(**values)
+
+
+def refuse_recall_number(store, number: str) -> None:
+    """Make SQLite refuse to insert the recall numbered `number` (a row the store cannot write)."""
+    store.write(lambda db: db.conn.execute(
+        f"CREATE TRIGGER refuse_{number} BEFORE INSERT ON recalls WHEN new.recall_number = '{number}' "
+        "BEGIN SELECT RAISE(ABORT, 'refused'); END"))

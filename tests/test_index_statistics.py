@@ -17,13 +17,19 @@ def _stats(db_path) -> set[str]:
         return {row[0] for row in conn.execute("SELECT idx FROM sqlite_stat1 WHERE tbl = 'recalls'")}
 
 
-def test_an_index_added_to_an_analysed_table_is_analysed(db_path):
+def _analysed_store(db_path) -> str:
+    """A store of 200 recalls someone analysed; the name of its last read index."""
     store = Store(db_path)
     store.upsert("vehicle_recall", _recalls(200), source="test")
     store.close()
-    added = index_name(VEHICLE, read_indexes(VEHICLE)[-1])
     with sqlite3.connect(db_path) as conn:
         conn.execute("ANALYZE")
+    return index_name(VEHICLE, read_indexes(VEHICLE)[-1])
+
+
+def test_an_index_added_to_an_analysed_table_is_analysed(db_path):
+    added = _analysed_store(db_path)
+    with sqlite3.connect(db_path) as conn:
         conn.execute(f"DROP INDEX [{added}]")
         conn.execute("DELETE FROM sqlite_stat1 WHERE idx = ?", [added])
     assert added not in _stats(db_path)
@@ -43,12 +49,8 @@ def test_a_table_nobody_analysed_is_left_without_statistics(db_path):
 
 def test_a_store_whose_index_came_without_statistics_is_measured_once_migrated(db_path):
     """(A store of wave 11: the shared-number index made after someone analysed the table.)"""
-    store = Store(db_path)
-    store.upsert("vehicle_recall", _recalls(200), source="test")
-    store.close()
-    unmeasured = index_name(VEHICLE, read_indexes(VEHICLE)[-1])
+    unmeasured = _analysed_store(db_path)
     with sqlite3.connect(db_path) as conn:
-        conn.execute("ANALYZE")
         conn.execute("DELETE FROM sqlite_stat1 WHERE idx = ?", [unmeasured])
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         conn.execute(f"PRAGMA user_version = {version - 1}")

@@ -4,7 +4,7 @@ of statements of fixed sizes, and a row SQLite refuses still fails alone (the ba
 written again, bisected)."""
 from basecrawler import Store
 from basecrawler.store.records import FEWEST_ROWS_PER_INSERT, ROWS_PER_INSERT
-from support import numbered_recall
+from support import numbered_recall, refuse_recall_number
 
 TYPE = "vehicle_recall"
 # Past one full statement, through the halving sizes, and a last few rows by executemany.
@@ -63,9 +63,7 @@ def _columns(path) -> list[str]:
 def test_a_row_refused_inside_a_many_row_statement_fails_alone(tmp_path):
     store = Store(str(tmp_path / "s.db"))
     try:
-        store.write(lambda db: db.conn.execute(
-            "CREATE TRIGGER no_r77 BEFORE INSERT ON recalls WHEN new.recall_number = 'R0077' "
-            "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        refuse_recall_number(store, "R0077")
         result = store.upsert(TYPE, [numbered_recall(n) for n in range(COUNT)], source="us")
         assert (result.new, len(result.failed)) == (COUNT - 1, 1)
         assert result.failed[0][0]["recall_number"] == "R0077"

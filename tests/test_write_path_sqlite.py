@@ -3,7 +3,7 @@ item 8): a batch into a table without a row looks up no stored row (there is non
 holds the database's lock), and its counts are still those of the write; a batch into a table
 with rows looks its keys up and merges by the one rule."""
 from basecrawler import Store
-from support import numbered_recall
+from support import numbered_recall, refuse_recall_number
 from basecrawler.store.lookup import Lookup
 
 TYPE = "vehicle_recall"
@@ -40,9 +40,7 @@ def test_a_batch_into_an_empty_table_asks_no_stored_row_and_later_ones_do(tmp_pa
 def test_a_batch_into_an_empty_table_with_a_refused_row_fails_that_row_only(tmp_path):
     store = Store(str(tmp_path / "s.db"))
     try:
-        store.write(lambda db: db.conn.execute(
-            "CREATE TRIGGER no_r2 BEFORE INSERT ON recalls WHEN new.recall_number = 'R0002' "
-            "BEGIN SELECT RAISE(ABORT, 'refused'); END"))
+        refuse_recall_number(store, "R0002")
         result = store.upsert(TYPE, [recall(n) for n in range(4)], source="us")
         assert (result.new, len(result.failed)) == (3, 1) and store.lookup.count(TYPE) == 3
     finally:
