@@ -62,7 +62,7 @@ def test_a_run_that_filled_a_table_leaves_the_planner_statistics(db_path):
     """After `run` stores records, SQLite knows how many records a value holds: a common
     country's newest page is read along the date index, not sorted out of all its records."""
     from basecrawler.pipeline.runner import keep_statistics
-    from basecrawler.recordtypes.tables import STATISTICS_MIN_ROWS
+    from basecrawler.recordtypes.statistics import STATISTICS_MIN_ROWS
 
     store = Store(db_path)
     store.upsert("vehicle_recall", _recalls(STATISTICS_MIN_ROWS * 3), source="test")   # a third JP

@@ -146,7 +146,7 @@ def keep_statistics(store: Store) -> None:
         return
     try:
         from basecrawler.recordtypes import record_types
-        from basecrawler.recordtypes.tables import refresh_statistics
+        from basecrawler.recordtypes.statistics import refresh_statistics
 
         tables = [rt.table for rt in record_types().values()]
         measured = store.write(lambda db: [t for t in tables if db[t].exists() and refresh_statistics(db.conn, t)])

@@ -103,10 +103,15 @@ def _steps(filters: RecallFilter, parts: int):
     # indexes (a component heading every record has).
     filters = replace(filters, text=" ".join(t for t in filters.terms() if len(t) < TRIGRAM or found[t] != total)
                       or None)
-    if filters == RecallFilter(record_type=filters.record_type) and kept is not None:
+    whole_kept = filters == RecallFilter(record_type=filters.record_type) and kept is not None
+    the_rest = kept is not None and _one_term(filters) and 2 * found.get(filters.text, 0) > kept.count \
+        and found[filters.text] > IDS_MAX
+    if (whole_kept or the_rest) and hide:   # the kept counts less the copies', read only when used
+        [copies] = yield [partial(_copies_counted, record_type=record_type)]
+        kept = _less(kept, copies)
+    if whole_kept:
         return kept
-    if kept is not None and _one_term(filters) and 2 * found.get(filters.text, 0) > kept.count \
-            and found[filters.text] > IDS_MAX:
+    if the_rest:
         rest = yield [partial(_count_rest, record_type=record_type, term=filters.text, indexed=indexed, span=span,
                               hide=hide) for span in spans]
         return _less(kept, _added(rest))
@@ -123,10 +128,9 @@ def _steps(filters: RecallFilter, parts: int):
 
 def _start(conn, record_type, filters: RecallFilter, counts_terms: bool) -> tuple:
     """(the kept whole-table summary or None, the last id, the number of records when a term
-    must be compared with it, whether the facet index is there, whether copies are left out).
-    With copies left out, the kept summary is the whole table's less the copies' (few, read by
-    the flag's own index); `total` stays every record's, as a term's count from the full-text
-    index is."""
+    must be compared with it, whether the facet index is there, whether copies are left out:
+    False, True, or the name of the shown records' id index). The kept summary and `total`
+    count every record, as a term's count from the full-text index does."""
     kept = _kept_whole_table(conn, record_type)
     table = record_type.table
     top = conn.execute(SQLITE.query(f"SELECT max(rowid) FROM [{table}]")).fetchone()[0] or 0
@@ -139,11 +143,13 @@ def _start(conn, record_type, filters: RecallFilter, counts_terms: bool) -> tupl
         shown_ids = groups.copy_indexes(record_type)[0].name
         hide = shown_ids if conn.execute(SQLITE.query("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"),
                                          [shown_ids]).fetchone() else True
-    if hide and kept is not None:
-        copies = (f"SELECT {_selected(record_type)} FROM [{table}] AS r "
-                  f"WHERE r.\"{groups.FLAG}\" IS NOT NULL")   # (the flag's own index)
-        kept = _less(kept, _counted(conn, record_type, copies, [], keep_ids=False))
     return kept, top, total, indexed, hide
+
+
+def _copies_counted(conn, record_type) -> SearchSummary:
+    """The summary of the records that are another publisher's copy (few: the flag's own index)."""
+    copies = f'SELECT {_selected(record_type)} FROM [{record_type.table}] AS r WHERE r."{groups.FLAG}" IS NOT NULL'
+    return _counted(conn, record_type, copies, [], keep_ids=False)
 
 
 def _shown(record_type, hide: bool | str, indexed: bool) -> str:

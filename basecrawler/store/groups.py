@@ -27,6 +27,7 @@ from typing import Iterable
 
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import index_name
+from basecrawler.recordtypes.statistics import analyse_indexes
 from basecrawler.store.engines.dialect import dialect_of
 
 TABLE = "record_groups"
@@ -98,15 +99,6 @@ def _index_exists(db, name: str) -> bool:
                       [name]).fetchone() is not None
 
 
-def _analyzed(db, table: str) -> bool:
-    """Whether SQLite has statistics of the table (someone ran ANALYZE): a new index then gets
-    its own, so the planner does not weigh it by a guess against measured neighbours."""
-    d = dialect_of(db)
-    if not db.execute(d.query("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'")).fetchone():
-        return False
-    return db.execute(d.query(f"SELECT 1 FROM sqlite_stat1 WHERE tbl = {d.p} LIMIT 1"), [table]).fetchone() is not None
-
-
 def ensure_copy_indexes(db, record_type: RecordType) -> list[str]:
     """Make the type's flag indexes (`copy_indexes`) and drop those they replace. Returns the
     indexes made."""
@@ -122,9 +114,8 @@ def ensure_copy_indexes(db, record_type: RecordType) -> list[str]:
         db.execute(d.write(f"CREATE INDEX IF NOT EXISTS {d.quote(index.name)} ON {d.quote(table)} ({columns}) "
                            f"WHERE {index.where}"))
         made.append(index.name)
-    if made and d.name == "sqlite" and _analyzed(db, table):
-        for name in made:
-            db.execute(d.write(f"ANALYZE {d.quote(name)}"))
+    if made and d.name == "sqlite":   # (PostgreSQL's autovacuum measures its own)
+        analyse_indexes(db, table, set(made))
     return made
 
 

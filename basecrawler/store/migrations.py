@@ -18,7 +18,7 @@ from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.store.groups_migration import m013_copy_flags
 from basecrawler.store.migrations_early import EARLY_MIGRATIONS
 from basecrawler.recordtypes import record_types
-from basecrawler.recordtypes.tables import analyse_unmeasured_indexes
+from basecrawler.recordtypes.statistics import analyse_unmeasured_indexes
 
 log = logging.getLogger(__name__)
 

@@ -66,7 +66,7 @@ SUMMARY_PATH = "/-/bc-summary"     # + /<database>/<table>?_search=…: whether 
 
 def search_only(request, table: str) -> RecallFilter | None:
     """The search of a page that only searches a type's table (a term and nothing else that
-    narrows it: no column filter, no facet selection, no `_where`), else None."""
+    narrows it: no column filter, no facet selection, no `_where`; copies as the page shows them), else None."""
     declared = TYPES.get(table)
     text = (request.args.get("_search") or "").strip() if request is not None else ""
     if declared is None or not text or not search_covers(table):
@@ -74,7 +74,6 @@ def search_only(request, table: str) -> RecallFilter | None:
     for key in request.args.keys():
         if not key.startswith("_") or key.startswith(SELECT_PREFIX) or key in ("_where", "_filter_column"):
             return None
-    # Each group of publishers once unless the page shows every copy, as the page's rows.
     return RecallFilter(text=text, record_type=declared.name, all_copies=shows_copies(request.args))
 
 
