@@ -23,6 +23,7 @@ import time
 
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
+from basecrawler.store import groups
 from basecrawler.store.engines.dialect import SQLITE
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,15 @@ META_PREFIX = "facet_counts:"    # meta key per table: {"marker": [...], "rows":
 def whole_table(table: str) -> str:
     """The facet queries' source for a page showing the whole table, whatever its columns."""
     return f"SELECT * FROM [{table}]"
+
+
+def shown_table(table: str) -> str:
+    """The source of a page showing the whole table once per group (other publishers' copies
+    left out, store/groups.py). Its facets are counted straight from the shown records' partial
+    indexes, which cover a single-valued facet's count as the whole table's own indexes do
+    (47–78 ms a facet at a million, against 65 ms for the whole table's); the whole table's
+    counts less the copies' read each copy's wide row, once per facet (1–4 s each)."""
+    return f"SELECT * FROM [{table}] WHERE {groups.SHOWN}"
 
 
 def values_sql(column: str, multi: bool, source: str, *, filtered: bool = False) -> str:
@@ -70,9 +80,10 @@ def unknown_sql(source: str) -> str:
     return f"SELECT count(*) AS n FROM ({source}) WHERE [{DATE_UNKNOWN}] = 1"
 
 
-def whole_table_queries(record_type: RecordType) -> list[str]:
-    """Every query the table page's facets run over the whole table."""
-    source = whole_table(record_type.table)
+def whole_table_queries(record_type: RecordType, source: str | None = None) -> list[str]:
+    """Every query the table page's facets run over the whole table (or over `source`: the
+    whole table once per group, `shown_table`)."""
+    source = source or whole_table(record_type.table)
     queries = [values_sql(f.field, f.multi, source) for f in record_type.facets]
     if record_type.date_field:
         if record_type.date_optional:
@@ -113,9 +124,14 @@ def _rows(conn, sql: str) -> list[dict]:
 
 
 def count_whole_table(conn, record_type: RecordType) -> dict:
-    """{"marker": the data version, "rows": {query: its rows}} for every whole-table facet query."""
+    """{"marker": the data version, "rows": {query: its rows}} for every whole-table facet query,
+    and when the type has copies every query of the table shown once per group too (the page a
+    visitor sees by default: its first visitor then waits for none of them either)."""
     marker = data_marker(conn, record_type.table)
-    return {"marker": marker, "rows": {sql: _rows(conn, sql) for sql in whole_table_queries(record_type)}}
+    queries = whole_table_queries(record_type)
+    if groups.has_copies(conn, record_type):
+        queries += whole_table_queries(record_type, shown_table(record_type.table))
+    return {"marker": marker, "rows": {sql: _rows(conn, sql) for sql in queries}}
 
 
 def stored_counts(conn, table: str, marker: list) -> dict[str, list[dict]] | None:
@@ -178,7 +194,7 @@ def write_counts(conn, set_meta, types) -> None:
         log.debug("facet counts of %s kept in %.2f s", record_type.table, time.perf_counter() - started)
 
 
-__all__ = ["whole_table", "values_sql", "months_sql", "unknown_sql", "whole_table_queries", "known_months",
+__all__ = ["whole_table", "shown_table", "values_sql", "months_sql", "unknown_sql", "whole_table_queries", "known_months",
            "data_marker", "count_whole_table", "stored_counts", "store_whole_table_counts", "write_counts",
            "keep_counts_in_snapshot",
            "META_PREFIX"]

@@ -13,6 +13,7 @@ PostgreSQL store is browsed as a snapshot): the statements here are SQLITE's.
 """
 from __future__ import annotations
 
+from basecrawler.reading.facetcounts import shown_table
 from basecrawler.recordtypes import RecordType
 from basecrawler.store import groups
 from basecrawler.store.engines.dialect import SQLITE
@@ -51,9 +52,14 @@ def copies_condition(record_type: RecordType, table: str) -> str:
 
 
 def copies_source(record_type: RecordType, table: str) -> str:
-    """The records of `table` that are another publisher's copy (few: the facets of a page
-    that shows each group once are the whole table's counts less theirs)."""
-    return f'SELECT * FROM [{table}] WHERE "{groups.FLAG}" IS NOT NULL'   # (the flag's own index)
+    """The records of `table` that are another publisher's copy."""
+    return f'SELECT * FROM [{table}] WHERE {groups.COPIES}'   # (the flag's own index)
+
+
+def shown_source(record_type: RecordType, table: str) -> str:
+    """The records of `table` a page that shows each group once shows: its facets count them
+    straight, as the whole table's are counted (reading/facetcounts.py `shown_table`)."""
+    return shown_table(table)
 
 
 def less(whole: list[dict], part: list[dict]) -> list[dict]:
@@ -111,4 +117,4 @@ def other_publishers(conn, record_type: RecordType, row_id: int) -> int:
     return conn.execute(counted, {"t": record_type.name, "id": int(row_id)}).fetchone()[0]
 
 
-__all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "copies_source", "less", "group_of", "other_publishers"]
+__all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "copies_source", "shown_source", "less", "group_of", "other_publishers"]

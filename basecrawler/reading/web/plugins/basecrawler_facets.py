@@ -47,7 +47,7 @@ from basecrawler.reading import summary_cache
 from basecrawler.reading.web import limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
-from basecrawler.reading.web.groups import copies_condition, copies_source, less, shows_copies
+from basecrawler.reading.web.groups import copies_condition, shown_source, shows_copies
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
@@ -123,8 +123,11 @@ class _DeclaredFacet(Facet):
 
     def _source(self) -> str:
         """What the facet queries count: the page's rows, or for a page of the whole table the
-        table itself whatever its columns, so every such page (and the start-up warm-up, and
-        the counts a run kept, basecrawler/reading/facetcounts.py) shares one count."""
+        table itself whatever its columns (once per group: its shown records), so every such
+        page (and the start-up warm-up, and the counts a run kept,
+        basecrawler/reading/facetcounts.py) shares one count."""
+        if self._less_copies():
+            return shown_source(TYPES[self.table], self.table)
         return whole_table(self.table) if self._whole() else self.sql
 
     def _whole(self) -> bool:
@@ -132,8 +135,8 @@ class _DeclaredFacet(Facet):
 
     def _less_copies(self) -> bool:
         """Whether the page is the whole table less other publishers' copies (each group once,
-        plugins/basecrawler_groups.py): its counts are the whole table's (kept per run) less the
-        few copies' (web/groups.py), not a count of every row again."""
+        plugins/basecrawler_groups.py): its counts are those of the shown records, counted once
+        per run (or kept by it) like the whole table's, from the shown records' own indexes."""
         declared, sql = TYPES.get(self.table), self.sql.rstrip()
         ending = f"where {copies_condition(declared, self.table)}" if declared and not self.params else None
         return bool(ending) and sql.endswith(ending) and _whole_table(sql[: -len(ending)])
@@ -144,9 +147,6 @@ class _DeclaredFacet(Facet):
         may take long (once per run); a filtered page's count keeps Datasette's facet time
         limit, and when it runs out the count goes on in the background so the next visitor of
         that page sees it."""
-        if self._less_copies():
-            copies = sql.replace(f"({whole_table(self.table)})", f"({copies_source(TYPES[self.table], self.table)})")
-            return less(await self._page_rows(sql, whole=True), await self._page_rows(copies, whole=True))
         return await self._page_rows(sql, whole=self._whole())
 
     async def _page_rows(self, sql: str, whole: bool = False) -> list[dict]:
