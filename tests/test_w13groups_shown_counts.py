@@ -14,6 +14,7 @@ import sqlite3
 import pytest
 
 from basecrawler.reading import facetcounts
+from basecrawler.store import groups
 from basecrawler.recordtypes import get_record_type
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
@@ -152,3 +153,24 @@ def test_the_page_count_and_copies_are_counted_once_per_data_version(grouped, mo
     again = asyncio.run(pages(1))
     assert calls == ["product_alert", "product_alert"]
     assert '<h3 class="bc-count">4건' in again[0]
+
+
+def test_a_summary_takes_the_shown_records_kept_counts_not_the_copies(db_path, store, monkeypatch):
+    """A term in most records is counted as the kept counts less the records without it: on a
+    grouped store the kept counts are the shown records' own, so the copies are never read."""
+    from basecrawler.reading import summary as summary_module
+    from basecrawler.reading.search import RecallFilter
+    from test_groups_plans import grouped_many
+
+    grouped_many(db_path)
+    facetcounts.store_whole_table_counts(store)
+    monkeypatch.setattr(summary_module, "IDS_MAX", 5)   # (so few records count as "too many for ids")
+    conn = store.db.conn
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        shown = summary_module.summarise(conn, RecallFilter(text="Peanut", record_type=ALERTS.name))
+    finally:
+        conn.set_trace_callback(None)
+    assert (shown.count, shown.values["country"]) == (35, {"CA": 30, "DE": 5})
+    assert statements and not any(f"{groups.COPIES}" in sql for sql in statements)

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from basecrawler.reading import facetcounts
-from basecrawler.reading.facetcounts import known_months, months_sql, stored_counts, unknown_sql, values_sql, whole_table
+from basecrawler.reading.facetcounts import (known_months, months_sql, shown_table, stored_counts, unknown_sql,
+                                             values_sql, whole_table)
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN
 from basecrawler.recordtypes.tables import facet_index_columns, index_name
 from basecrawler.store.engines.dialect import SQLITE
@@ -106,9 +107,12 @@ def _steps(filters: RecallFilter, parts: int):
     whole_kept = filters == RecallFilter(record_type=filters.record_type) and kept is not None
     the_rest = kept is not None and _one_term(filters) and 2 * found.get(filters.text, 0) > kept.count \
         and found[filters.text] > IDS_MAX
-    if (whole_kept or the_rest) and hide:   # the kept counts less the copies', read only when used
-        [copies] = yield [partial(_copies_counted, record_type=record_type)]
-        kept = _less(kept, copies)
+    if (whole_kept or the_rest) and hide:   # the shown records' kept counts, else the kept counts less the copies'
+        [shown] = yield [partial(_kept_whole_table, record_type=record_type, shown=True)]
+        if shown is None:   # (kept by an older version: the copies read for their facets, 10 % of the rows)
+            [copies] = yield [partial(_copies_counted, record_type=record_type)]
+            shown = _less(kept, copies)
+        kept = shown
     if whole_kept:
         return kept
     if the_rest:
@@ -329,14 +333,15 @@ def _less(whole: SearchSummary, rest: SearchSummary) -> SearchSummary:
                          months=minus(whole.months, rest.months), date_unknown=whole.date_unknown - rest.date_unknown)
 
 
-def _kept_whole_table(conn, record_type) -> SearchSummary | None:
-    """The summary of the whole table from the facet counts the last run kept for this data
-    version (reading/facetcounts.py), when there are any and the table is too large for ids:
-    a term every record holds then costs no count at all."""
+def _kept_whole_table(conn, record_type, shown: bool = False) -> SearchSummary | None:
+    """The summary of the whole table (`shown`: of the records other publishers' copies leave,
+    kept beside it for a type with copies) from the facet counts the last run kept for this
+    data version (reading/facetcounts.py), when there are any and the table is too large for
+    ids: a term every record holds then costs no count at all."""
     rows = stored_counts(conn, record_type.table, facetcounts.data_marker(conn, record_type.table))
     if rows is None:
         return None
-    source = whole_table(record_type.table)
+    source = shown_table(record_type.table) if shown else whole_table(record_type.table)
     try:
         summary = SearchSummary()
         for facet in record_type.facets:
@@ -345,7 +350,7 @@ def _kept_whole_table(conn, record_type) -> SearchSummary | None:
         # the whole table's count, which counting the table took 0.3–0.5 s at a million.
         single = next((f for f in record_type.facets if not f.multi), None)
         summary.count = sum(summary.values[single.field].values()) if single is not None else \
-            conn.execute(SQLITE.query(f"SELECT count(*) FROM [{record_type.table}]")).fetchone()[0]
+            conn.execute(SQLITE.query(f"SELECT count(*) FROM ({source})")).fetchone()[0]
         if summary.count <= IDS_MAX:
             return None
         date = record_type.date_field
