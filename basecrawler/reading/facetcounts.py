@@ -13,7 +13,9 @@ SQLITE's (engines/dialect.py). The SQL here is the web facets' own
 functions), so counts read from `meta` are the ones the page would have counted. The
 month facet over a whole table is counted from the date index, less the months of the
 records whose date is unknown (a partial index holds those few): the straight query read
-every row for its `date_unknown` flag (1.3 s at a million).
+every row for its `date_unknown` flag (1.3 s at a million). A type with other publishers'
+copies keeps the same queries over its shown records too (`shown_table`), the table page a
+visitor sees by default.
 """
 from __future__ import annotations
 
@@ -41,9 +43,9 @@ def whole_table(table: str) -> str:
 def shown_table(table: str) -> str:
     """The source of a page showing the whole table once per group (other publishers' copies
     left out, store/groups.py). Its facets are counted straight from the shown records' partial
-    indexes, which cover a single-valued facet's count as the whole table's own indexes do
-    (47–78 ms a facet at a million, against 65 ms for the whole table's); the whole table's
-    counts less the copies' read each copy's wide row, once per facet (1–4 s each)."""
+    indexes, which cover a single-valued facet's count as the whole table's own indexes do; the
+    whole table's counts less the copies' read each copy's wide row, once per facet, seconds at
+    a million (bench/README.md, w13-groups)."""
     return f"SELECT * FROM [{table}] WHERE {groups.SHOWN}"
 
 

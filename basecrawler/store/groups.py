@@ -14,8 +14,9 @@ without one (bench/README.md, #31). The flag's indexes (`copy_indexes`) are part
 records alone (`WHERE is_copy IS NULL`), in the orders a search reads them — storage order, by
 each column a count walks, newest first — so a query that says `is_copy IS NULL` and walks one
 of them has no copy test left at all (SQLite drops a term the index's own WHERE implies, and
-the flag is no leading column it could seek on, entry by entry), and reads no copy; and the
-copies alone, which the web view counts to subtract them. They are made when a type first has
+the flag is no leading column it could seek on, entry by entry), and reads no copy — the web
+view's grouped table page counts its facets from them as the whole table's are counted; and
+the copies alone (`flag_copies` finds them by it). They are made when a type first has
 copies, so a type nobody republishes pays nothing for them.
 
 Every statement is spelled for the engine it runs on (store/engines/dialect.py).
@@ -75,7 +76,7 @@ def copy_indexes(record_type: RecordType) -> list[CopyIndex]:
     value), each with the flag as a trailing column after the id, so the index covers the test
     and the flag cannot be sought on (a seek compares every entry with the flag: the term the
     index's WHERE implies is dropped only when nothing else reads it); and newest first (a
-    page), by the type's date and id. The copies (`COPIES`): few, the web view counts them."""
+    page), by the type's date and id. The copies (`COPIES`): few."""
     fields = dict.fromkeys(["source", *(f.field for f in record_type.facets if not f.multi)])
     shown = [("id", FLAG), *((field, "id", FLAG) for field in fields)]
     if record_type.date_field is not None:

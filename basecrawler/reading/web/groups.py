@@ -64,7 +64,8 @@ def shown_source(record_type: RecordType, table: str) -> str:
 
 def less(whole: list[dict], part: list[dict]) -> list[dict]:
     """Facet rows (`value`/`count`, or one `n`) of the whole table less those of `part`, in the
-    whole's order; a value no record is left under is dropped."""
+    whole's order; a value no record is left under is dropped. (The grouped table page no
+    longer subtracts: it counts `shown_source`.)"""
     if whole and "n" in whole[0]:
         return [{"n": whole[0]["n"] - sum(r["n"] for r in part)}]
     taken: dict = {}

@@ -8,7 +8,8 @@ The count of a page that shows the whole table once per group is the table's cou
 copies (`bc_copies.count`; Datasette's own count is spared with `_nocount`): counting the rows
 that are no copy tests each of them, most of a second at a million records. Both counts are
 kept per data version (`summary_cache.run_marker`, which the page reads once for its facets
-anyway): counting 100,000 links took 7–8 ms of every page, twice, and the table's rows as long.
+anyway): every page counted every link of the group table, twice, and a whole-table page the
+table's rows, which is what a grouped page cost beyond a plain one (bench/README.md, w13-groups).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def copies_count(conn, record_type) -> int:
         return 0
 
 
-VERSIONS_KEPT = 64
+VERSIONS_KEPT = 64   # (two counts per table and version: a few databases, a few versions each)
 _counts: dict[tuple, int] = {}   # (database, table, data version, what) → a count of that version
 
 
