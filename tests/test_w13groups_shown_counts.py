@@ -2,7 +2,7 @@
 one does (#31): its facets are the shown records' own counts, kept by the run like the whole
 table's (reading/facetcounts.py `shown_table`), not the whole table's less the copies' (each copy's
 wide row read once per facet); its count and the copies' number are counted once per data version
-(plugins/basecrawler_groups.py), not on every page.
+(reading/web/groupcounts.py), not on every page.
 
 Over test_web_groups' store (an original publisher, two republishers, one group of three).
 """
@@ -128,14 +128,15 @@ def test_the_page_count_and_copies_are_counted_once_per_data_version(grouped, mo
     db_path = _copy_db(grouped[0], tmp_path / "onceper.db")
     ds = Datasette([db_path], metadata=build_metadata(db_path), plugins_dir=str(WEB_DIR / "plugins"),
                    template_dir=str(WEB_DIR / "templates"))
-    plugin = _plugin("copies_count")
-    calls, copies = [], plugin.copies_count
+    from basecrawler.reading.web import groupcounts
+
+    calls, copies = [], groupcounts.copies_count
 
     def counting(conn, record_type):
         if record_type.name == ALERTS.name:   # (the start-up warm-up visits every type's table)
             calls.append(record_type.name)
         return copies(conn, record_type)
-    monkeypatch.setattr(plugin, "copies_count", counting)
+    monkeypatch.setattr(groupcounts, "copies_count", counting)
 
     async def pages(n: int):
         return [(await ds.client.get("/onceper/product_alerts?_col=source&_col=alert_id")).text for _ in range(n)]

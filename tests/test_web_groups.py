@@ -300,15 +300,6 @@ def test_facets_of_the_grouped_table_are_its_whole_counts_less_the_copies(groupe
     assert counts(once, "alert_date") == {"2026-08": 2, "2026-07": 1}
 
 
-def test_whole_table_counts_less_copies_drop_what_is_left_empty():
-    from basecrawler.reading.web.groups import less
-
-    assert less([{"value": "A", "count": 3}, {"value": "B", "count": 1}], [{"value": "B", "count": 1},
-                                                                          {"value": "A", "count": 1}]) == [
-        {"value": "A", "count": 2}]
-    assert less([{"n": 5}], [{"n": 2}]) == [{"n": 3}]
-
-
 def test_the_group_words_in_english_on_request(grouped):
     db_path, ids = grouped
     table, card = _client_pages(db_path, ["/alerts/product_alerts?_col=alert_id&_col=title_ko&_lang=en",

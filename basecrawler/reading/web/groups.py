@@ -51,28 +51,10 @@ def copies_condition(record_type: RecordType, table: str) -> str:
     return groups.hidden_copies_condition(record_type, alias=f"[{table}]")
 
 
-def copies_source(record_type: RecordType, table: str) -> str:
-    """The records of `table` that are another publisher's copy."""
-    return f'SELECT * FROM [{table}] WHERE {groups.COPIES}'   # (the flag's own index)
-
-
 def shown_source(record_type: RecordType, table: str) -> str:
     """The records of `table` a page that shows each group once shows: its facets count them
     straight, as the whole table's are counted (reading/facetcounts.py `shown_table`)."""
     return shown_table(table)
-
-
-def less(whole: list[dict], part: list[dict]) -> list[dict]:
-    """Facet rows (`value`/`count`, or one `n`) of the whole table less those of `part`, in the
-    whole's order; a value no record is left under is dropped. (The grouped table page no
-    longer subtracts: it counts `shown_source`.)"""
-    if whole and "n" in whole[0]:
-        return [{"n": whole[0]["n"] - sum(r["n"] for r in part)}]
-    taken: dict = {}
-    for row in part:
-        taken[row["value"]] = taken.get(row["value"], 0) + row["count"]
-    rows = [{**row, "count": row["count"] - taken.get(row["value"], 0)} for row in whole]
-    return [row for row in rows if row["count"] > 0]
 
 
 def _number(record_type: RecordType, row: dict) -> str:
@@ -118,4 +100,4 @@ def other_publishers(conn, record_type: RecordType, row_id: int) -> int:
     return conn.execute(counted, {"t": record_type.name, "id": int(row_id)}).fetchone()[0]
 
 
-__all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "copies_source", "shown_source", "less", "group_of", "other_publishers"]
+__all__ = ["COPIES_ARG", "shows_copies", "hides_copies", "copies_condition", "shown_source", "group_of", "other_publishers"]

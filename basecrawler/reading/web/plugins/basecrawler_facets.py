@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 
 from datasette import hookimpl
 from datasette.database import QueryInterrupted
@@ -44,10 +43,11 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
-from basecrawler.reading.web import limits
+from basecrawler.reading.web import groupcounts, limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
-from basecrawler.reading.web.groups import copies_condition, shown_source, shows_copies
+from basecrawler.reading.web.groups import shown_source, shows_copies
+from basecrawler.reading.web.pageargs import search_only as only_searches, whole_table as shows_whole
 
 TYPES = types_by_table()
 SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
@@ -68,17 +68,10 @@ def search_only(request, table: str) -> RecallFilter | None:
     """The search of a page that only searches a type's table (a term and nothing else that
     narrows it: no column filter, no facet selection, no `_where`; copies as the page shows them), else None."""
     declared = TYPES.get(table)
-    text = (request.args.get("_search") or "").strip() if request is not None else ""
-    if declared is None or not text or not search_covers(table):
+    if declared is None or request is None or not only_searches(request.args) or not search_covers(table):
         return None
-    for key in request.args.keys():
-        if not key.startswith("_") or key.startswith(SELECT_PREFIX) or key in ("_where", "_filter_column"):
-            return None
-    return RecallFilter(text=text, record_type=declared.name, all_copies=shows_copies(request.args))
-
-
-def _whole_table(sql: str) -> bool:
-    return not re.search(r"\bwhere\b", sql.rsplit(" from ", 1)[-1], re.I)
+    return RecallFilter(text=request.args.get("_search").strip(), record_type=declared.name,
+                        all_copies=shows_copies(request.args))
 
 
 def _column(config: dict) -> str:
@@ -121,35 +114,27 @@ class _DeclaredFacet(Facet):
             raise QueryInterrupted(None, "", {})
         return summary
 
-    def _source(self) -> str:
-        """What the facet queries count: the page's rows, or for a page of the whole table the
-        table itself whatever its columns (once per group: its shown records), so every such
-        page (and the start-up warm-up, and the counts a run kept,
-        basecrawler/reading/facetcounts.py) shares one count."""
-        if self._less_copies():
-            return shown_source(TYPES[self.table], self.table)
-        return whole_table(self.table) if self._whole() else self.sql
+    async def _page_source(self) -> tuple[bool, str]:
+        """(whether the page shows its whole table, what its facet queries count), decided from
+        the page's arguments (reading/web/pageargs.py), not from the SQL Datasette built: the
+        page's rows; or for a page of the whole table the table itself whatever its columns or
+        which page of it, so every such page (and the start-up warm-up, and the counts a run
+        kept, basecrawler/reading/facetcounts.py) shares one count; or for one that leaves other
+        publishers' copies out (plugins/basecrawler_groups.py) the shown records, counted from
+        their own indexes once per run (or kept by it) like the whole table's."""
+        if self.request is None or not shows_whole(self.request.args):
+            return False, self.sql
+        declared = TYPES.get(self.table)
+        if declared is not None and await groupcounts.hides_copies(self.ds, self.database, declared, self.request):
+            return True, shown_source(declared, self.table)
+        return True, whole_table(self.table)
 
-    def _whole(self) -> bool:
-        return (_whole_table(self.sql) and not self.params) or self._less_copies()
-
-    def _less_copies(self) -> bool:
-        """Whether the page is the whole table less other publishers' copies (each group once,
-        plugins/basecrawler_groups.py): its counts are those of the shown records, counted once
-        per run (or kept by it) like the whole table's, from the shown records' own indexes."""
-        declared, sql = TYPES.get(self.table), self.sql.rstrip()
-        ending = f"where {copies_condition(declared, self.table)}" if declared and not self.params else None
-        return bool(ending) and sql.endswith(ending) and _whole_table(sql[: -len(ending)])
-
-    async def _rows(self, sql: str) -> list[dict]:
+    async def _rows(self, sql: str, whole: bool) -> list[dict]:
         """The facet query's rows, from the per-run cache when this run already counted them,
-        or for the whole table from the counts the run kept when it ended. A whole-table count
-        may take long (once per run); a filtered page's count keeps Datasette's facet time
-        limit, and when it runs out the count goes on in the background so the next visitor of
-        that page sees it."""
-        return await self._page_rows(sql, whole=self._whole())
-
-    async def _page_rows(self, sql: str, whole: bool = False) -> list[dict]:
+        or for the whole table (`whole`) from the counts the run kept when it ended. A
+        whole-table count may take long (once per run); a filtered page's count keeps
+        Datasette's facet time limit, and when it runs out the count goes on in the background
+        so the next visitor of that page sees it."""
         marker = await run_marker(self.ds, self.database, self.table, self.request)
         params = {} if whole else self.params
         key = (self.database, sql, json.dumps(params, sort_keys=True, default=str), marker)
@@ -200,25 +185,25 @@ class MonthFacet(_DeclaredFacet):
         for source_and_config in self.get_configs():
             column = _column(source_and_config["config"])
             size = self.get_facet_size()
-            source = self._source()
+            whole, source = await self._page_source()
             try:
                 summary = await self._summary()
                 unknown = 0
                 if summary is not None:
                     rows, unknown = summary.month_rows()[: size + 1], summary.date_unknown
-                elif self._whole() and may_be_unknown:
+                elif whole and may_be_unknown:
                     # Every month from the date index, less the few undated records' months
                     # (the straight count read every row for its date_unknown flag).
-                    rows = known_months(await self._rows(months_sql(column, source, known_only=False)),
+                    rows = known_months(await self._rows(months_sql(column, source, known_only=False), whole),
                                         await self._rows(months_sql(column, source, known_only=False,
-                                                                    undated_only=True)))[: size + 1]
-                elif self._whole():   # the query a run keeps the counts of (no LIMIT)
-                    rows = (await self._rows(months_sql(column, source, known_only=False)))[: size + 1]
+                                                                    undated_only=True), whole))[: size + 1]
+                elif whole:   # the query a run keeps the counts of (no LIMIT)
+                    rows = (await self._rows(months_sql(column, source, known_only=False), whole))[: size + 1]
                 else:
                     rows = await self._rows(months_sql(column, source, known_only=may_be_unknown, filtered=True)
-                                            + f" LIMIT {size + 1}")
+                                            + f" LIMIT {size + 1}", whole)
                 if summary is None and may_be_unknown:
-                    unknown = (await self._rows(unknown_sql(source)))[0]["n"]
+                    unknown = (await self._rows(unknown_sql(source), whole))[0]["n"]
             except QueryInterrupted:
                 timed_out.append(column)
                 continue
@@ -260,8 +245,11 @@ class ValuesFacet(_DeclaredFacet):
                 continue
             try:
                 summary = await self._summary()
-                rows = summary.value_rows(column) if summary is not None else \
-                    await self._rows(values_sql(column, facet.multi, self._source(), filtered=not self._whole()))
+                if summary is not None:
+                    rows = summary.value_rows(column)
+                else:
+                    whole, source = await self._page_source()
+                    rows = await self._rows(values_sql(column, facet.multi, source, filtered=not whole), whole)
             except QueryInterrupted:
                 timed_out.append(column)
                 continue

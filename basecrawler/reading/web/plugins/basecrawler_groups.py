@@ -7,9 +7,9 @@ named here.
 The count of a page that shows the whole table once per group is the table's count less its
 copies (`bc_copies.count`; Datasette's own count is spared with `_nocount`): counting the rows
 that are no copy tests each of them, most of a second at a million records. Both counts are
-kept per data version (`summary_cache.run_marker`, which the page reads once for its facets
-anyway): every page counted every link of the group table, twice, and a whole-table page the
-table's rows, which is what a grouped page cost beyond a plain one (bench/README.md, w13-groups).
+kept per data version (reading/web/groupcounts.py): every page counted every link of the group
+table, twice, and a whole-table page the table's rows. Whether a page shows the whole table is
+read from its arguments (reading/web/pageargs.py).
 """
 from __future__ import annotations
 
@@ -20,48 +20,11 @@ from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
 from basecrawler.reading.browse import types_by_table
-from basecrawler.reading.summary_cache import run_marker
+from basecrawler.reading.web import groupcounts
 from basecrawler.reading.web.groups import COPIES_ARG, copies_condition, shows_copies
-from basecrawler.store import groups
-from basecrawler.store.engines.dialect import SQLITE
+from basecrawler.reading.web.pageargs import narrows, whole_table
 
 TYPES = types_by_table()
-
-
-def copies_count(conn, record_type) -> int:
-    """How many records of the type are another publisher's copy."""
-    try:
-        return conn.execute(SQLITE.query(f'SELECT count(*) FROM "{groups.TABLE}" WHERE record_type = ?'),
-                            [record_type.name]).fetchone()[0]
-    except Exception:   # a store made before record groups: none
-        return 0
-
-
-VERSIONS_KEPT = 64   # (two counts per table and version: a few databases, a few versions each)
-_counts: dict[tuple, int] = {}   # (database, table, data version, what) → a count of that version
-
-
-async def _counted(datasette, database: str, table: str, request, what: str, count) -> int:
-    """`count` (a function of a connection) of this table at the page's data version, counted
-    once per version."""
-    key = (database, table, await run_marker(datasette, database, table, request), what)
-    if key not in _counts:
-        found = await datasette.get_database(database).execute_fn(count)
-        if len(_counts) >= VERSIONS_KEPT:
-            _counts.pop(next(iter(_counts)))
-        _counts[key] = found
-    return _counts[key]
-
-
-def _rows(conn, table: str) -> int:
-    return conn.execute(SQLITE.query(f"SELECT count(*) FROM [{table}]")).fetchone()[0]
-
-
-def _has_copies(conn, record_type) -> bool:
-    try:
-        return groups.has_copies(conn, record_type)
-    except Exception:   # a store made before record groups: none
-        return False
 
 
 @hookimpl
@@ -71,8 +34,7 @@ def filters_from_request(request, database, table, datasette):
         return None
 
     async def conditions():
-        copies = await _counted(datasette, database, table, request, "copies",
-                                lambda conn: copies_count(conn, record_type))
+        copies = await groupcounts.copies(datasette, database, record_type, request)
         if not copies:   # no groups: the table's plain queries (and their kept counts) stay
             return None
         shown = shows_copies(request.args)
@@ -82,18 +44,11 @@ def filters_from_request(request, database, table, datasette):
         context = {"bc_copies": {"shown": shown, "copies": copies, "url": datasette.urls.path(url), "count": None}}
         if shown:
             return FilterArguments([], extra_context=context)
-        if _whole_once(request.args.keys()):
-            rows = await _counted(datasette, database, table, request, "rows", lambda conn: _rows(conn, table))
+        if whole_table(request.args):
+            rows = await groupcounts.rows(datasette, database, record_type, request)
             context["bc_copies"]["count"] = max(rows - copies, 0)
         return FilterArguments([copies_condition(record_type, table)], extra_context=context)
     return conditions()
-
-
-def _whole_once(keys) -> bool:
-    """Whether a page's arguments only choose how the whole table shows (columns, order,
-    size, page), nothing that narrows its rows."""
-    return not any(not k.startswith("_") or k.startswith("_bcf_") or k in ("_search", "_where", "_filter_column")
-                   for k in keys)
 
 
 def _counted_query(pairs: list, grouped: bool) -> bytes | None:
@@ -107,7 +62,7 @@ def _counted_query(pairs: list, grouped: bool) -> bytes | None:
     if not any(k in ("_col", "_nocol", "_bc_all") for k in keys):
         return None   # sent on to its default columns first (basecrawler_web), decided there
     rest = [(k, v) for k, v in pairs if k != "_nocount"]
-    if _whole_once(keys) and not shows_copies(dict(pairs)):
+    if not narrows(keys) and not shows_copies(dict(pairs)):
         rest.append(("_nocount", "1"))
     return None if rest == pairs else urllib.parse.urlencode(rest).encode("latin-1")
 
@@ -122,7 +77,7 @@ async def _grouped_page(datasette, scope) -> bool:
     try:
         db = datasette.get_database(urllib.parse.unquote(parts[1]))
         # (whether there are any: one entry of the group table's key, not a count of them)
-        return await db.execute_fn(lambda conn: _has_copies(conn, TYPES[parts[2]]))
+        return await db.execute_fn(lambda conn: groupcounts.has_copies(conn, TYPES[parts[2]]))
     except Exception:   # not a database of ours: Datasette counts as it would
         return False
 
