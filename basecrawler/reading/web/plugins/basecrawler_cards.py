@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import re
 
 import markupsafe
 from datasette import hookimpl
@@ -42,8 +41,8 @@ def other_sources_badge(others: int):
 # waiting its turn behind other requests' work — most of a light page's time under load.
 OTHERS = "bc_other_publishers"
 PAGE_ROWS_MAX = 1_000   # a result of more rows than this is not a page whose cells are drawn
+PAGES_KEPT = 4          # results with ids a request remembers (its page is one of its first reads)
 _extras_seen: contextvars.ContextVar[dict | None] = contextvars.ContextVar("bc_row_extras", default=None)
-_FROM = re.compile(r"\bfrom \[?([A-Za-z_][A-Za-z0-9_]*)\]?", re.I)
 
 
 def row_extras_sql(record_type, table: str) -> str:
@@ -57,18 +56,20 @@ def row_extras_sql(record_type, table: str) -> str:
 
 
 def _remember_page(database: str, sql, results) -> None:
-    """The ids of a result read from a type's table during this request: the rows whose cells
-    are drawn next (their extras are then read at once)."""
+    """The ids of a result with an `id` column read during this request: the rows whose cells
+    are drawn next may be among them (their extras are then read at once). Which table they
+    came from is not asked (nor read from the SQL): a row's extras are read from its own table
+    by id (`_row_extras`), so ids of another table's result only cost a few rows read."""
     seen = _extras_seen.get()
     if seen is None or not isinstance(sql, str) or "id" not in (results.columns or []):
         return
     rows = results.rows
     if not rows or len(rows) > PAGE_ROWS_MAX:
         return
-    tables = {t for t in _FROM.findall(sql) if t in TYPES}
-    if len(tables) == 1:
-        column = results.columns.index("id")
-        seen.setdefault("pages", {})[(database, tables.pop())] = [r[column] for r in rows]
+    column = results.columns.index("id")
+    pages = seen.setdefault("pages", {}).setdefault(database, [])
+    pages.append([r[column] for r in rows])
+    del pages[:-PAGES_KEPT]
 
 
 async def _row_extras(datasette, database: str, table: str, row) -> dict:
@@ -81,8 +82,8 @@ async def _row_extras(datasette, database: str, table: str, row) -> dict:
     seen = _extras_seen.get()
     if seen is not None and key in seen and (OTHERS in seen[key] or not counts_others):
         return seen[key]
-    page = (seen or {}).get("pages", {}).get((database, table)) or []
-    ids = page if row_id in page else [row_id]
+    pages = (seen or {}).get("pages", {}).get(database, [])
+    ids = next((page for page in reversed(pages) if row_id in page), [row_id])
     statement = row_extras_sql(record_type, table)
 
     def read(conn):
