@@ -37,8 +37,10 @@ BOUND_SETTINGS = {
 class Settings:
     db_path: str = "basecrawler.db"
     overlap_days: int = 14
-    # Records per store commit; the pipeline also commits every COMMIT_EVERY_S (crawler.py).
-    batch_size: int = 5000
+    # Records per store commit, and their input's bytes (pickled, as the input hash reads it):
+    # whichever is reached first; the pipeline also commits every COMMIT_EVERY_S (crawler.py).
+    batch_size: int = 20_000
+    batch_bytes: int = 7 * 1024 * 1024
     # HTTP
     user_agent: str = DEFAULT_USER_AGENT
     timeout_s: float = 30.0
@@ -83,6 +85,7 @@ class Settings:
             "db_path": ("BASECRAWLER_DB", str),
             "overlap_days": ("BASECRAWLER_OVERLAP_DAYS", int),
             "batch_size": ("BASECRAWLER_BATCH_SIZE", int),
+            "batch_bytes": ("BASECRAWLER_BATCH_BYTES", int),
             "user_agent": ("BASECRAWLER_USER_AGENT", str),
             "timeout_s": ("BASECRAWLER_HTTP_TIMEOUT", float),
             "max_retries": ("BASECRAWLER_HTTP_RETRIES", int),

@@ -33,3 +33,34 @@ def test_without_the_deadline_records_wait_for_batch_size(store, settings, monke
     crawler.seen = []
     assert crawler.run().counts.new == 4
     assert crawler.seen == [0, 0, 0, 0]
+
+
+class Wordy(Slow):
+    """Records of ~2 KB each (their input as the pipeline hashes it: `Intake.batch_full`)."""
+    source = "wordy"
+
+    def fetch(self):
+        for n in range(1, 7):
+            self.seen.append(self.store.lookup.count("vehicle_recall", "wordy"))
+            yield n
+
+    def parse(self, raw):
+        return {"recall_number": f"W{raw}", "recall_date": "2024-05-01", "summary_original": "x" * 2000}
+
+
+def test_a_batch_of_large_records_is_stored_by_its_bytes_before_its_count(store, settings, monkeypatch):
+    """A batch is bounded in memory as well as in records: two ~2 KB records pass a 4,000-byte
+    bound, so every second record ends a batch, far below batch_size."""
+    monkeypatch.setattr(crawler_module, "COMMIT_EVERY_S", 3600.0)
+    crawler = Wordy(store, settings=settings.with_(batch_size=1000, batch_bytes=4000), mode="full")
+    crawler.seen = []
+    assert crawler.run().counts.new == 6
+    assert crawler.seen == [0, 0, 2, 2, 4, 4]
+
+
+def test_below_the_byte_bound_large_records_wait_for_batch_size(store, settings, monkeypatch):
+    monkeypatch.setattr(crawler_module, "COMMIT_EVERY_S", 3600.0)
+    crawler = Wordy(store, settings=settings.with_(batch_size=1000, batch_bytes=1 << 30), mode="full")
+    crawler.seen = []
+    assert crawler.run().counts.new == 6
+    assert crawler.seen == [0] * 6

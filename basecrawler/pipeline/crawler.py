@@ -37,8 +37,8 @@ from basecrawler.pipeline.runlock import RunLock
 from basecrawler.pipeline.source_api import MODES, SourceAPI
 
 log = logging.getLogger("basecrawler")
-# A commit per batch_size records or per this many seconds, whichever comes first: few commits
-# on a fast source, and a kill -9 of a slow one loses (and its resumed run redoes) little.
+# A commit per full batch (Intake.batch_full) or per this many seconds, whichever comes first:
+# few commits on a fast source, and a kill -9 of a slow one loses (and its resumed run redoes) little.
 COMMIT_EVERY_S = 2.0
 
 
@@ -192,7 +192,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
                 if self._progress is not None:
                     self._progress(self.counts.fetched, None)
                 intake.parse_item(item)
-                if intake.batched + intake.parsed_entries >= self.settings.batch_size or time.monotonic() >= self._commit_due:
+                if intake.batch_full(self.settings) or time.monotonic() >= self._commit_due:
                     # Every type's batch goes, in one commit each: the ledger then marks
                     # done only items whose records of every type are stored.
                     self._flush_all()

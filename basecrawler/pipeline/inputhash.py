@@ -33,12 +33,17 @@ def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tu
 
 
 class _Digesting:
-    """Where the run's pickler writes: straight into the record's digest (no bytes kept)."""
+    """Where the run's pickler writes: straight into the record's digest (no bytes kept),
+    counting them: the run's input so far, by which the pipeline bounds a batch's size."""
 
-    __slots__ = ("digest",)
+    __slots__ = ("digest", "written")
+
+    def __init__(self) -> None:
+        self.written = 0
 
     def write(self, data) -> None:
         self.digest.update(data)
+        self.written += len(data)
 
 
 class EntryMaker:
@@ -57,9 +62,17 @@ class EntryMaker:
         self._defaults = defaults
         self._context_of = context_of
         self._by_type: dict[str, tuple[dict, Any, Callable[[dict], tuple]]] = {}
-        self._new_pickler()
+        self._written_before = 0   # by picklers given up on (`_new_pickler`)
+        self._sink = _Digesting()
+        self._pickler, self._fast = _fast_pickler(self._sink)
+
+    @property
+    def bytes_made(self) -> int:
+        """The pickled size of every dict entry made so far (what a batch holds grows with it)."""
+        return self._written_before + self._sink.written
 
     def _new_pickler(self) -> None:
+        self._written_before += self._sink.written
         self._sink = _Digesting()
         self._pickler, self._fast = _fast_pickler(self._sink)
 

@@ -61,6 +61,7 @@ class Intake:
         # type name → (the type, its records waiting to be stored: (record, raw, input hash))
         self.batches: dict[str, tuple[RecordType, list[tuple[BaseModel, Any, str | None]]]] = {}
         self.batched = 0
+        self._bytes_at_flush = 0   # the maker's `bytes_made` when the batches last went
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
         self._recognised_for_detail: list[SimpleNamespace] = []
         self.storing = Storing(crawler)   # writes the batches and counts what the store said
@@ -291,6 +292,14 @@ class Intake:
         self._batched_keys[name].add(key)
         self.batched += 1
 
+    def batch_full(self, settings) -> bool:
+        """Whether the waiting records are a batch to store: `batch_size` of them, or fewer whose
+        input (pickled, as the input hash reads it) reached `batch_bytes`. Few large commits: each rewrites the pages of every index
+        the batch touched (and adds a full-text segment to merge later); the byte bound keeps
+        a batch of large records small in memory."""
+        return (self.batched + self.parsed_entries >= settings.batch_size
+                or self._maker.bytes_made - self._bytes_at_flush >= settings.batch_bytes)
+
     # ---- store ----------------------------------------------------------------------------
     def confirm(self, *, raise_failure: bool = True) -> None:
         """Wait until the batch last stored is committed (Storing.confirm)."""
@@ -304,6 +313,7 @@ class Intake:
         self.batches.clear()
         self._batched_keys.clear()
         self.batched = 0
+        self._bytes_at_flush = self._maker.bytes_made
         if self._recognised_for_detail:
             from basecrawler.pipeline import enrichment
 
