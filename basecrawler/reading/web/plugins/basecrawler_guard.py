@@ -29,7 +29,6 @@ import csv
 import hashlib
 import inspect
 import io
-import json
 import re
 import threading
 from pathlib import Path
@@ -42,6 +41,7 @@ from datasette.plugins import pm
 from datasette.utils.asgi import Response
 
 from basecrawler.reading.web import limits
+from basecrawler.reading.web.refusal_page import TITLES, error_response as _error_response
 
 try:   # the project's one rule (basecrawler/reading/cellsafe.py, the CSV and XLSX exports use it)
     from basecrawler.reading.cellsafe import neutralise_cell as _shared_neutralise
@@ -238,29 +238,6 @@ def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
     for row in csv.reader(io.StringIO(text, newline="")):
         writer.writerow([neutralise(cell) for cell in row])
     return out.getvalue().encode(charset)
-
-
-def _error_response(request_path: str, status: int, message: str, title: str) -> tuple[dict, bytes]:
-    """A refusal as a small page of its own (JSON for .json), Korean first."""
-    if request_path.endswith(".json"):
-        body = json.dumps({"ok": False, "error": message, "status": status, "title": title},
-                          ensure_ascii=False).encode("utf-8")
-        kind = b"application/json; charset=utf-8"
-    else:
-        escaped = message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        body = (f'<!DOCTYPE html><html lang="ko"><head><meta charset="utf-8"><title>{title}</title>'
-                f'<link rel="stylesheet" href="/-/static/app.css"></head><body><div class="container">'
-                f'<h1>{title}</h1><p class="message-error">{escaped}</p>'
-                f'<p><a href="/">처음으로 / Home</a></p></div></body></html>').encode("utf-8")
-        kind = b"text/html; charset=utf-8"
-    headers = [(b"content-type", kind)]
-    if status == 503:
-        headers.append((b"retry-after", b"3"))
-    return {"type": "http.response.start", "status": status, "headers": headers}, body
-
-
-TITLES = {400: "요청을 처리할 수 없음 / Not answered", 403: "허용되지 않음 / Not allowed",
-          405: "허용되지 않음 / Not allowed", 503: "잠시 뒤에 / Busy"}
 
 
 @hookimpl(tryfirst=True)
