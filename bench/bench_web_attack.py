@@ -58,13 +58,20 @@ HANGUL = "가나다라마바사아자차카타파하"
 WARM_UP_S = 240.0
 
 
-def attacks(db: str, rng: random.Random, tables=("recalls",)):
-    """The heaviest query strings a client can build with SQL off, each new (no cache helps)."""
+COMMON = {"recalls": "brake", "product_alerts": "choking"}   # a term in most records of each table
+
+
+def attacks(db: str, rng: random.Random, tables=("recalls",), common: bool = False):
+    """The heaviest query strings a client can build with SQL off, each new (no cache helps).
+    `common`: also an ordinary-looking search no estimate can call cheap, a common term with a
+    new rare one (its page finds nothing, its summary reads every record holding the first)."""
     q = urllib.parse.quote
     for n in itertools.count():
         two = rng.choice(HANGUL) + rng.choice(HANGUL)
         for table in tables:
             text = ("summary_original", "remedy_original") if table == "recalls" else ("title_original", "hazard_original")
+            if common:
+                yield "common-term search", f"/{db}/{table}?_search=" + q(f"{COMMON[table]} {two}{n}")
             yield from [
                 ("_where randomblob", f"/{db}/{table}.json?_where=" + q("length(randomblob(1000000000))")),
                 ("sql recursive", f"/{db}.json?sql=" + q("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
@@ -160,6 +167,8 @@ def main() -> None:
     parser.add_argument("--db", help="database file to create (or reuse when it exists)")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the attack lasts")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--common", action="store_true",
+                        help="attackers also send new searches of a common term (ordinary-looking, expensive)")
     parser.add_argument("--complete", action="store_true",
                         help="also time each search page until its counts and facets are filled in")
     args = parser.parse_args()
@@ -201,7 +210,7 @@ def main() -> None:
         peak = [rss_mb(pid)]
 
         def attacker(seed: int) -> None:
-            for name, path in attacks(db, random.Random(seed), tables):
+            for name, path in attacks(db, random.Random(seed), tables, args.common):
                 if time.monotonic() >= stop:
                     return
                 status, seconds = fetch(server.url + path)
