@@ -85,3 +85,32 @@ def test_the_guard_pauses_a_pages_background_count_for_another_page(tmp_path):
             admission.ORIGIN.reset(token)
     during, counted = asyncio.run(run())
     assert not during and counted == N
+
+
+def test_a_page_counts_as_reading_but_its_scripts_poll_for_counts_does_not(monkeypatch):
+    """The poll (`/-/bc-summary…`) waits for the very summary that would pause for it."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "basecrawler" / "reading" / "web" / "plugins"))
+    import basecrawler_guard
+
+    class _Datasette:
+        def plugin_config(self, name):
+            return {}
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(admission.readers_besides(None))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def run(path):
+        async def send(message):
+            pass
+
+        async def receive():
+            return {"type": "http.request", "body": b""}
+        await basecrawler_guard.asgi_wrapper(_Datasette())(app)(
+            {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": [],
+             "client": ("127.0.0.1", 1)}, receive, send)
+    for path in ("/db/recalls", "/db/recalls/1", "/-/bc-summary/db/recalls"):
+        asyncio.run(run(path))
+    assert seen == [True, True, False]

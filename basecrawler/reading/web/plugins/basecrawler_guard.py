@@ -310,7 +310,7 @@ def asgi_wrapper(datasette):
                     start, body = _error_response(path, status, message, TITLES.get(status, TITLES[400]))
                     await _serve_fixed(start, body, send)
                     return
-                if limits.is_static(path):
+                if limits.is_static(path) or path.startswith("/-/"):   # (a page's script polls its counts there)
                     await _serve(app, scope, receive, send)
                     return
                 with admission.reading(admission.ORIGIN.get()):   # background work yields meanwhile
