@@ -58,13 +58,20 @@ HANGUL = "가나다라마바사아자차카타파하"
 WARM_UP_S = 240.0
 
 
-def attacks(db: str, rng: random.Random, tables=("recalls",)):
-    """The heaviest query strings a client can build with SQL off, each new (no cache helps)."""
+COMMON = {"recalls": "brake", "product_alerts": "choking"}   # a term in most records of each table
+
+
+def attacks(db: str, rng: random.Random, tables=("recalls",), common: bool = False):
+    """The heaviest query strings a client can build with SQL off, each new (no cache helps).
+    `common`: also an ordinary-looking search no estimate can call cheap, a common term with a
+    new rare one (its page finds nothing, its summary reads every record holding the first)."""
     q = urllib.parse.quote
     for n in itertools.count():
         two = rng.choice(HANGUL) + rng.choice(HANGUL)
         for table in tables:
             text = ("summary_original", "remedy_original") if table == "recalls" else ("title_original", "hazard_original")
+            if common:
+                yield "common-term search", f"/{db}/{table}?_search=" + q(f"{COMMON[table]} {two}{n}")
             yield from [
                 ("_where randomblob", f"/{db}/{table}.json?_where=" + q("length(randomblob(1000000000))")),
                 ("sql recursive", f"/{db}.json?sql=" + q("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) "
@@ -153,6 +160,39 @@ def complete(base: str, path: str, first: tuple[int, float]) -> float | None:
     return first[1] + (time.perf_counter() - started) + fetch(base + path)[1]
 
 
+def summary_check(db_path: str) -> None:
+    """Each reader search's summary (reading/summary.py) on a thread of its own, as the web view
+    runs it, while this thread asks for Python's lock every millisecond: how long the summary
+    took, and the longest this thread waited (what a page's rendering would have waited)."""
+    import sqlite3
+
+    from basecrawler.reading.browse import types_by_table
+    from basecrawler.reading.search import RecallFilter
+    from basecrawler.reading.summary import summarise
+
+    types = types_by_table()
+    for name, path in PAGES + ALERT_PAGES:
+        url = urllib.parse.urlsplit(path)
+        args = urllib.parse.parse_qsl(url.query)
+        if [k for k, _ in args] != ["_search"]:
+            continue
+        table, took = url.path.rsplit("/", 1)[-1], []
+
+        def run():
+            conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+            started = time.perf_counter()
+            summarise(conn, RecallFilter(text=args[0][1], record_type=types[table].name), parts=2)
+            took.append(time.perf_counter() - started)
+        thread = threading.Thread(target=run)
+        thread.start()
+        worst = 0.0
+        while thread.is_alive():
+            started = time.perf_counter()
+            time.sleep(0.001)
+            worst = max(worst, time.perf_counter() - started - 0.001)
+        print(f"{name:<38} summary {took[0]:6.2f} s, longest wait for Python's lock meanwhile {worst * 1000:5.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -160,6 +200,10 @@ def main() -> None:
     parser.add_argument("--db", help="database file to create (or reuse when it exists)")
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the attack lasts")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--common", action="store_true",
+                        help="attackers also send new searches of a common term (ordinary-looking, expensive)")
+    parser.add_argument("--summary-check", action="store_true",
+                        help="only time each reader search's summary and how long it kept Python's lock from others")
     parser.add_argument("--complete", action="store_true",
                         help="also time each search page until its counts and facets are filled in")
     args = parser.parse_args()
@@ -174,6 +218,9 @@ def main() -> None:
         from web_attack_data import alert_rows, generate_alerts
         if alert_rows(db_path) < args.alerts:
             print(f"generated {args.alerts:,} product alerts in {generate_alerts(db_path, args.alerts):.0f} s", flush=True)
+    if args.summary_check:
+        summary_check(db_path)
+        return
     db = Path(db_path).stem
     pages = PAGES + (ALERT_PAGES if args.alerts else [])
     tables = ("recalls", "product_alerts") if args.alerts else ("recalls",)
@@ -201,7 +248,7 @@ def main() -> None:
         peak = [rss_mb(pid)]
 
         def attacker(seed: int) -> None:
-            for name, path in attacks(db, random.Random(seed), tables):
+            for name, path in attacks(db, random.Random(seed), tables, args.common):
                 if time.monotonic() >= stop:
                     return
                 status, seconds = fetch(server.url + path)

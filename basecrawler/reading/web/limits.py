@@ -66,11 +66,12 @@ def _slots_setting() -> int:
 
 HEAVY_SLOTS = _slots_setting()   # heavy requests answered at once …
 HEAVY_WAIT_S = 0.5     # … a further one waits this long for a slot, then is told "busy"
-SEARCH_SLOTS = 2       # ordinary searches answered at once, besides the heavy ones
-SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS}
+SEARCH_SLOTS = 2       # ordinary searches answered at once, besides the heavy ones …
+QUICK_SLOTS = 2        # … and those a key or rare terms answer (web/admission.py), apart
+SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS, "quick": QUICK_SLOTS}
 # SQL run at once per lane: a request's own queries, and the background's apart.
 BACKGROUND_SLOTS = 2   # … and for the counts pages leave to the background (`in_background`)
-SQL_SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS, "background": BACKGROUND_SLOTS}
+SQL_SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS, "quick": QUICK_SLOTS, "background": BACKGROUND_SLOTS}
 # Datasette's SQL threads: every lane's SQL slots and three for light pages.
 SQL_THREADS = sum(SQL_SLOTS.values()) + 3
 
@@ -115,7 +116,7 @@ _renice: list[bool] = []
 # clients here all come from one address and an ordinary-looking search (a fresh 2-character
 # term: a LIKE over every row) cannot be told from a person's by its query string; its cost so
 # far is the honest sign. A person's search reads an index and is done before this.
-LANE_DEMOTE_AFTER_S = {"search": 0.25}
+LANE_DEMOTE_AFTER_S = {"search": 0.25, "quick": 0.25}
 
 
 def _may_renice() -> bool:
@@ -157,7 +158,7 @@ HEAVY_TIME_LIMIT_MS = 1500
 # A search page's own queries (its rows, a count, not the counts it leaves to the background)
 # stop within the page target: a search no index answers in time is told so, not waited for.
 SEARCH_TIME_LIMIT_MS = 800
-LANE_TIME_LIMIT_MS = {"heavy": HEAVY_TIME_LIMIT_MS, "search": SEARCH_TIME_LIMIT_MS}
+LANE_TIME_LIMIT_MS = {"heavy": HEAVY_TIME_LIMIT_MS, "search": SEARCH_TIME_LIMIT_MS, "quick": SEARCH_TIME_LIMIT_MS}
 # An ordinary search: at most this many words and characters (a longer one is the heavy lane's).
 SEARCH_MAX_WORDS = 6
 SEARCH_MAX_CHARS = 80
@@ -338,19 +339,22 @@ def datasette_timelimit(conn: sqlite3.Connection, ms: int, demote_after: float |
 
 
 @contextlib.contextmanager
-def deadline(conn: sqlite3.Connection, seconds: float, demote_after: float | None = None):
+def deadline(conn: sqlite3.Connection, seconds: float, demote_after: float | None = None, pause=None):
     """Stop what `conn` runs inside the block after `seconds` (sqlite3.OperationalError
     "interrupted"). Datasette's own limit replaces the handler inside its queries and removes
     it after; this one is put back for whatever the block runs next. `demote_after`: once
-    the block has run this long, the rest runs at the heavy lane's priority (`LANE_NICE`)."""
+    the block has run this long, the rest runs at the heavy lane's priority (`LANE_NICE`).
+    `pause()`: asked at each look, may sleep; the seconds it slept move the end."""
     started = time.monotonic()
-    ends = started + seconds
+    ends = [started + seconds]
     demote_at = started + demote_after if demote_after is not None and _may_renice() else None
     demoted: list[tuple[int, int]] = []   # (thread, its priority before)
 
     def handler():
+        if pause is not None:
+            ends[0] += pause()
         now = time.monotonic()
-        if now >= ends:
+        if now >= ends[0]:
             return 1
         if demote_at is not None and now >= demote_at and not demoted:
             tid = threading.get_native_id()

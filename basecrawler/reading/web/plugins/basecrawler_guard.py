@@ -13,10 +13,10 @@
 - Declared views only, bounded work (issue #34.6, rules in basecrawler/reading/web/limits.py):
   a request carrying SQL of its own is refused unless the operator turned SQL on; every
   connection has SQLite's size limits and every query a time limit that stops it (Datasette's
-  own, or `limits.deadline` for the plugins' `execute_fn` work); heavy requests and the SQL they
-  start (their background counts too) share a few slots of their lane (`limits.lane`: a
-  reader's ordinary search has its own, so the heaviest shapes a client can build fill only
-  theirs, whose queries are also stopped sooner), a further one is told "busy"; a
+  own, or `limits.deadline` for the plugins' `execute_fn` work); heavy requests and their SQL
+  share a few slots of their lane (`limits.lane`; an ordinary search's lane by its cost, a new
+  shape that keeps running long stopped sooner, background work pausing for light pages:
+  web/admission.py), a further one (or a remote client's beyond its share) is told "busy"; a
   query stopped by a limit is explained in the reader's language; the database's absolute path
   never leaves the server (it is replaced by the file's name in every response).
 """
@@ -29,9 +29,9 @@ import csv
 import hashlib
 import inspect
 import io
-import json
 import re
 import threading
+import time
 from pathlib import Path
 
 import datasette as datasette_package
@@ -41,7 +41,9 @@ from datasette.database import Database
 from datasette.plugins import pm
 from datasette.utils.asgi import Response
 
-from basecrawler.reading.web import limits
+from basecrawler.reading.browse import types_by_table
+from basecrawler.reading.web import admission, limits
+from basecrawler.reading.web.refusal_page import TITLES, error_response as _error_response
 
 try:   # the project's one rule (basecrawler/reading/cellsafe.py, the CSV and XLSX exports use it)
     from basecrawler.reading.cellsafe import neutralise_cell as _shared_neutralise
@@ -84,8 +86,8 @@ def _semaphore(kind: str, lane: str) -> asyncio.Semaphore:
     return _slots[key]
 
 
-def busy_message(lane: str | None) -> str:
-    return limits.message("busy_search" if lane == "search" else "busy")
+def busy_message(lane: str | None, lang: str | None = None) -> str:
+    return limits.message("busy_search" if lane in ("search", admission.QUICK) else "busy", lang)
 
 
 async def _acquire(kind: str, lane: str, wait_s: float) -> asyncio.Semaphore:
@@ -105,15 +107,19 @@ async def _limited_execute_fn(self, fn):
     deadline for work Datasette does not time itself, and a heavy request's work in its lane's
     slots."""
     lane = _lane.get()
+    limit_ms = admission.TIME_LIMIT_MS.get()   # a repeat long shape's shorter limit (admission.Ledger)
+    # Background work pauses while another request's light page is served (admission.py).
+    pause = admission.pause_for_readers(admission.ORIGIN.get()) if lane == "background" else None
 
     def timed(conn):
         _thread_lane.value = lane
+        _thread_lane.limit_ms = limit_ms
         try:
-            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S, limits.LANE_DEMOTE_AFTER_S.get(lane)), \
+            with limits.deadline(conn, limits.BACKGROUND_LIMIT_S, limits.LANE_DEMOTE_AFTER_S.get(lane), pause), \
                     limits.lane_priority(lane):
                 return fn(conn)
         finally:
-            _thread_lane.value = None
+            _thread_lane.value = _thread_lane.limit_ms = None
     if lane is None:
         return await _datasette_execute_fn(self, timed)
     semaphore = await _acquire("sql", lane, 2 * limits.HEAVY_WAIT_S)
@@ -131,6 +137,9 @@ def _timelimit(conn, ms: int):
     """Datasette's per-query limit (`limits.datasette_timelimit`), shorter in a lane."""
     lane = getattr(_thread_lane, "value", None)
     ms = limits.lane_time_limit_ms(lane, ms, _page_limit_ms[0])
+    shorter = getattr(_thread_lane, "limit_ms", None)
+    if shorter is not None and ms <= _page_limit_ms[0]:   # (not a background count given longer)
+        ms = min(ms, shorter)
     with limits.datasette_timelimit(conn, ms, limits.LANE_DEMOTE_AFTER_S.get(lane)):
         yield
 
@@ -240,29 +249,6 @@ def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
     return out.getvalue().encode(charset)
 
 
-def _error_response(request_path: str, status: int, message: str, title: str) -> tuple[dict, bytes]:
-    """A refusal as a small page of its own (JSON for .json), Korean first."""
-    if request_path.endswith(".json"):
-        body = json.dumps({"ok": False, "error": message, "status": status, "title": title},
-                          ensure_ascii=False).encode("utf-8")
-        kind = b"application/json; charset=utf-8"
-    else:
-        escaped = message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        body = (f'<!DOCTYPE html><html lang="ko"><head><meta charset="utf-8"><title>{title}</title>'
-                f'<link rel="stylesheet" href="/-/static/app.css"></head><body><div class="container">'
-                f'<h1>{title}</h1><p class="message-error">{escaped}</p>'
-                f'<p><a href="/">처음으로 / Home</a></p></div></body></html>').encode("utf-8")
-        kind = b"text/html; charset=utf-8"
-    headers = [(b"content-type", kind)]
-    if status == 503:
-        headers.append((b"retry-after", b"3"))
-    return {"type": "http.response.start", "status": status, "headers": headers}, body
-
-
-TITLES = {400: "요청을 처리할 수 없음 / Not answered", 403: "허용되지 않음 / Not allowed",
-          405: "허용되지 않음 / Not allowed", 503: "잠시 뒤에 / Busy"}
-
-
 @hookimpl(tryfirst=True)
 def handle_exception(datasette, request, exception):
     """A query a limit stopped, or that found no heavy slot, said so in the interface's words."""
@@ -270,7 +256,10 @@ def handle_exception(datasette, request, exception):
         status, message = 503, str(exception)
     else:
         limit_ms = datasette.setting("sql_time_limit_ms")
-        limit_ms = limits.lane_time_limit_ms(_request_lane(request), limit_ms, limit_ms)
+        lane = request.scope.get("bc_lane", "") if request is not None else ""
+        limit_ms = limits.lane_time_limit_ms(_request_lane(request) if lane == "" else lane, limit_ms, limit_ms)
+        if request is not None and request.scope.get("bc_limit_ms"):
+            limit_ms = min(limit_ms, request.scope["bc_limit_ms"])
         explained = limits.explain(exception, limit_ms / 1000)
         if explained is None:
             return None
@@ -308,29 +297,63 @@ def asgi_wrapper(datasette):
             refused = limits.refusal(scope.get("method", "GET"), path, args, allow_sql=allow_sql(datasette),
                                      declared_sql=frozenset(_declared_sql))
             lane = limits.lane(path, args, _default_sort, _indexed) if refused is None else None
-            if lane is not None:
-                try:
-                    slot = await _acquire("request", lane, limits.HEAVY_WAIT_S)
-                except Busy:   # said in the request's language (its language plugin runs inside)
-                    headers = dict(scope.get("headers") or [])
-                    lang = limits.reader_language(args, headers.get(b"cookie", b"").decode("latin-1"))
-                    refused = (503, limits.message("busy_search" if lane == "search" else "busy", lang))
-                else:
-                    token = _lane.set(lane)
-                    try:
-                        await _serve(app, scope, receive, send)
-                    finally:
-                        _lane.reset(token)
-                        slot.release()
+            if lane == "search":   # what it will cost decides: a key or rare terms are quick
+                lane = await admission.search_lane(datasette, path, args, scope.get("query_string") or b"", _TYPES)
+            origin = admission.ORIGIN.set(admission.new_origin())
+            try:
+                if lane is not None:
+                    refused = await _serve_in_lane(app, scope, receive, send, lane, args)
+                    if refused is None:
+                        return
+                if refused is not None:
+                    status, message = refused
+                    start, body = _error_response(path, status, message, TITLES.get(status, TITLES[400]))
+                    await _serve_fixed(start, body, send)
                     return
-            if refused is not None:
-                status, message = refused
-                start, body = _error_response(path, status, message, TITLES.get(status, TITLES[400]))
-                await _serve_fixed(start, body, send)
-                return
-            await _serve(app, scope, receive, send)
+                if limits.is_static(path) or path.startswith("/-/"):   # (a page's script polls its counts there)
+                    await _serve(app, scope, receive, send)
+                    return
+                with admission.reading(admission.ORIGIN.get()):   # background work yields meanwhile
+                    await _serve(app, scope, receive, send)
+            finally:
+                admission.ORIGIN.reset(origin)
         return guarded
     return wrap
+
+
+_TYPES = types_by_table()
+
+
+async def _serve_in_lane(app, scope, receive, send, lane: str, args) -> tuple[int, str] | None:
+    """Serve the request in one of its lane's slots (None), or the "busy" answer to give: the
+    lane's slots stayed taken, or the client (of another address) holds its share of them.
+    A shape that ran long again and again gets a shorter time limit (admission.Ledger)."""
+    path = scope.get("path", "")
+    address = (scope.get("client") or (None,))[0]
+    shape = admission.shape(address or "", lane, path, args, scope.get("query_string") or b"")
+    try:
+        with admission.clients.slot(lane, address):
+            slot = await _acquire("request", lane, limits.HEAVY_WAIT_S)
+            started = time.monotonic()
+            status: list[int] = []
+            limit_ms = admission.ledger.limit_ms(shape)
+            scope = {**scope, "bc_lane": lane, "bc_limit_ms": limit_ms}
+            tokens = (_lane.set(lane), admission.TIME_LIMIT_MS.set(limit_ms))
+            try:
+                await _serve(app, scope, receive, send, status)
+            finally:
+                admission.TIME_LIMIT_MS.reset(tokens[1])
+                _lane.reset(tokens[0])
+                slot.release()
+                took = time.monotonic() - started
+                admission.ledger.note(shape, took)
+                if lane in ("search", admission.QUICK):
+                    admission.note_served(path, scope.get("query_string") or b"", took, status[0] if status else 0)
+            return None
+    except (Busy, LookupError):   # said in the request's language (its language plugin runs inside)
+        headers = dict(scope.get("headers") or [])
+        lang = limits.reader_language(args, headers.get(b"cookie", b"").decode("latin-1"))
+        return 503, busy_message(lane, lang)
 
 
 async def _serve_fixed(start: dict, body: bytes, send) -> None:
@@ -341,8 +364,9 @@ async def _serve_fixed(start: dict, body: bytes, send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _serve(app, scope, receive, send) -> None:
-    """The response with the security headers, a formula-safe CSV, and no absolute path."""
+async def _serve(app, scope, receive, send, status: list[int] | None = None) -> None:
+    """The response with the security headers, a formula-safe CSV, and no absolute path
+    (its status appended to `status`)."""
     csv_request = _is_csv(scope)
     buffered = csv_request or not limits.is_static(scope.get("path", ""))
     start: dict = {}
@@ -350,6 +374,8 @@ async def _serve(app, scope, receive, send) -> None:
 
     async def guarded_send(message):
         if message["type"] == "http.response.start":
+            if status is not None:
+                status.append(message.get("status", 0))
             headers = [(k, v) for k, v in message.get("headers", [])
                        if k.lower() not in (b"content-security-policy", b"x-content-type-options")]
             headers += [(b"content-security-policy", content_security_policy().encode("ascii")),

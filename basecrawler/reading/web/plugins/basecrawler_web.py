@@ -142,7 +142,7 @@ def filters_from_request(request, database, table, datasette):
                             "longer than a page may)")
         if has_korean(text):
             # As the CLI says it: Korean words only find rows the translator has reached.
-            translated, total = await db.execute_fn(lambda conn: translation_progress(conn, filters))
+            translated, total = await _translation_progress(datasette, database, table, filters, request)
             if translated < total:
                 note += " " + _("(Korean words only find translated records: %(done)s of %(total)s translated)",
                                 done=i18n.number(translated), total=i18n.number(total))
@@ -152,18 +152,41 @@ def filters_from_request(request, database, table, datasette):
     return conditions()
 
 
+_progress: dict[tuple, tuple[int, int]] = {}   # (database, table, filters but the text, data version) → …
+
+
+async def _translation_progress(datasette, database: str, table: str, filters: RecallFilter, request):
+    """`translation_progress` of the filters but the text, kept per data version and minute: every Korean
+    search of a page with the same filters (a new one from each attacker) reads the same
+    count, which read the translated records' index at every search."""
+    from dataclasses import replace
+
+    rest = replace(filters, text=None)
+    key = (database, table, rest, await summary_cache.run_marker(datasette, database, table, request),
+           int(time.time() // GROUP_COUNTS_TTL_S))   # (the translator changes it between runs too)
+    if key not in _progress:
+        db = datasette.get_database(database)
+        found = await db.execute_fn(lambda conn: translation_progress(conn, rest))
+        while len(_progress) >= GROUP_COUNTS_KEPT:
+            _progress.pop(next(iter(_progress)))
+        _progress[key] = found
+    return _progress[key]
+
+
 GROUP_CAP = 10_000   # a type's matches are counted up to this many ("10,000+")
 # Each type's count on a search page stops after this long (that type is left out of the line):
 # a 1–2 character term is a LIKE over every row here, seconds at a million records (#34.6).
 GROUP_COUNT_LIMIT_MS = 250
 
 
-def _type_matches_sql(record_type, text: str, hide_copies: bool = False) -> tuple[str, dict]:
+def _type_matches_sql(record_type, text: str, hide_copies: bool = False, grams: bool = False) -> tuple[str, dict]:
     """The id query of `text` over a type's table (the CLI's search where it covers the table);
-    `hide_copies`: each group of publishers counted once (web/groups.py)."""
+    `hide_copies`: each group of publishers counted once (web/groups.py); `grams`: the type's
+    padded index lists 1–2 character terms (`short_index`: read from its vocabulary, not by a
+    LIKE over every row, which a new rare 2-character search paid once per type, to its limit)."""
     if _cli_search_covers(record_type.table):
         return _named(*build_query(RecallFilter(text=text, record_type=record_type.name), columns="r.id", ordered=False,
-                                   hide_copies=hide_copies))
+                                   hide_copies=hide_copies, grams=grams))
     where, named = _like_search(record_type.table, text)
     if hide_copies:
         where = f"({where}) AND {copies_condition(record_type, record_type.table)}"
@@ -181,12 +204,15 @@ async def _type_count(db, database: str, record_type, text: str, args, version: 
     """How many records of `record_type` the search matches (capped), kept per `version`;
     None when it could not be counted within GROUP_COUNT_LIMIT_MS (not kept: tried again)."""
     try:
-        hide = await db.execute_fn(lambda conn: hides_copies(conn, record_type, args))
+        def plan(conn):   # (every read connection has the vocabulary: prepare_connection)
+            return hides_copies(conn, record_type, args), _cli_search_covers(record_type.table) and \
+                short_index(conn, record_type)
+        hide, grams = await db.execute_fn(plan)
         key = (database, record_type.table, text, hide, version)
         if key in _group_counts:
             _group_counts[key] = _group_counts.pop(key)   # asked again: among the last to drop
             return _group_counts[key]
-        sql, params = _type_matches_sql(record_type, text, hide)
+        sql, params = _type_matches_sql(record_type, text, hide, grams)
         found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
                                   custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
     except Exception:   # too large for the engine, timed out: that type is left out of the line
