@@ -6,12 +6,13 @@ from support import ItemsCrawler
 
 class Slow(ItemsCrawler):
     source = "slow"
+    how_many = 4
 
     def fetch(self):
-        for n in range(1, 5):
+        for n in range(1, self.how_many + 1):
             # What the store holds when item n is fetched: everything parsed before it, since
             # the commit deadline (0 s here) has passed at every record.
-            self.seen.append(self.store.lookup.count("vehicle_recall", "slow"))
+            self.seen.append(self.store.lookup.count("vehicle_recall", self.source))
             yield n
 
     def parse(self, raw):
@@ -38,11 +39,7 @@ def test_without_the_deadline_records_wait_for_batch_size(store, settings, monke
 class Wordy(Slow):
     """Records of ~2 KB each (their input as the pipeline hashes it: `Intake.batch_full`)."""
     source = "wordy"
-
-    def fetch(self):
-        for n in range(1, 7):
-            self.seen.append(self.store.lookup.count("vehicle_recall", "wordy"))
-            yield n
+    how_many = 6
 
     def parse(self, raw):
         return {"recall_number": f"W{raw}", "recall_date": "2024-05-01", "summary_original": "x" * 2000}
