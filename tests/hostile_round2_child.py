@@ -31,7 +31,8 @@ def main(path: str, db: str, cap_mb: int) -> None:
     result = HealthCanadaAlertsCrawler(store, settings=fast_settings(db), transport=httpx.MockTransport(handler)).run()
     letters = [letter["kind"] for letter in store.dead_letters.open_dead_letters("hc")]
     stored = sorted(row["alert_id"] for row in store.query("SELECT alert_id FROM product_alerts WHERE source = 'hc'"))
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec (a large parent's peak would show).
+    peak_mb = int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM"))) // 1024
     print(json.dumps({"status": result.status, "error": result.error, "counts": vars(result.counts),
                       "letters": letters, "stored": stored, "peak_mb": peak_mb, "line": result.summary_line()}))
 

@@ -163,7 +163,9 @@ else:
     report = translate_pending(store, backend)
     outcome = report.summary_line().split(" [")[0]
     store.close()
-print(json.dumps({"outcome": outcome, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss across exec, so a child of a large pytest
+# worker would report the worker's peak (vfork shares its memory until exec).
+print(json.dumps({"outcome": outcome, "peak_mb": int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM"))) / 1024}))
 '''
 
 
