@@ -40,7 +40,7 @@ class Settings:
     # Records per store commit, and their input's bytes (pickled, as the input hash reads it):
     # whichever is reached first; the pipeline also commits every COMMIT_EVERY_S (crawler.py).
     batch_size: int = 20_000
-    batch_bytes: int = 7 * 1024 * 1024
+    batch_bytes: int = 4 * 1024 * 1024
     # HTTP
     user_agent: str = DEFAULT_USER_AGENT
     timeout_s: float = 30.0
