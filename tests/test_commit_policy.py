@@ -61,3 +61,20 @@ def test_below_the_byte_bound_large_records_wait_for_batch_size(store, settings,
     crawler.seen = []
     assert crawler.run().counts.new == 6
     assert crawler.seen == [0] * 6
+
+
+def test_records_recognised_unchanged_do_not_fill_a_batch(store, settings, monkeypatch):
+    """A re-run's unchanged records are counted, not held for the store: their bytes end no
+    batch, so the run commits once at its end, not every second record."""
+    monkeypatch.setattr(crawler_module, "COMMIT_EVERY_S", 3600.0)
+    bounded = settings.with_(batch_size=1000, batch_bytes=4000)
+    first = Wordy(store, settings=bounded, mode="full")
+    first.seen = []
+    assert first.run().counts.new == 6
+    flushes = []
+    flush = crawler_module.BaseCrawler._flush_all
+    monkeypatch.setattr(crawler_module.BaseCrawler, "_flush_all", lambda self: flushes.append(1) or flush(self))
+    again = Wordy(store, settings=bounded, mode="full")
+    again.seen = []
+    assert again.run().counts.unchanged == 6
+    assert len(flushes) == 1

@@ -34,7 +34,7 @@ def hash_context(record_type: RecordType, source: str, public_bases: Iterable[tu
 
 class _Digesting:
     """Where the run's pickler writes: straight into the record's digest (no bytes kept),
-    counting them: the run's input so far, by which the pipeline bounds a batch's size."""
+    counting them (a record's size, `Entry.size`)."""
 
     __slots__ = ("digest", "written")
 
@@ -62,17 +62,9 @@ class EntryMaker:
         self._defaults = defaults
         self._context_of = context_of
         self._by_type: dict[str, tuple[dict, Any, Callable[[dict], tuple]]] = {}
-        self._written_before = 0   # by picklers given up on (`_new_pickler`)
-        self._sink = _Digesting()
-        self._pickler, self._fast = _fast_pickler(self._sink)
-
-    @property
-    def bytes_made(self) -> int:
-        """The pickled size of every dict entry made so far (what a batch holds grows with it)."""
-        return self._written_before + self._sink.written
+        self._new_pickler()
 
     def _new_pickler(self) -> None:
-        self._written_before += self._sink.written
         self._sink = _Digesting()
         self._pickler, self._fast = _fast_pickler(self._sink)
 
@@ -90,19 +82,22 @@ class EntryMaker:
             if name not in fields:
                 fields[name] = value
         digest = self._sink.digest = seeded.copy()
+        before = self._sink.written
         try:
             if not self._fast:   # (no fast mode in this Python: no memo kept across records)
                 self._pickler.clear_memo()
             self._pickler.dump(fields)
             input_hash = digest.hexdigest()[:HASH_CHARS]
+            size = self._sink.written - before
         except Exception:   # cyclic, or a value pickle cannot write: this pickler is not trusted again
             self._new_pickler()
             input_hash = input_hash_of(fields, self._context_of(record_type))
+            size = 0
         try:   # the usual key: text only (str.strip refuses anything else)
             raw_key = (self.source, *map(str.strip, key_of(fields)))
         except (KeyError, TypeError):
             raw_key = key_as_given(record_type, fields, self.source)
-        return Entry(record_type, fields, input_hash, raw_key)
+        return Entry(record_type, fields, input_hash, raw_key, size)
 
 
 # The stored hash: 128 bits of SHA-256, in hex, and the date letter (`stored_input_hash`).

@@ -61,7 +61,8 @@ class Intake:
         # type name → (the type, its records waiting to be stored: (record, raw, input hash))
         self.batches: dict[str, tuple[RecordType, list[tuple[BaseModel, Any, str | None]]]] = {}
         self.batched = 0
-        self._bytes_at_flush = 0   # the maker's `bytes_made` when the batches last went
+        self.batched_bytes = 0   # the batched records' input size (Entry.size) …
+        self.parsed_bytes = 0    # … and the parsed ones' not yet resolved (`batch_full`)
         self._batched_keys: dict[str, set[tuple]] = {}   # type name → keys waiting in `batches`
         self._recognised_for_detail: list[SimpleNamespace] = []
         self.storing = Storing(crawler)   # writes the batches and counts what the store said
@@ -105,6 +106,7 @@ class Intake:
         ledger = crawler.ledger_in_use()
         self.parsed.append(_Parsed(item, made, ledger is not None and ledger.beyond_window))
         self.parsed_entries += len(made)
+        self.parsed_bytes += sum(entry.size for entry in made)
         if self.parsed_entries >= LOOKUP_EVERY:
             self.resolve()
 
@@ -127,7 +129,7 @@ class Intake:
     # ---- recognise, validate, window, batch -----------------------------------------------
     def resolve(self) -> None:
         """The parsed items' records: recognised ones counted, the rest validated and batched."""
-        parsed, self.parsed, self.parsed_entries = self.parsed, [], 0
+        parsed, self.parsed, self.parsed_entries, self.parsed_bytes = self.parsed, [], 0, 0
         if not parsed:
             return
         self._today = self.crawler.today()
@@ -291,14 +293,18 @@ class Intake:
         waiting[1].append((record, raw, input_hash))
         self._batched_keys[name].add(key)
         self.batched += 1
+        self.batched_bytes += entry.size
 
     def batch_full(self, settings) -> bool:
-        """Whether the waiting records are a batch to store: `batch_size` of them, or fewer whose
-        input (pickled, as the input hash reads it) reached `batch_bytes`. Few large commits: each rewrites the pages of every index
-        the batch touched (and adds a full-text segment to merge later); the byte bound keeps
-        a batch of large records small in memory."""
-        return (self.batched + self.parsed_entries >= settings.batch_size
-                or self._maker.bytes_made - self._bytes_at_flush >= settings.batch_bytes)
+        """`batch_size` records waiting for the store, or fewer whose input (`Entry.size`) reached
+        `batch_bytes` (few commits, each rewriting every index page it touched; a batch of large
+        records small in memory). Records recognised unchanged wait for nothing: not counted."""
+        if self.batched + self.parsed_entries >= settings.batch_size:
+            return True
+        if self.batched_bytes + self.parsed_bytes < settings.batch_bytes:
+            return False
+        self.resolve()   # which parsed records wait for the store (a re-run's mostly do not)
+        return self.batched_bytes >= settings.batch_bytes
 
     # ---- store ----------------------------------------------------------------------------
     def confirm(self, *, raise_failure: bool = True) -> None:
@@ -312,8 +318,7 @@ class Intake:
             self.storing.store_batch(record_type, batch)
         self.batches.clear()
         self._batched_keys.clear()
-        self.batched = 0
-        self._bytes_at_flush = self._maker.bytes_made
+        self.batched = self.batched_bytes = 0
         if self._recognised_for_detail:
             from basecrawler.pipeline import enrichment
 

@@ -76,6 +76,9 @@ class Entry:
     # where the stored row made from the same input would be. A key the model normalises
     # otherwise is simply not found there.
     raw_key: tuple | None = None
+    # The input's size as the input hash pickled it (0 when not pickled): what a batch holding
+    # the record grows by (`Intake.batch_full`).
+    size: int = 0
 
 
 def entries(produced: Any, *, default_type: RecordType, defaults: dict | tuple,
