@@ -94,7 +94,7 @@ def gram_trigrams(conn, record_type: RecordType, term: str) -> Iterator[str]:
     """The index's trigrams that start with `term`, in the vocabulary's order, one seek each
     (SQLite, a connection `short_index` gave its vocabulary table). Every term of the trigram
     index is three characters, so the next one after `t` is the first at or above `t` + U+0001."""
-    low, high = _gram_range(term)
+    low, high = gram_range(term)
     statement = SQLITE.query(f"SELECT term FROM [{fts_vocab_table(record_type)}] WHERE term >= ? AND term <= ? LIMIT 1")
     bound, last = low, None
     while (row := conn.execute(statement, [bound, high]).fetchone()) is not None and row[0] != last:
@@ -108,7 +108,7 @@ def gram_match(trigrams: list[str]) -> str:
     return " OR ".join(fts_phrase(t) for t in trigrams)
 
 
-def _gram_range(term: str) -> tuple[str, str]:
+def gram_range(term: str) -> tuple[str, str]:
     """The vocabulary's trigrams that start with `term` (ASCII-lower-cased, as the index holds
     it): every one from the term itself to the term followed by the highest code points."""
     low = "".join(ch.lower() if ch.isascii() else ch for ch in term)
@@ -234,7 +234,7 @@ def text_condition(record_type: RecordType, term: str, params: list, dialect: st
     if len(term) < TRIGRAM and not walk and grams and gram_indexed(term):
         # The rows whose index holds a trigram starting with the term (a range of the sorted
         # vocabulary), each tested with LIKE: the rows LIKE finds, without a pass.
-        low, high = _gram_range(term)
+        low, high = gram_range(term)
         return _gram_condition(alias, fts_vocab_table(record_type), likes, params, low, high)
     if len(term) < TRIGRAM and not walk:
         # A rare short term: one pass over the table in storage order, then sort what it
@@ -262,5 +262,5 @@ def _has_case(term: str) -> bool:
 
 
 __all__ = ["TRIGRAM", "dialect_of", "column", "has_korean", "fts_table", "like_pattern", "fts_phrase", "pg_search_document",
-           "gram_indexed", "gram_drivable", "gram_trigrams", "gram_match", "short_index", "pg_windows_index", "pg_windows_query", "pg_text_condition",
+           "gram_indexed", "gram_drivable", "gram_range", "gram_trigrams", "gram_match", "short_index", "pg_windows_index", "pg_windows_query", "pg_text_condition",
            "text_condition"]

@@ -41,7 +41,7 @@ import time
 import urllib.parse
 
 from basecrawler.reading.search import indexed_search
-from basecrawler.reading.search_text import fts_phrase, fts_table, gram_indexed, short_index
+from basecrawler.reading.search_text import fts_phrase, fts_table, gram_indexed, gram_range, short_index
 from basecrawler.reading.web import limits
 from basecrawler.recordtypes.tables import fts_vocab_table
 from basecrawler.store.engines.dialect import SQLITE
@@ -76,13 +76,6 @@ def new_origin() -> int:
 
 
 # ---- cost ------------------------------------------------------------------------------------
-def _gram_range(term: str) -> tuple[str, str]:
-    # The trigrams starting with a 1–2 character term, as the padded index spells them (ASCII
-    # lower-cased, the rest as is: search_text.gram_indexed says which terms it lists).
-    low = "".join(ch.lower() if ch.isascii() else ch for ch in term)
-    return low, low + "\U0010ffff" * (3 - len(term))
-
-
 def term_rows(conn, record_type, term: str, cap: int = RARE_ROWS) -> int | None:
     """How many records of the type hold `term`, counted up to `cap` + 1 in its full-text index
     (a 1–2 character term: its trigrams' occurrences in the index's vocabulary, at least the
@@ -93,7 +86,7 @@ def term_rows(conn, record_type, term: str, cap: int = RARE_ROWS) -> int | None:
                             [fts_phrase(term), cap + 1]).fetchone()[0]
     if not gram_indexed(term) or not short_index(conn, record_type):
         return None
-    low, high = _gram_range(term)
+    low, high = gram_range(term)
     return conn.execute(SQLITE.query(f"SELECT count(*) FROM (SELECT 1 FROM temp.[{fts_vocab_table(record_type)}] "
                                      "WHERE term >= ? AND term <= ? LIMIT ?)"), [low, high, cap + 1]).fetchone()[0]
 
