@@ -6,7 +6,7 @@ import sqlite3
 
 from basecrawler import Store
 from basecrawler.recordtypes import get_record_type
-from basecrawler.recordtypes.tables import index_name, read_indexes
+from basecrawler.recordtypes.tables import facet_filter_index, index_name, read_indexes
 from test_read_scale import _recalls
 
 VEHICLE = get_record_type("vehicle_recall")
@@ -68,7 +68,7 @@ def test_a_run_that_filled_a_table_leaves_the_planner_statistics(db_path):
     store.upsert("vehicle_recall", _recalls(STATISTICS_MIN_ROWS * 3), source="test")   # a third JP
     keep_statistics(store)
     store.close()
-    assert index_name(VEHICLE, ("country",)) in _stats(db_path)
+    assert index_name(VEHICLE, facet_filter_index(VEHICLE, "country")) in _stats(db_path)
     with sqlite3.connect(db_path) as conn:
         plan = " ".join(row[-1] for row in conn.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM recalls WHERE country = 'JP' ORDER BY recall_date DESC LIMIT 51"))

@@ -6,7 +6,7 @@ import pytest
 
 from basecrawler import Recall, Store
 from record_types.vehicle_makers import manufacturer_key, refill_manufacturer_keys
-from basecrawler.recordtypes.tables import facet_index_columns, index_name
+from basecrawler.recordtypes.tables import facet_filter_index, facet_index_columns, index_name
 from basecrawler.store.schema import MIGRATIONS
 from record_types.vehicle_recall import VEHICLE_RECALL
 
@@ -84,7 +84,7 @@ def test_migration_fills_the_key_for_existing_rows(tmp_path):
     # An older database: the column does not exist yet and rows were written without it.
     conn = sqlite3.connect(path)
     before = MIGRATIONS.index(next(m for m in MIGRATIONS if m.__name__ == "_m005_manufacturer_key"))
-    conn.execute("DROP INDEX idx_recalls_manufacturer_key")
+    conn.execute(f"DROP INDEX [{index_name(VEHICLE_RECALL, facet_filter_index(VEHICLE_RECALL, 'manufacturer_key'))}]")
     conn.execute(f"DROP INDEX [{index_name(VEHICLE_RECALL, facet_index_columns(VEHICLE_RECALL))}]")
     conn.execute("ALTER TABLE recalls DROP COLUMN manufacturer_key")
     conn.execute("INSERT INTO recalls (source, country, recall_number, recall_date, manufacturer_original) "

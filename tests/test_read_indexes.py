@@ -2,7 +2,7 @@
 default sort (newest first) and every single-valued facet, on both engines."""
 from basecrawler import Store
 from basecrawler.recordtypes import get_record_type
-from basecrawler.recordtypes.tables import index_name, read_indexes
+from basecrawler.recordtypes.tables import facet_filter_index, index_name, read_indexes, superseded_indexes
 from basecrawler.store.schema import reference_schema
 
 
@@ -17,7 +17,8 @@ def test_facet_counts_and_the_default_sort_read_an_index_not_the_table(tmp_path)
         if not facet.multi:
             detail = plan(store, f"SELECT {facet.field}, COUNT(*) FROM {vehicle.table} GROUP BY {facet.field}")
             # A covering-index scan reads the small index, never the wide rows.
-            assert f"USING COVERING INDEX {index_name(vehicle, (facet.field,))}" in detail, (facet.field, detail)
+            name = index_name(vehicle, facet_filter_index(vehicle, facet.field))
+            assert f"USING COVERING INDEX {name} " in detail + " ", (facet.field, detail)
     detail = plan(store, f"SELECT id FROM {vehicle.table} ORDER BY {vehicle.date_field} DESC LIMIT 50")
     assert "USE TEMP B-TREE" not in detail and "INDEX" in detail, detail
 
@@ -32,11 +33,44 @@ def test_an_existing_store_without_them_gets_them_on_open(tmp_path):
     db = str(tmp_path / "old.db")
     Store(db).close()
     store = Store(db)
-    store.db.conn.execute("DROP INDEX idx_recalls_country")
+    store.db.conn.execute("DROP INDEX idx_recalls_country_recall_date")
     store.close()
     reopened = Store(db)
     names = {row["name"] for row in reopened.query("PRAGMA index_list(recalls)")}
-    assert "idx_recalls_country" in names
+    assert "idx_recalls_country_recall_date" in names
+
+
+def test_a_page_filtered_to_one_value_reads_its_newest_records_in_index_order(tmp_path):
+    """A filtered page (`?manufacturer_key=HONDA`: one value, newest first, fifty rows) reads
+    its rows in order from the facet's index; led by the facet alone it sorted every record of
+    the value (0.17 s for a seventh of a million)."""
+    store = Store(str(tmp_path / "x.db"))
+    for rt in (get_record_type("vehicle_recall"), get_record_type("product_alert")):
+        for facet in rt.facets:
+            if facet.multi or facet.field == "source":
+                continue
+            detail = plan(store, f"SELECT * FROM {rt.table} WHERE [{facet.field}] = 'X' "
+                                 f"ORDER BY {rt.date_field} DESC LIMIT 51")
+            assert "TEMP B-TREE" not in detail, (rt.name, facet.field, detail)
+            assert index_name(rt, facet_filter_index(rt, facet.field)) in detail, (rt.name, facet.field, detail)
+
+
+def test_an_older_stores_facet_only_indexes_are_replaced_on_open(tmp_path):
+    """A store made before the facet indexes carried the date has `idx_recalls_country` etc.:
+    opening it makes the new ones and drops those (each costs every write, and the planner
+    chose it and sorted)."""
+    db = str(tmp_path / "old.db")
+    vehicle = get_record_type("vehicle_recall")
+    store = Store(db)
+    old = superseded_indexes(vehicle)
+    assert "idx_recalls_country" in old and "idx_recalls_manufacturer_key" in old
+    for name in old:
+        store.db.conn.execute(f"CREATE INDEX [{name}] ON recalls ([{name.removeprefix('idx_recalls_')}])")
+    store.db.conn.commit()
+    store.close()
+    names = {row["name"] for row in Store(db).query("PRAGMA index_list(recalls)")}
+    assert not names & set(old), names & set(old)
+    assert index_name(vehicle, facet_filter_index(vehicle, "country")) in names
 
 
 def test_a_long_index_name_is_cut_to_what_postgresql_keeps():
