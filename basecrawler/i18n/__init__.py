@@ -88,19 +88,35 @@ def ngettext(singular: str, plural: str, n: int, lang: str | None = None, **valu
 
 
 def number(value, lang: str | None = None) -> str:
-    from babel.numbers import format_decimal
     if value is None:
         return ""
+    if isinstance(value, (int, float)):
+        return _decimal(value, language(lang))
+    from babel.numbers import format_decimal
     return format_decimal(value, locale=language(lang))
 
 
 def date(value, lang: str | None = None) -> str:
     """A date (or ISO text) as the language writes it: 2024년 7월 1일 / July 1, 2024."""
-    from babel.dates import format_date
     day = _as_date(value)
     if day is None:
         return "" if value is None else str(value)
-    return format_date(day, format="long", locale=language(lang))
+    return _long_date(day, language(lang))
+
+
+# A page writes the same few counts and dates over and over (every row's date, every facet's
+# count), and Babel works each out from the locale's patterns again: remembered, they cost a
+# lookup. (A value, a language: bounded by maxsize.)
+@lru_cache(maxsize=8192)
+def _decimal(value, lang: str) -> str:
+    from babel.numbers import format_decimal
+    return format_decimal(value, locale=lang)
+
+
+@lru_cache(maxsize=8192)
+def _long_date(day: dt.date, lang: str) -> str:
+    from babel.dates import format_date
+    return format_date(day, format="long", locale=lang)
 
 
 def ago(value, now: dt.datetime, lang: str | None = None) -> str:
