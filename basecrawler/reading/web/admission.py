@@ -272,9 +272,32 @@ def reading(origin: int):
                 del _reading[origin]
 
 
+_waiting: collections.Counter = collections.Counter()   # origin → its waits for background work
+
+
+@contextlib.contextmanager
+def waiting_for_background():
+    """This request's page waits for background work (a count or summary another visit
+    started): meanwhile it is not being served, so that work does not pause for it. It did: a
+    filtered page waited for a count that paused for the page, PAUSE_TOTAL_S each time."""
+    origin = ORIGIN.get()
+    if origin is None:
+        yield
+        return
+    with _reading_lock:
+        _waiting[origin] += 1
+    try:
+        yield
+    finally:
+        with _reading_lock:
+            _waiting[origin] -= 1
+            if not _waiting[origin]:
+                del _waiting[origin]
+
+
 def readers_besides(origin: int | None) -> bool:
     with _reading_lock:
-        return any(key != origin for key in _reading)
+        return any(key != origin and key not in _waiting for key in _reading)
 
 
 def pause_for_readers(origin: int | None, sleep=time.sleep, clock=time.monotonic):

@@ -43,7 +43,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
-from basecrawler.reading.web import groupcounts, limits
+from basecrawler.reading.web import admission, groupcounts, limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import shown_source, shows_copies
@@ -147,11 +147,11 @@ class _DeclaredFacet(Facet):
             # Counted once per run in the background; a page waits only what is left of its
             # budget (a multi-valued facet of a million records takes seconds to count, and
             # every page of the table waited for it until it was cached).
-            task = _whole_count(self.ds, key, sql)
-            try:
-                return await asyncio.wait_for(asyncio.shield(task), max(0, self._budget_left_ms()) / 1000)
-            except asyncio.TimeoutError:
-                raise QueryInterrupted(None, sql, params) from None
+            return await self._within_budget(_whole_count(self.ds, key, sql), sql, params)
+        if key in pending:
+            # Another visit's count of it is going on: waited for within the page's budget
+            # only (it was awaited to its end, seconds on a loaded machine).
+            return await self._within_budget(pending[key], sql, self.params)
         try:
             limit_ms = min(self.ds.setting("facet_time_limit_ms"), self._budget_left_ms())
             if limit_ms < MIN_FACET_LIMIT_MS and key not in pending:
@@ -164,6 +164,16 @@ class _DeclaredFacet(Facet):
                         count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
                 task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
             raise
+
+    async def _within_budget(self, work, sql: str, params) -> list[dict]:
+        """`work`'s rows if it ends within what is left of the page's budget, else
+        QueryInterrupted (it goes on for the next visitor); background work the page waits
+        for does not pause for it meanwhile (web/admission.py)."""
+        try:
+            with admission.waiting_for_background():
+                return await asyncio.wait_for(asyncio.shield(work), max(0, self._budget_left_ms()) / 1000)
+        except asyncio.TimeoutError:
+            raise QueryInterrupted(None, sql, params) from None
 
     def _budget_left_ms(self) -> int:
         """What is left of the page's `PAGE_FACETS_BUDGET_S` (started by its first facet count)."""
