@@ -24,10 +24,12 @@ plugins/basecrawler_guard.py beside the shape rules of limits.py.
   change at will (a cookie, a connection), so a per-client cap there would cap the reader
   with the attackers. On loopback fairness is by what a shape costs, not by who sends it.
 - Background work yields to readers' pages (`pause_for_readers`): a summary's or a count's
-  SQL (limits.in_background) pauses at its progress handler while a light page (a table, a
-  card, a filter an index answers) other than the one that started it is being served, at
-  most PAUSE_TOTAL_S per query, so four attackers' background counts never take the cores a
+  SQL (limits.in_background) pauses at its progress handler while the SQL of a light page (a
+  table, a card, a filter an index answers) other than the one that started it runs, at most
+  PAUSE_TOTAL_S per query, so four attackers' background counts never take the cores a
   reader's page needs (the pause sleeps: it holds neither Python's lock nor a page's slot).
+  Only while the page's SQL runs, not its whole request: a page that waited for background
+  work (a facet count another visit started) paused that work for as long as it waited.
 """
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ PAUSE_TOTAL_S = 5.0        # … and pauses at most this long in all (then runs 
 TIME_LIMIT_MS: contextvars.ContextVar[int | None] = contextvars.ContextVar("basecrawler_limit_ms", default=None)
 # The request a piece of work was started for (inherited by the tasks it starts).
 ORIGIN: contextvars.ContextVar[int | None] = contextvars.ContextVar("basecrawler_origin", default=None)
+# Whether the request is a reader's light page (its SQL, while it runs, pauses background work).
+LIGHT_PAGE: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_light_page", default=False)
 _serial = itertools.count(1)
 
 
@@ -260,7 +264,7 @@ _reading_lock = threading.Lock()
 
 @contextlib.contextmanager
 def reading(origin: int):
-    """A reader's light page is being served (background work pauses meanwhile)."""
+    """A reader's light page's SQL is running (background work pauses meanwhile)."""
     with _reading_lock:
         _reading[origin] += 1
     try:
@@ -272,32 +276,9 @@ def reading(origin: int):
                 del _reading[origin]
 
 
-_waiting: collections.Counter = collections.Counter()   # origin → its waits for background work
-
-
-@contextlib.contextmanager
-def waiting_for_background():
-    """This request's page waits for background work (a count or summary another visit
-    started): meanwhile it is not being served, so that work does not pause for it. It did: a
-    filtered page waited for a count that paused for the page, PAUSE_TOTAL_S each time."""
-    origin = ORIGIN.get()
-    if origin is None:
-        yield
-        return
-    with _reading_lock:
-        _waiting[origin] += 1
-    try:
-        yield
-    finally:
-        with _reading_lock:
-            _waiting[origin] -= 1
-            if not _waiting[origin]:
-                del _waiting[origin]
-
-
 def readers_besides(origin: int | None) -> bool:
     with _reading_lock:
-        return any(key != origin and key not in _waiting for key in _reading)
+        return any(key != origin for key in _reading)
 
 
 def pause_for_readers(origin: int | None, sleep=time.sleep, clock=time.monotonic):

@@ -43,7 +43,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
-from basecrawler.reading.web import admission, groupcounts, limits
+from basecrawler.reading.web import groupcounts, limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import shown_source, shows_copies
@@ -167,11 +167,9 @@ class _DeclaredFacet(Facet):
 
     async def _within_budget(self, work, sql: str, params) -> list[dict]:
         """`work`'s rows if it ends within what is left of the page's budget, else
-        QueryInterrupted (it goes on for the next visitor); background work the page waits
-        for does not pause for it meanwhile (web/admission.py)."""
+        QueryInterrupted (it goes on for the next visitor)."""
         try:
-            with admission.waiting_for_background():
-                return await asyncio.wait_for(asyncio.shield(work), max(0, self._budget_left_ms()) / 1000)
+            return await asyncio.wait_for(asyncio.shield(work), max(0, self._budget_left_ms()) / 1000)
         except asyncio.TimeoutError:
             raise QueryInterrupted(None, sql, params) from None
 

@@ -42,15 +42,10 @@ from datasette.plugins import pm
 from datasette.utils.asgi import Response
 
 from basecrawler.reading.browse import types_by_table
+from basecrawler.reading.cellsafe import neutralise_cell   # the exports' rule too
 from basecrawler.reading.web import admission, limits
 from basecrawler.reading.web.refusal_page import TITLES, error_response as _error_response
 
-try:   # the project's one rule (basecrawler/reading/cellsafe.py, the CSV and XLSX exports use it)
-    from basecrawler.reading.cellsafe import neutralise_cell as _shared_neutralise
-except ImportError:   # until it lands: the same rule, here
-    _shared_neutralise = None
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
@@ -110,13 +105,16 @@ async def _limited_execute_fn(self, fn):
     limit_ms = admission.TIME_LIMIT_MS.get()   # a repeat long shape's shorter limit (admission.Ledger)
     # Background work pauses while another request's light page is served (admission.py).
     pause = admission.pause_for_readers(admission.ORIGIN.get()) if lane == "background" else None
+    # … and a light page's SQL is what it pauses for, while it runs.
+    reader = admission.ORIGIN.get() if lane is None and admission.LIGHT_PAGE.get() else None
 
     def timed(conn):
         _thread_lane.value = lane
         _thread_lane.limit_ms = limit_ms
         try:
             with limits.deadline(conn, limits.BACKGROUND_LIMIT_S, limits.LANE_DEMOTE_AFTER_S.get(lane), pause), \
-                    limits.lane_priority(lane):
+                    limits.lane_priority(lane), \
+                    (admission.reading(reader) if reader is not None else contextlib.nullcontext()):
                 return fn(conn)
         finally:
             _thread_lane.value = _thread_lane.limit_ms = None
@@ -235,9 +233,7 @@ def neutralise(value: str) -> str:
     In CSV every cell is text, so a cell that is a plain number (-12.5) is left as it is."""
     if NUMBER.fullmatch(value):
         return value
-    if _shared_neutralise is not None:
-        return _shared_neutralise(value)
-    return "'" + value if value.startswith(FORMULA_START) else value
+    return neutralise_cell(value)
 
 
 def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
@@ -313,8 +309,11 @@ def asgi_wrapper(datasette):
                 if limits.is_static(path) or path.startswith("/-/"):   # (a page's script polls its counts there)
                     await _serve(app, scope, receive, send)
                     return
-                with admission.reading(admission.ORIGIN.get()):   # background work yields meanwhile
+                light = admission.LIGHT_PAGE.set(True)   # its SQL pauses background work (admission.py)
+                try:
                     await _serve(app, scope, receive, send)
+                finally:
+                    admission.LIGHT_PAGE.reset(light)
             finally:
                 admission.ORIGIN.reset(origin)
         return guarded
