@@ -297,8 +297,7 @@ class Intake:
 
     def batch_full(self, settings) -> bool:
         """`batch_size` records waiting for the store, or fewer whose input (`Entry.size`) reached
-        `batch_bytes` (few commits, each rewriting every index page it touched; a batch of large
-        records small in memory). Records recognised unchanged wait for nothing: not counted."""
+        `batch_bytes` (few commits; large records bounded in memory). Unchanged ones do not count."""
         if self.batched + self.parsed_entries >= settings.batch_size:
             return True
         if self.batched_bytes + self.parsed_bytes < settings.batch_bytes:

@@ -154,7 +154,7 @@ class _DeclaredFacet(Facet):
             return await self._within_budget(pending[key], sql, self.params)
         try:
             limit_ms = min(self.ds.setting("facet_time_limit_ms"), self._budget_left_ms())
-            if limit_ms < MIN_FACET_LIMIT_MS and key not in pending:
+            if limit_ms < MIN_FACET_LIMIT_MS:
                 raise QueryInterrupted(None, sql, self.params)
             return await count_once(self.ds, key, sql, self.params, limit_ms)
         except QueryInterrupted:

@@ -103,9 +103,9 @@ async def _limited_execute_fn(self, fn):
     slots."""
     lane = _lane.get()
     limit_ms = admission.TIME_LIMIT_MS.get()   # a repeat long shape's shorter limit (admission.Ledger)
-    # Background work pauses while another request's light page is served (admission.py).
+    # Background work pauses while another request's light page runs its SQL (admission.py) …
     pause = admission.pause_for_readers(admission.ORIGIN.get()) if lane == "background" else None
-    # … and a light page's SQL is what it pauses for, while it runs.
+    # … which this marks, while it runs.
     reader = admission.ORIGIN.get() if lane is None and admission.LIGHT_PAGE.get() else None
 
     def timed(conn):

@@ -90,8 +90,7 @@ def column_labels(table: str, columns) -> dict[str, str]:
     """Every shown column's label, looked up once per page: each cell carries its column's label
     (data-label), and looking it up per cell was a tenth of the server's own work on pages of
     a thousand rows."""
-    names = [getattr(column, "name", None) or column["name"] for column in columns]
-    return {name: column_label(table, name) for name in names}
+    return {column["name"]: column_label(table, column["name"]) for column in columns}
 
 
 @functools.lru_cache(maxsize=2048)   # (tables and columns are the store's, languages two)
