@@ -126,6 +126,7 @@ def fts_padded(conn, record_type: RecordType) -> bool:
 def ensure_sqlite(db, record_type: RecordType) -> None:
     """Create or evolve the type's table and indexes, inside the caller's transaction."""
     table = db[record_type.table]
+    level = logging.DEBUG   # (a new table, or one a new store's early migrations made, is no news)
     if not table.exists():
         not_null = set(record_type.key_columns)
         if record_type.date_field and (not record_type.date_optional or record_type.date_sentinel is not None):
@@ -150,7 +151,7 @@ def ensure_sqlite(db, record_type: RecordType) -> None:
     for name in superseded_indexes(record_type):
         if name in before:
             db.execute(write(f"DROP INDEX [{name}]"))
-            log.info("record type %s: index %s replaced by one that also holds the date", record_type.name, name)
+            log.log(level, "record type %s: index %s replaced by one that also holds the date", record_type.name, name)
     for columns in read_indexes(record_type):
         table.create_index(list(columns), index_name=index_name(record_type, columns), if_not_exists=True)
     for name, columns, where in partial_read_indexes(record_type):

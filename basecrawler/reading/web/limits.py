@@ -35,6 +35,7 @@ import http.cookies
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 import urllib.parse
@@ -139,6 +140,17 @@ def lane_priority(lane: str | None):
         yield
     finally:
         os.setpriority(os.PRIO_PROCESS, tid, before)
+
+
+# How long a thread keeps Python's lock while another waits (Python's default: 5 ms). The event
+# loop's one thread renders every page and takes the lock back after each query; the SQL
+# threads' Python (progress handlers, rows made into values) held it a whole turn each time.
+SWITCH_INTERVAL_S = 0.0005
+
+
+def share_pythons_lock() -> None:
+    """The web view's process hands Python's lock on after `SWITCH_INTERVAL_S` (process-wide)."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 @contextlib.contextmanager

@@ -203,6 +203,7 @@ def _template_scripts() -> list[str]:
 
 @hookimpl
 def startup(datasette):
+    limits.share_pythons_lock()   # the pages' thread waits less behind the SQL threads' Python
     async def collect():
         _collect_declared(datasette)
         scripts = _template_scripts()
