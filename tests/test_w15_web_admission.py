@@ -35,11 +35,11 @@ def store_path(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _fresh():
-    admission.estimates.values.clear()
-    admission.served.values.clear()
+    admission.estimates.clear()
+    admission.served.clear()
     yield
-    admission.estimates.values.clear()
-    admission.served.values.clear()
+    admission.estimates.clear()
+    admission.served.clear()
 
 
 def _pages(db_path: str, paths: list[str]) -> list:
@@ -96,7 +96,7 @@ def test_a_common_terms_page_answered_quickly_before_is_quick(store_path, monkey
     path = f"/{db}/recalls.json?_search=brake"
     monkeypatch.setattr(admission, "QUICK_SERVED_S", 60.0)   # (what "quickly" is does not matter here)
     ((status, _, _),) = _pages(store_path, [path])
-    assert status == 200 and admission.served.values
+    assert status == 200 and admission.served
     monkeypatch.setitem(limits.SLOTS, "search", 0)   # (a new server: its lanes' slots from SLOTS)
     ((again, _, page),) = _pages(store_path, [path])
     assert again == 200, page.text

@@ -31,11 +31,11 @@ def store_path(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _fresh():
     for kept in (admission.estimates, admission.served):
-        kept.values.clear()
+        kept.clear()
     admission.ledger.runs.clear()
     yield
     for kept in (admission.estimates, admission.served):
-        kept.values.clear()
+        kept.clear()
     admission.ledger.runs.clear()
 
 

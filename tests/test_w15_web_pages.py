@@ -109,7 +109,7 @@ def test_a_korean_searchs_translation_line_is_read_once_per_data_version(store_p
         calls.append(filters)
         return original(conn, filters)
     monkeypatch.setattr(web, "translation_progress", counting)
-    admission.served.values.clear()
+    admission.served.clear()
     pages = _visit(store_path, ["/pages/product_alerts.json?_search=" + urllib.parse.quote(text)
                                 for text in ("유아", "가나", "질식 다라")])
     assert [p.status_code for p in pages] == [200, 200, 200]

@@ -41,8 +41,12 @@ def filled(store):
 def fresh_summaries(monkeypatch):
     import basecrawler.reading.summary_cache as summary_cache
 
-    for name in ("_summaries", "_summarising", "_wait_until", "_slow"):
+    from cachetools import LRUCache
+
+    for name in ("_summarising", "_wait_until"):
         monkeypatch.setattr(summary_cache, name, {})
+    monkeypatch.setattr(summary_cache, "_summaries", LRUCache(summary_cache.SUMMARY_CACHE_SIZE))
+    monkeypatch.setattr(summary_cache, "_slow", LRUCache(summary_cache.RECOUNT_MAX))
     return summary_cache
 
 

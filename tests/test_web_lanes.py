@@ -107,7 +107,7 @@ def test_whole_table_facets_do_not_hold_the_page(store_path, monkeypatch):
     them as still counting, and the next visit after the count shows them."""
     from basecrawler.reading.web import facetcache
 
-    facetcache.cached.clear()   # (the other tests' pages counted them in this process)
+    facetcache.forget()   # (the other tests' pages counted them in this process)
     original = facetcache.count_whole_table
     delay_s = 2.0
 
@@ -196,16 +196,16 @@ def test_filtered_pages_counts_never_push_out_the_whole_tables():
             return Database()
 
     async def fill():
-        facetcache.cached.clear()
+        facetcache.forget()
         whole = ("db", "SELECT 'x' AS value, 1 AS count", "[]", (1,))
         await facetcache.count_once(Datasette(), whole, whole[1], [], 1000, whole=True)
         for n in range(facetcache.CACHE_SIZE + 50):
             await facetcache.count_once(Datasette(), ("db", "SELECT filtered", f"[{n}]", (1,)), "SELECT filtered", [n], 100)
         return whole
     whole = asyncio.run(fill())
-    assert facetcache.cached.get(whole) == [{"value": "x", "count": 1}]
-    assert len(facetcache.cached) == facetcache.CACHE_SIZE + 1
-    facetcache.cached.clear()
+    assert facetcache.cached(whole) == [{"value": "x", "count": 1}]
+    assert len(facetcache.filtered_counts) == facetcache.CACHE_SIZE and len(facetcache.whole_counts) == 1
+    facetcache.forget()
 
 
 def test_a_whole_table_count_has_its_own_time_limit(store_path, monkeypatch):
@@ -221,7 +221,7 @@ def test_a_whole_table_count_has_its_own_time_limit(store_path, monkeypatch):
                 "SELECT 'n' AS value, count(*) AS count FROM c")
         return await facetcache.count_once(ds, ("lanes", slow, "[]", (2,)), slow, [], 20_000, whole=True)
     assert asyncio.run(count()) == [{"value": "n", "count": 3_000_000}]
-    facetcache.cached.clear()
+    facetcache.forget()
 
 
 def test_a_search_with_a_filter_over_a_large_table_is_not_counted_and_says_so(store_path, monkeypatch):

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from dataclasses import replace
 from typing import Iterator
+
+from cachetools import LRUCache, cached
 
 from basecrawler.reading.search_filters import (DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, QueryTooLarge,
                                                 RecallFilter, RecordFilter, UnknownFilter, check_facets,
@@ -138,31 +141,26 @@ def plan_terms(conn, filters: RecallFilter) -> frozenset[str]:
     return frozenset(walk)
 
 
-_newest_counts: dict[tuple, int] = {}   # (connection, table, term, last id, rows) → records holding it among the newest
-
-
 def _common_short_term(conn, record_type: RecordType, term: str, top: int) -> bool:
     """Whether a 1–2 character term is in at least WALK_SHARE of the newest SAMPLE_ROWS records
     (no index counts it cheaply). (Only how a term is read depends on it, never which rows match.)"""
     return _newest_holding(conn, record_type, term, top, SAMPLE_ROWS) >= WALK_SHARE * min(SAMPLE_ROWS, top)
 
 
+# (connection, table, term, last id, rows) → records holding it among the newest; the web
+# view's SQL threads share it (the lock guards the table, never the count).
+@cached(LRUCache(256), key=lambda conn, record_type, term, top, rows: (id(conn), record_type.table, term, top, rows),
+        lock=threading.Lock())
 def _newest_holding(conn, record_type: RecordType, term: str, top: int, rows: int) -> int:
     """How many of the newest `rows` records (ids above `top` − rows) hold `term`, each tested
     row by row (a LIKE on SQLite, an ILIKE on PostgreSQL): a term's share where no index
     counts it cheaply. Counted once per connection and last id: a page asks for its plan,
     then its count."""
-    key = (id(conn), record_type.table, term, top, rows)
-    if key not in _newest_counts:
-        if len(_newest_counts) >= 256:
-            _newest_counts.pop(next(iter(_newest_counts), None), None)   # (threads of the web view share it)
-        params: list = []
-        d = engine_of(conn)
-        condition = text_condition(record_type, term, params, d.name, walk=True, p=d.p)
-        _newest_counts[key] = conn.execute(d.query(
-            f"SELECT count(*) FROM {d.quote(record_type.table)} AS r WHERE r.id > {d.p} AND {condition}"),
-            [top - rows, *params]).fetchone()[0]
-    return _newest_counts[key]
+    params: list = []
+    d = engine_of(conn)
+    condition = text_condition(record_type, term, params, d.name, walk=True, p=d.p)
+    sql = f"SELECT count(*) FROM {d.quote(record_type.table)} AS r WHERE r.id > {d.p} AND {condition}"
+    return conn.execute(d.query(sql), [top - rows, *params]).fetchone()[0]
 
 
 def _a_rare_facet_value(conn, filters: RecallFilter) -> bool:

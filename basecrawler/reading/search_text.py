@@ -17,8 +17,11 @@ index (made before the windows index, or BASECRAWLER_PG_SEARCH_INDEX=trgm) answe
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from typing import Iterator
+
+from cachetools import LRUCache
 
 from basecrawler.recordtypes import RecordType
 from basecrawler.recordtypes.tables import (PAD, PG_LONG_TEXT, attach_fts_vocab, fts_padded, fts_vocab_table,
@@ -115,7 +118,10 @@ def gram_range(term: str) -> tuple[str, str]:
     return low, low + "\U0010ffff" * (TRIGRAM - len(term))
 
 
-_short_indexes: dict[tuple, int] = {}   # (connection, table) → the schema version its padded index was seen at
+# (connection, table) → the schema version its padded index was seen at; the web view's SQL
+# threads share it (the lock guards the table only).
+_short_indexes: LRUCache = LRUCache(256)
+_short_indexes_lock = threading.Lock()
 
 
 def short_index(conn, record_type: RecordType) -> bool:
@@ -130,15 +136,16 @@ def short_index(conn, record_type: RecordType) -> bool:
         return False
     key = (id(conn), record_type.table)
     version = conn.execute(SQLITE.query("PRAGMA schema_version")).fetchone()[0]
-    if _short_indexes.get(key) == version and conn.execute(
+    with _short_indexes_lock:
+        seen = _short_indexes.get(key)
+    if seen == version and conn.execute(
             SQLITE.query("SELECT 1 FROM temp.sqlite_master WHERE name = ?"), [fts_vocab_table(record_type)]).fetchone():
         return True   # (the vocabulary on this very connection: an id reused by another has none)
     if not fts_padded(conn, record_type):
         return False
     attach_fts_vocab(conn, record_type)
-    if len(_short_indexes) >= 256:
-        _short_indexes.pop(next(iter(_short_indexes), None), None)   # (threads of the web view share it)
-    _short_indexes[key] = version
+    with _short_indexes_lock:
+        _short_indexes[key] = version
     return True
 
 

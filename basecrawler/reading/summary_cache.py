@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from cachetools import LRUCache
+
 from basecrawler.reading.search import RecallFilter, covers_table
 from basecrawler.reading.summary import SearchSummary, summarise_in
 
@@ -26,10 +28,10 @@ SUMMARY_CACHE_SIZE = 64
 SUMMARY_WAIT_S = 0.4   # within the page target of 0.5 s: a term in 20 % of a million records fits
 RECOUNT_AFTER_S = 0.2    # a summary that took longer than this is counted again when the data changes …
 RECOUNT_MAX = 8          # … for the searches most recently asked, at most this many
-_summaries: dict[tuple, SearchSummary] = {}
+_summaries: LRUCache = LRUCache(SUMMARY_CACHE_SIZE)   # (database, table, filters, marker) → its summary
 _summarising: dict[tuple, "object"] = {}
 _wait_until: dict[tuple, float] = {}   # a running summary is awaited until then, by every asker together
-_slow: dict[tuple, None] = {}          # (database, table, filters) of slow summaries, most recently asked last
+_slow: LRUCache = LRUCache(RECOUNT_MAX)   # (database, table, filters) of slow summaries → None
 
 
 async def run_marker(datasette, database: str, table: str, request=None) -> tuple:
@@ -64,8 +66,6 @@ def _summary_task(datasette, database: str, table: str, filters: RecallFilter, m
                 summary = await summarise_in(datasette.get_database(database), filters)
             except ConfigError:   # a query too large is not run: it matches nothing
                 summary = SearchSummary()
-            if len(_summaries) >= SUMMARY_CACHE_SIZE:
-                _summaries.pop(next(iter(_summaries)))
             _summaries[key] = summary
             if time.perf_counter() - started > RECOUNT_AFTER_S:
                 _remember_slow(key[:3])
@@ -79,10 +79,7 @@ def _summary_task(datasette, database: str, table: str, filters: RecallFilter, m
 
 
 def _remember_slow(search: tuple) -> None:
-    _slow.pop(search, None)
-    _slow[search] = None
-    while len(_slow) > RECOUNT_MAX:
-        _slow.pop(next(iter(_slow)))
+    _slow[search] = None   # (asked again: among the last RECOUNT_MAX kept)
 
 
 async def cached_summary(datasette, database: str, table: str, filters: RecallFilter,

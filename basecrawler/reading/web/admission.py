@@ -42,6 +42,8 @@ import threading
 import time
 import urllib.parse
 
+from cachetools import LRUCache, TTLCache
+
 from basecrawler.reading.search import indexed_search
 from basecrawler.reading.search_text import fts_phrase, fts_table, gram_indexed, gram_range, short_index
 from basecrawler.reading.web import limits
@@ -122,28 +124,11 @@ def search_rows(conn, record_types, text: str, cap: int = RARE_ROWS) -> int | No
     return most
 
 
-class Kept:
-    """A small table of recent values, the oldest dropped first, each valid for `ttl` seconds."""
-
-    def __init__(self, size: int, ttl: float, clock=time.monotonic):
-        self.size, self.ttl, self.clock = size, ttl, clock
-        self.values: dict = {}
-
-    def get(self, key):
-        found = self.values.get(key)
-        if found is None or self.clock() - found[1] > self.ttl:
-            return None
-        return found[0]
-
-    def put(self, key, value) -> None:
-        self.values.pop(key, None)
-        self.values[key] = (value, self.clock())
-        while len(self.values) > self.size:
-            self.values.pop(next(iter(self.values)))
-
-
-estimates = Kept(ESTIMATES_KEPT, ESTIMATE_TTL_S)
-served = Kept(SERVED_KEPT, SERVED_TTL_S)
+# (database, text) → its estimate, and (path, query) → how long it took: each valid for its
+# time to live, the least recently used dropped first (cachetools: not thread-safe, and only
+# the event loop's thread reads and writes them).
+estimates = TTLCache(ESTIMATES_KEPT, ESTIMATE_TTL_S, timer=time.monotonic)
+served = TTLCache(SERVED_KEPT, SERVED_TTL_S, timer=time.monotonic)
 
 
 def page_key(path: str, query_string: bytes | str) -> tuple[str, str]:
@@ -174,14 +159,14 @@ async def search_lane(datasette, path: str, args: list[tuple[str, str]], query_s
             return "search"
         rows = await db.execute_fn(lambda conn: search_rows(conn, list(types.values()), text))
         rows = -1 if rows is None else rows
-        estimates.put(key, rows)
+        estimates[key] = rows
     return QUICK if 0 <= rows <= RARE_ROWS else "search"
 
 
 def note_served(path: str, query_string, seconds: float, status: int) -> None:
     """How long a search page took to answer (its slot held), for the next visit's lane."""
     if status == 200:
-        served.put(page_key(path, query_string), seconds)
+        served[page_key(path, query_string)] = seconds
 
 
 # ---- fairness ---------------------------------------------------------------------------------
@@ -199,16 +184,14 @@ class Ledger:
 
     def __init__(self, clock=time.monotonic):
         self.clock = clock
-        self.runs: dict[tuple, collections.deque] = {}
+        self.runs: LRUCache = LRUCache(LEDGER_KEPT)   # shape → when it ran long (the last REPEATS)
 
     def note(self, key: tuple, seconds: float) -> None:
         if seconds <= LONG_RUN_S:
             return
-        runs = self.runs.pop(key, None) or collections.deque(maxlen=REPEATS)
+        runs = self.runs.get(key) or collections.deque(maxlen=REPEATS)
         runs.append(self.clock())
         self.runs[key] = runs
-        while len(self.runs) > LEDGER_KEPT:
-            self.runs.pop(next(iter(self.runs)))
 
     def limit_ms(self, key: tuple) -> int | None:
         """The shorter time limit of a shape of new pages that ran long REPEATS times within

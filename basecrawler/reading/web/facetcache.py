@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 
+from cachetools import LRUCache
 from datasette.database import QueryInterrupted
 
 from basecrawler.reading.facetcounts import stored_counts
@@ -13,10 +14,24 @@ from basecrawler.reading.web.limits import deadline
 
 CACHE_SIZE = 256
 
-cached: dict[tuple, list[dict]] = {}
-_whole: dict[tuple, None] = {}   # the keys of whole-table counts in `cached`, oldest first
+# Each kind its own table, the least recently used dropped first: a client sending filtered
+# pages of one table over and over never pushes out the whole table's counts.
+filtered_counts: LRUCache = LRUCache(CACHE_SIZE)   # key → a filtered page's facet rows
+whole_counts: LRUCache = LRUCache(CACHE_SIZE)      # key → a whole table's facet rows
 pending: dict[tuple, "asyncio.Future"] = {}
-stored: dict[tuple, dict | None] = {}   # (database, table, marker) → the counts a run kept in meta
+stored: LRUCache = LRUCache(CACHE_SIZE)   # (database, table, marker) → the counts a run kept in meta
+
+
+def cached(key: tuple) -> list[dict] | None:
+    """The facet rows counted for `key` in this process, if still kept."""
+    found = whole_counts.get(key)
+    return found if found is not None else filtered_counts.get(key)
+
+
+def forget() -> None:
+    """Drop every facet count kept (the next page counts again)."""
+    filtered_counts.clear()
+    whole_counts.clear()
 
 
 async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False) -> list[dict]:
@@ -35,7 +50,7 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, who
         else:
             rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
             result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        _keep(key, result, whole)
+        (whole_counts if whole else filtered_counts)[key] = result
         future.set_result(result)
         return result
     except BaseException as exc:
@@ -63,29 +78,11 @@ async def count_whole_table(datasette, database: str, sql: str, params, limit_ms
         raise
 
 
-def _keep(key: tuple, result: list[dict], whole: bool) -> None:
-    """Cache `result`: at most CACHE_SIZE filtered counts and as many whole-table ones, each
-    kind dropping its oldest."""
-    if whole:
-        if len(_whole) >= CACHE_SIZE:
-            oldest = next(iter(_whole))
-            del _whole[oldest]
-            cached.pop(oldest, None)
-        _whole[key] = None
-    else:
-        filtered = [k for k in cached if k not in _whole]   # (at most 2 × CACHE_SIZE keys)
-        if len(filtered) >= CACHE_SIZE:
-            cached.pop(filtered[0], None)
-    cached[key] = result
-
-
 async def kept_counts(datasette, database: str, table: str, marker: tuple) -> dict | None:
     """The whole-table counts the last run that changed data kept in `meta`
     (reading/facetcounts.py), when they are of the data as it is now; read once per version."""
     key = (database, table, marker)
     if key not in stored:
-        if len(stored) >= CACHE_SIZE:
-            stored.pop(next(iter(stored)))
         stored[key] = await datasette.get_database(database).execute_fn(
             lambda conn: stored_counts(conn, table, list(marker)))
     return stored[key]

@@ -7,13 +7,15 @@ plugins/basecrawler_facets.py ask). The pages read SQLite: the statements are SQ
 """
 from __future__ import annotations
 
+from cachetools import LRUCache
+
 from basecrawler.reading.summary_cache import run_marker
 from basecrawler.reading.web.groups import shows_copies
 from basecrawler.store import groups
 from basecrawler.store.engines.dialect import SQLITE
 
 VERSIONS_KEPT = 64   # (two counts per table and version: a few databases, a few versions each)
-_counts: dict[tuple, int] = {}   # (database, table, data version, what) → a count of that version
+_counts: LRUCache = LRUCache(VERSIONS_KEPT)   # (database, table, data version, what) → a count of that version
 
 
 def copies_count(conn, record_type) -> int:
@@ -43,10 +45,7 @@ async def _counted(datasette, database: str, table: str, request, what: str, cou
     once per version."""
     key = (database, table, await run_marker(datasette, database, table, request), what)
     if key not in _counts:
-        found = await datasette.get_database(database).execute_fn(count)
-        if len(_counts) >= VERSIONS_KEPT:
-            _counts.pop(next(iter(_counts)))
-        _counts[key] = found
+        _counts[key] = await datasette.get_database(database).execute_fn(count)
     return _counts[key]
 
 

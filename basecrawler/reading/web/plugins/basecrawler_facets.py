@@ -138,8 +138,9 @@ class _DeclaredFacet(Facet):
         marker = await run_marker(self.ds, self.database, self.table, self.request)
         params = {} if whole else self.params
         key = (self.database, sql, json.dumps(params, sort_keys=True, default=str), marker)
-        if key in cached:
-            return cached[key]
+        found = cached(key)
+        if found is not None:
+            return found
         if whole:
             kept = await kept_counts(self.ds, self.database, self.table, marker)
             if kept is not None and sql in kept:
@@ -381,7 +382,7 @@ def filters_from_request(request, database, table, datasette):
             sql = values_sql(facet.field, facet.multi, whole_table(table))
             key = (database, sql, "[]", marker)
             kept = await kept_counts(datasette, database, table, marker)
-            stored = cached.get(key) or (kept or {}).get(sql) or \
+            stored = cached(key) or (kept or {}).get(sql) or \
                 await count_once(datasette, key, sql, [], WHOLE_TABLE_LIMIT_MS, whole=True)
             matching = [row["value"] for row in stored if value in _facet_values(facet, row["value"])]
             name = f"bcf_{n}"

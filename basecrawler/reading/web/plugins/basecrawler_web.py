@@ -21,6 +21,7 @@ import json
 import time
 import urllib.parse
 
+from cachetools import LRUCache
 from datasette import hookimpl
 from datasette.filters import FilterArguments
 
@@ -152,7 +153,8 @@ def filters_from_request(request, database, table, datasette):
     return conditions()
 
 
-_progress: dict[tuple, tuple[int, int]] = {}   # (database, table, filters but the text, data version) → …
+PROGRESS_KEPT = 256
+_progress: LRUCache = LRUCache(PROGRESS_KEPT)   # (database, table, filters but the text, data version) → …
 
 
 async def _translation_progress(datasette, database: str, table: str, filters: RecallFilter, request):
@@ -166,10 +168,7 @@ async def _translation_progress(datasette, database: str, table: str, filters: R
            int(time.time() // GROUP_COUNTS_TTL_S))   # (the translator changes it between runs too)
     if key not in _progress:
         db = datasette.get_database(database)
-        found = await db.execute_fn(lambda conn: translation_progress(conn, rest))
-        while len(_progress) >= GROUP_COUNTS_KEPT:
-            _progress.pop(next(iter(_progress)))
-        _progress[key] = found
+        _progress[key] = await db.execute_fn(lambda conn: translation_progress(conn, rest))
     return _progress[key]
 
 
@@ -197,7 +196,7 @@ GROUP_COUNTS_KEPT = 256   # (type, search, data version) → its count: a search
 # The other types' data version is not read per page (a page reads its own table's once): their
 # counts are kept at most this long, as a version lasts while a run is going.
 GROUP_COUNTS_TTL_S = 60
-_group_counts: dict[tuple, int] = {}
+_group_counts: LRUCache = LRUCache(GROUP_COUNTS_KEPT)
 
 
 async def _type_count(db, database: str, record_type, text: str, args, version: tuple) -> int | None:
@@ -210,16 +209,13 @@ async def _type_count(db, database: str, record_type, text: str, args, version: 
         hide, grams = await db.execute_fn(plan)
         key = (database, record_type.table, text, hide, version)
         if key in _group_counts:
-            _group_counts[key] = _group_counts.pop(key)   # asked again: among the last to drop
-            return _group_counts[key]
+            return _group_counts[key]   # (asked again: among the last to drop)
         sql, params = _type_matches_sql(record_type, text, hide, grams)
         found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
                                   custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
     except Exception:   # too large for the engine, timed out: that type is left out of the line
         return None
     _group_counts[key] = found
-    while len(_group_counts) > GROUP_COUNTS_KEPT:
-        _group_counts.pop(next(iter(_group_counts)))
     return found
 
 
