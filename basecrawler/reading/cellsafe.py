@@ -9,11 +9,15 @@ Only text is touched; a number stored as a number (a negative count) stays a num
 """
 from __future__ import annotations
 
+import csv
+import io
+import re
 from typing import Any
 
 # https://owasp.org/www-community/attacks/CSV_Injection
 FORMULA_TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 NEUTRALISING_PREFIX = "'"
+NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 
 
 def neutralise_cell(value: Any) -> Any:
@@ -34,4 +38,21 @@ def neutralise_row(values) -> list:
             for value in values]
 
 
-__all__ = ["neutralise_cell", "neutralise_row", "FORMULA_TRIGGERS"]
+def neutralise(value: str) -> str:
+    """A CSV cell as a spreadsheet must read it: text that would start a formula, prefixed.
+    In CSV every cell is text, so a cell that is a plain number (-12.5) is left as it is."""
+    if NUMBER.fullmatch(value):
+        return value
+    return neutralise_cell(value)
+
+
+def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
+    text = body.decode(charset)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    for row in csv.reader(io.StringIO(text, newline="")):
+        writer.writerow([neutralise(cell) for cell in row])
+    return out.getvalue().encode(charset)
+
+
+__all__ = ["neutralise_cell", "neutralise_row", "neutralise_csv", "FORMULA_TRIGGERS"]
