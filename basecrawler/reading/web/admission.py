@@ -74,6 +74,12 @@ TIME_LIMIT_MS: contextvars.ContextVar[int | None] = contextvars.ContextVar("base
 ORIGIN: contextvars.ContextVar[int | None] = contextvars.ContextVar("basecrawler_origin", default=None)
 # Whether the request is a reader's light page (its SQL, while it runs, pauses background work).
 LIGHT_PAGE: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_light_page", default=False)
+# Whether the work is the start-up warm-up's (plugins/basecrawler_facets.py), which nobody waits
+# for: its SQL runs as the background's does (paused while a reader's page runs, at the
+# background's priority), one query at a time however long it waits (not in a lane's slots,
+# which a count not given one within a second gives up): a table's five facet counts at once
+# held Python's lock so often that a first visitor's page, rendering, waited seconds for it.
+WARMING: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_warming", default=False)
 _serial = itertools.count(1)
 
 

@@ -72,7 +72,9 @@ QUICK_SLOTS = 2        # … and those a key or rare terms answer (web/admission
 SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS, "quick": QUICK_SLOTS}
 # SQL run at once per lane: a request's own queries, and the background's apart.
 BACKGROUND_SLOTS = 2   # … and for the counts pages leave to the background (`in_background`)
-SQL_SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS, "quick": QUICK_SLOTS, "background": BACKGROUND_SLOTS}
+WARM_UP_SLOTS = 1      # … and for the start-up's count of every table's facets (admission.WARMING)
+SQL_SLOTS = {"heavy": HEAVY_SLOTS, "search": SEARCH_SLOTS, "quick": QUICK_SLOTS, "background": BACKGROUND_SLOTS,
+             "warm-up": WARM_UP_SLOTS}
 # Datasette's SQL threads: every lane's SQL slots and three for light pages.
 SQL_THREADS = sum(SQL_SLOTS.values()) + 3
 

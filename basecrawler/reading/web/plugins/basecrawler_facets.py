@@ -43,7 +43,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
                                              whole_table)
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
-from basecrawler.reading.web import groupcounts, limits
+from basecrawler.reading.web import admission, groupcounts, limits
 from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import shown_source, shows_copies
@@ -281,7 +281,8 @@ class ValuesFacet(_DeclaredFacet):
 
 async def _warm(datasette) -> None:
     """Count every type's facets over its whole table, before anyone asks (from the counts a
-    run kept when they are current, else counted)."""
+    run kept when they are current, else counted), as background work (admission.WARMING)."""
+    admission.WARMING.set(True)   # (this task's own context: the counts it starts inherit it)
     for database in list(datasette.databases):
         if database == "_internal":
             continue

@@ -25,10 +25,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import csv
 import hashlib
 import inspect
-import io
 import re
 import threading
 import time
@@ -42,11 +40,10 @@ from datasette.plugins import pm
 from datasette.utils.asgi import Response
 
 from basecrawler.reading.browse import types_by_table
-from basecrawler.reading.cellsafe import neutralise_cell   # the exports' rule too
+from basecrawler.reading.cellsafe import neutralise_csv   # the exports' rule too
 from basecrawler.reading.web import admission, limits
 from basecrawler.reading.web.refusal_page import TITLES, error_response as _error_response
 
-NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
 
 POLICY = ("default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
@@ -103,21 +100,25 @@ async def _limited_execute_fn(self, fn):
     slots."""
     lane = _lane.get()
     limit_ms = admission.TIME_LIMIT_MS.get()   # a repeat long shape's shorter limit (admission.Ledger)
+    background = lane == "background" or (lane is None and admission.WARMING.get())
     # Background work pauses while another request's light page runs its SQL (admission.py) …
-    pause = admission.pause_for_readers(admission.ORIGIN.get()) if lane == "background" else None
+    pause = admission.pause_for_readers(admission.ORIGIN.get()) if background else None
     # … which this marks, while it runs.
-    reader = admission.ORIGIN.get() if lane is None and admission.LIGHT_PAGE.get() else None
+    reader = admission.ORIGIN.get() if lane is None and admission.LIGHT_PAGE.get() and not background else None
 
     def timed(conn):
         _thread_lane.value = lane
         _thread_lane.limit_ms = limit_ms
         try:
             with limits.deadline(conn, limits.BACKGROUND_LIMIT_S, limits.LANE_DEMOTE_AFTER_S.get(lane), pause), \
-                    limits.lane_priority(lane), \
+                    limits.lane_priority("background" if background else lane), \
                     (admission.reading(reader) if reader is not None else contextlib.nullcontext()):
                 return fn(conn)
         finally:
             _thread_lane.value = _thread_lane.limit_ms = None
+    if lane is None and background:   # the warm-up's
+        async with _semaphore("sql", "warm-up"):
+            return await _datasette_execute_fn(self, timed)
     if lane is None:
         return await _datasette_execute_fn(self, timed)
     semaphore = await _acquire("sql", lane, 2 * limits.HEAVY_WAIT_S)
@@ -142,8 +143,13 @@ def _timelimit(conn, ms: int):
         yield
 
 
-Database.execute_fn = _limited_execute_fn
-datasette.database.sqlite_timelimit = _timelimit
+# Once per process: Datasette loads its plugins' folder again for each server started in one
+# process (as the tests do) but keeps the first load's hooks, so that load's wrapper stays, never
+# wrapped by a second one whose lane rules would apply twice.
+if not hasattr(Database.execute_fn, "basecrawler_guard"):
+    _limited_execute_fn.basecrawler_guard = True
+    Database.execute_fn = _limited_execute_fn
+    datasette.database.sqlite_timelimit = _timelimit
 
 
 def allow_sql(datasette) -> bool:
@@ -227,23 +233,6 @@ def startup(datasette):
 
 def content_security_policy() -> str:
     return POLICY.format(hashes=" ".join(sorted(_script_hashes)))
-
-
-def neutralise(value: str) -> str:
-    """A CSV cell as a spreadsheet must read it: text that would start a formula, prefixed.
-    In CSV every cell is text, so a cell that is a plain number (-12.5) is left as it is."""
-    if NUMBER.fullmatch(value):
-        return value
-    return neutralise_cell(value)
-
-
-def neutralise_csv(body: bytes, charset: str = "utf-8") -> bytes:
-    text = body.decode(charset)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    for row in csv.reader(io.StringIO(text, newline="")):
-        writer.writerow([neutralise(cell) for cell in row])
-    return out.getvalue().encode(charset)
 
 
 @hookimpl(tryfirst=True)
