@@ -15,8 +15,8 @@ from basecrawler.reading.web.pageargs import narrows, search_only, whole_table
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
 
 from test_web_groups import _copy_db, grouped  # noqa: E402,F401 — the module's store fixture
-from test_w13groups_shown_counts import _counts, _datasette  # noqa: E402
-from test_w12web_cells import _Datasette, _Db, _Results, _page, cards  # noqa: E402
+from test_web_grouped_table_counts import _counts, _datasette  # noqa: E402
+from test_web_cells_one_trip import _Datasette, _Db, _Results, _page, cards  # noqa: E402
 
 PACKAGE = Path(__file__).resolve().parents[1] / "basecrawler"
 PATTERN_CALLS = {"search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"}
