@@ -13,24 +13,21 @@ plugins/basecrawler_guard.py. Pure rules, no Datasette import, so they are teste
   (their matching cost grows with the pattern); and a process-wide SQLite heap ceiling.
 - Bounded time per query: `deadline(conn, seconds)` is the progress handler for work Datasette
   runs without its own (`execute_fn`: the search plan, summaries, facet counts).
-- Bounded concurrency, in lanes (`lane`): a request that is heavy (`is_heavy`: a search, a
-  sort, a facet, an operator filter, a filter on a column no index holds, a large page, CSV)
-  takes one of a few slots of its lane; it waits `HEAVY_WAIT_S` for one, else is answered
-  "busy" at once, so light pages (a table, a card, a filter an index answers) keep their
-  threads. A reader's ordinary search (a few words, nothing else heavy) has a lane of its own
-  ("search"), so clients sending the heaviest shapes they can build (sorts, facets on every
-  column, CSV, searches of many or long words) fill only the "heavy" lane. Each lane's queries
-  get a shorter time limit than Datasette's (`LANE_TIME_LIMIT_MS`): the heavy lane's slots
-  come free sooner; a search page answers, or says it ran out of time, within its target.
-  What a page leaves to the background (a search's summary, a facet count for the next
-  visitor) takes SQL slots of its own (`in_background`), and heavy and background SQL runs
-  at a lower CPU priority (`lane_priority`). What a lane answers is in the reader's language
-  (`message`, the catalogue).
+- Bounded concurrency, in lanes (`lane`): a heavy request (`is_heavy`: a search, a sort other
+  than the default, a facet, an operator filter, an unindexed filter, a large page, CSV) takes
+  one of its lane's few slots, waits `HEAVY_WAIT_S` for one, else is answered "busy", so light
+  pages (a table, a card, an indexed filter) keep their threads. A reader's ordinary search has
+  a lane of its own ("search"), apart from the heaviest shapes a client can build ("heavy");
+  each lane has a shorter time limit than Datasette's (`LANE_TIME_LIMIT_MS`). What a page leaves
+  to the background (a summary, a facet count) and the start-up's warm-up take SQL slots of
+  their own (`in_background`, `SQL_SLOTS`); heavy and background SQL runs at a lower CPU
+  priority (`lane_priority`). What a lane answers is in the reader's language (`message`).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import http.cookies
 import os
 import re
@@ -57,6 +54,7 @@ LIMITS = {
 # this one in its place).
 PROGRESS_STEPS = 20_000
 BACKGROUND_LIMIT_S = 20.0   # work outside Datasette's own time limit (a summary pass, a count)
+
 
 def _slots_setting() -> int:
     try:   # an operator's choice (BASECRAWLER_WEB_HEAVY_SLOTS); Datasette's threads follow it
@@ -111,21 +109,16 @@ def renice_allowed() -> bool:
     return bool(allowed)
 
 
-_renice: list[bool] = []
-
-
-# A reader lane's query that has already run this long costs what the heavy lane's do, whoever
-# sent it: the rest of it runs at the heavy lane's priority (`deadline`'s `demote_after`). The
-# clients here all come from one address and an ordinary-looking search (a fresh 2-character
-# term: a LIKE over every row) cannot be told from a person's by its query string; its cost so
-# far is the honest sign. A person's search reads an index and is done before this.
+# A reader lane's query that has run this long costs what the heavy lane's do, whoever sent it:
+# the rest runs at the heavy lane's priority (`deadline`'s `demote_after`). An ordinary-looking
+# search (a fresh 2-character term: a LIKE over every row) cannot be told from a person's by its
+# query string; its cost so far is the honest sign (a person's reads an index, done before this).
 LANE_DEMOTE_AFTER_S = {"search": 0.25, "quick": 0.25}
 
 
+@functools.cache   # (asked once per process)
 def _may_renice() -> bool:
-    if not _renice:
-        _renice.append(renice_allowed())
-    return _renice[0]
+    return renice_allowed()
 
 
 @contextlib.contextmanager
@@ -166,6 +159,8 @@ def in_background():
         yield
     finally:
         LANE.reset(token)
+
+
 # A query of the heavy lane is stopped sooner than Datasette's limit: its slot is free again
 # sooner, and what a person asks in the other lanes keeps the machine.
 HEAVY_TIME_LIMIT_MS = 1500
