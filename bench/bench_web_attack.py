@@ -112,6 +112,24 @@ def fetch(url: str, timeout: float = 60) -> tuple[int, float]:
     return status, time.perf_counter() - started
 
 
+def visit(url: str, timeout: float = 60) -> tuple[int, float, str]:
+    """`fetch`, and the answer's Server-Timing header (its lane, admission and slot wait)."""
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            response.read()
+            status, timing = response.status, response.headers.get("server-timing", "")
+    except urllib.error.HTTPError as error:
+        error.read()
+        status, timing = error.code, error.headers.get("server-timing", "")
+    except (urllib.error.URLError, TimeoutError, ConnectionError):
+        status, timing = 0, ""
+    return status, time.perf_counter() - started, timing
+
+
+SLOW_VISIT_S = 0.5   # a reader's visit this slow is listed with its Server-Timing
+
+
 def rss_mb(pid: int) -> int:
     text = Path(f"/proc/{pid}/status").read_text()
     return int(text.split("VmRSS:")[1].split()[0]) // 1024
@@ -267,10 +285,14 @@ def main() -> None:
         time.sleep(1.0 if args.clients else 0)
         visits: dict[str, list[tuple[int, float]]] = collections.defaultdict(list)
         completes: dict[str, list[float]] = collections.defaultdict(list)
+        slow: list[tuple[float, str, float, int, str]] = []   # (when, page, seconds, status, Server-Timing)
         while time.monotonic() < stop - 2:
             for name, path in pages:
-                seen = fetch(server.url + path.format(db=db))
+                status, took, timing = visit(server.url + path.format(db=db))
+                seen = (status, took)
                 visits[name].append(seen)
+                if took > SLOW_VISIT_S:
+                    slow.append((args.seconds - (stop - time.monotonic()), name, took, status, timing))
                 done = complete(server.url, path.format(db=db), seen) if args.complete else None
                 if done is not None:
                     completes[name].append(done)
@@ -291,6 +313,8 @@ def main() -> None:
         every = [t for seen in visits.values() for _, t in seen]
         print(f"slowest reader page: {worst:.2f} s (target ≤ 1 s); visits over 1 s: "
               f"{sum(t > 1.0 for t in every)} of {len(every)}")
+        for at, name, took, status, timing in slow:   # what each slow visit waited for, by the server's word
+            print(f"    at {at:5.1f} s  {took:5.2f} s  {status}  {name}  [{timing}]")
         if completes:
             print(f"{'search page until complete (counts, facets)':<44} {'p50 s':>6} {'max s':>6}")
             for name, times in completes.items():

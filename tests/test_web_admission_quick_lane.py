@@ -100,3 +100,18 @@ def test_a_common_terms_page_answered_quickly_before_is_quick(store_path, monkey
     monkeypatch.setitem(limits.SLOTS, "search", 0)   # (a new server: its lanes' slots from SLOTS)
     ((again, _, page),) = _pages(store_path, [path])
     assert again == 200, page.text
+
+
+def test_each_answer_names_its_lane_and_waits_in_server_timing(store_path):
+    """The standard Server-Timing header says which lane served a page and how long its
+    admission and its wait for a slot took (what an operator, or bench_web_attack.py, reads
+    to tell a page's own work from its waiting)."""
+    db = Path(store_path).stem
+    (_, _, table), (_, _, rare), (_, _, common), (_, _, csv) = _pages(store_path, [
+        f"/{db}/recalls", f"/{db}/recalls.json?_search={q('#123')}", f"/{db}/recalls.json?_search=brake",
+        f"/{db}/recalls.csv?_size=max"])
+    assert table.headers["server-timing"] == 'lane;desc="light"'
+    for page, lane in ((rare, admission.QUICK), (common, "search")):
+        timing = page.headers["server-timing"]
+        assert timing.startswith(f'lane;desc="{lane}", admission;dur=') and ", slot;dur=" in timing, timing
+    assert csv.headers["server-timing"].startswith('lane;desc="heavy", slot;dur='), csv.headers["server-timing"]

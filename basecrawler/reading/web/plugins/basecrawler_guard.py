@@ -11,14 +11,11 @@
   JSON is left exact: it is the API the chart and scripts read, and no spreadsheet evaluates a
   JSON string as a formula.
 - Declared views only, bounded work (issue #34.6, rules in basecrawler/reading/web/limits.py):
-  a request carrying SQL of its own is refused unless the operator turned SQL on; every
-  connection has SQLite's size limits and every query a time limit that stops it (Datasette's
-  own, or `limits.deadline` for the plugins' `execute_fn` work); heavy requests and their SQL
-  share a few slots of their lane (`limits.lane`; an ordinary search's lane by its cost, a new
-  shape that keeps running long stopped sooner, background work pausing for light pages:
-  web/admission.py), a further one (or a remote client's beyond its share) is told "busy"; a
-  query stopped by a limit is explained in the reader's language; the database's absolute path
-  never leaves the server (it is replaced by the file's name in every response).
+  SQL of a request's own is refused unless the operator turned it on; every connection has
+  SQLite's size limits and every query a time limit that stops it; heavy requests and their SQL
+  share a few slots of their lane (web/admission.py), a further one is told "busy" in the
+  reader's language; the database's absolute path never leaves the server; a response's
+  Server-Timing header names its lane and what it waited for.
 """
 from __future__ import annotations
 
@@ -284,7 +281,9 @@ def asgi_wrapper(datasette):
                                      declared_sql=frozenset(_declared_sql))
             lane = limits.lane(path, args, _default_sort, _indexed) if refused is None else None
             if lane == "search":   # what it will cost decides: a key or rare terms are quick
+                asked = time.monotonic()
                 lane = await admission.search_lane(datasette, path, args, scope.get("query_string") or b"", _TYPES)
+                scope = {**scope, "bc_admission_s": time.monotonic() - asked}
             origin = admission.ORIGIN.set(admission.new_origin())
             try:
                 if lane is not None:
@@ -322,11 +321,12 @@ async def _serve_in_lane(app, scope, receive, send, lane: str, args) -> tuple[in
     shape = admission.shape(address or "", lane, path, args, scope.get("query_string") or b"")
     try:
         with admission.clients.slot(lane, address):
+            asked = time.monotonic()
             slot = await _acquire("request", lane, limits.HEAVY_WAIT_S)
             started = time.monotonic()
             status: list[int] = []
             limit_ms = admission.ledger.limit_ms(shape)
-            scope = {**scope, "bc_lane": lane, "bc_limit_ms": limit_ms}
+            scope = {**scope, "bc_lane": lane, "bc_limit_ms": limit_ms, "bc_slot_s": started - asked}
             tokens = (_lane.set(lane), admission.TIME_LIMIT_MS.set(limit_ms))
             try:
                 await _serve(app, scope, receive, send, status)
@@ -353,6 +353,16 @@ async def _serve_fixed(start: dict, body: bytes, send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def server_timing(scope) -> bytes:
+    """The standard Server-Timing header (a browser's developer tools show it): the request's
+    lane ("light" without one), and the milliseconds its search admission and its wait for a
+    slot took, where it had them."""
+    parts = [f'lane;desc="{scope.get("bc_lane") or "light"}"']
+    parts += [f"{name};dur={scope[key] * 1000:.1f}" for name, key in (("admission", "bc_admission_s"),
+                                                                         ("slot", "bc_slot_s")) if key in scope]
+    return ", ".join(parts).encode("ascii")
+
+
 async def _serve(app, scope, receive, send, status: list[int] | None = None) -> None:
     """The response with the security headers, a formula-safe CSV, and no absolute path
     (its status appended to `status`)."""
@@ -368,7 +378,7 @@ async def _serve(app, scope, receive, send, status: list[int] | None = None) -> 
             headers = [(k, v) for k, v in message.get("headers", [])
                        if k.lower() not in (b"content-security-policy", b"x-content-type-options")]
             headers += [(b"content-security-policy", content_security_policy().encode("ascii")),
-                        (b"x-content-type-options", b"nosniff")]
+                        (b"x-content-type-options", b"nosniff"), (b"server-timing", server_timing(scope))]
             message = {**message, "headers": headers}
             if buffered:
                 start.update(message)   # sent with the rewritten body's length
