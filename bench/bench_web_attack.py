@@ -242,6 +242,7 @@ def main() -> None:
     db = Path(db_path).stem
     pages = PAGES + (ALERT_PAGES if args.alerts else [])
     tables = ("recalls", "product_alerts") if args.alerts else ("recalls",)
+    os.environ["BASECRAWLER_WEB_SERVER_TIMING"] = "1"   # each answer's lane and waits (slow visits list them)
     with BrowseServer(db_path, port=free_port()) as server:
         pid = server.process.pid
         token = next_token(f"{server.url}/{db}/recalls.json?_col=id")

@@ -102,10 +102,19 @@ def test_a_common_terms_page_answered_quickly_before_is_quick(store_path, monkey
     assert again == 200, page.text
 
 
-def test_each_answer_names_its_lane_and_waits_in_server_timing(store_path):
-    """The standard Server-Timing header says which lane served a page and how long its
-    admission and its wait for a slot took (what an operator, or bench_web_attack.py, reads
-    to tell a page's own work from its waiting)."""
+def test_no_answer_tells_its_lane_unless_the_operator_asks(store_path, monkeypatch):
+    """How admission sorts requests is not a client's business: no Server-Timing by default."""
+    monkeypatch.delenv("BASECRAWLER_WEB_SERVER_TIMING", raising=False)
+    db = Path(store_path).stem
+    pages = _pages(store_path, [f"/{db}/recalls", f"/{db}/recalls.json?_search=brake"])
+    assert [page.headers.get("server-timing") for _, _, page in pages] == [None, None]
+
+
+def test_each_answer_names_its_lane_and_waits_in_server_timing(store_path, monkeypatch):
+    """With BASECRAWLER_WEB_SERVER_TIMING=1, the standard Server-Timing header says which lane
+    served a page and how long its admission and its wait for a slot took (what an operator,
+    or bench_web_attack.py, reads to tell a page's own work from its waiting)."""
+    monkeypatch.setenv("BASECRAWLER_WEB_SERVER_TIMING", "1")
     db = Path(store_path).stem
     (_, _, table), (_, _, rare), (_, _, common), (_, _, csv) = _pages(store_path, [
         f"/{db}/recalls", f"/{db}/recalls.json?_search={q('#123')}", f"/{db}/recalls.json?_search=brake",

@@ -14,8 +14,8 @@
   SQL of a request's own is refused unless the operator turned it on; every connection has
   SQLite's size limits and every query a time limit that stops it; heavy requests and their SQL
   share a few slots of their lane (web/admission.py), a further one is told "busy" in the
-  reader's language; the database's absolute path never leaves the server; a response's
-  Server-Timing header names its lane and what it waited for.
+  reader's language; the database's absolute path never leaves the server; an operator may
+  have each response's Server-Timing header name its lane and what it waited for.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import base64
 import contextlib
 import hashlib
 import inspect
+import os
 import re
 import threading
 import time
@@ -47,6 +48,7 @@ POLICY = ("default-src 'self'; script-src 'self' {hashes}; style-src 'self' 'uns
           "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 
 GUARD_NAME = "basecrawler_guard"   # its plugin config: {"allow_sql": true} turns SQL on
+SERVER_TIMING = "BASECRAWLER_WEB_SERVER_TIMING"   # "1": answers name their lane and waits
 
 _script_hashes: set[str] = set()
 _declared_sql: set[str] = set()        # the SQL of declared queries (the dashboard fetches it)
@@ -257,15 +259,12 @@ def handle_exception(datasette, request, exception):
 
 
 def _request_lane(request) -> str | None:
-    if request is None:
-        return None
-    return limits.lane(request.path, limits.arguments(request.query_string or ""), _default_sort, _indexed)
+    return None if request is None else limits.lane(request.path, limits.arguments(request.query_string or ""),
+                                                    _default_sort, _indexed)
 
 
 def _is_csv(scope) -> bool:
-    if scope["path"].endswith(".csv"):
-        return True
-    return b"_format=csv" in (scope.get("query_string") or b"")
+    return scope["path"].endswith(".csv") or b"_format=csv" in (scope.get("query_string") or b"")
 
 
 @hookimpl(trylast=True)   # applied last, so outermost: the other plugins' redirects get the headers too
@@ -353,14 +352,16 @@ async def _serve_fixed(start: dict, body: bytes, send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def server_timing(scope) -> bytes:
-    """The standard Server-Timing header (a browser's developer tools show it): the request's
-    lane ("light" without one), and the milliseconds its search admission and its wait for a
-    slot took, where it had them."""
+def server_timing(scope) -> list[tuple[bytes, bytes]]:
+    """The standard Server-Timing header, only where the operator set SERVER_TIMING (it tells a
+    client how admission sorts its requests): the lane ("light" without one) and the ms of its
+    search admission and of its wait for a slot, where it had them."""
+    if os.environ.get(SERVER_TIMING) != "1":
+        return []
     parts = [f'lane;desc="{scope.get("bc_lane") or "light"}"']
     parts += [f"{name};dur={scope[key] * 1000:.1f}" for name, key in (("admission", "bc_admission_s"),
                                                                          ("slot", "bc_slot_s")) if key in scope]
-    return ", ".join(parts).encode("ascii")
+    return [(b"server-timing", ", ".join(parts).encode("ascii"))]
 
 
 async def _serve(app, scope, receive, send, status: list[int] | None = None) -> None:
@@ -378,7 +379,7 @@ async def _serve(app, scope, receive, send, status: list[int] | None = None) -> 
             headers = [(k, v) for k, v in message.get("headers", [])
                        if k.lower() not in (b"content-security-policy", b"x-content-type-options")]
             headers += [(b"content-security-policy", content_security_policy().encode("ascii")),
-                        (b"x-content-type-options", b"nosniff"), (b"server-timing", server_timing(scope))]
+                        (b"x-content-type-options", b"nosniff")] + server_timing(scope)
             message = {**message, "headers": headers}
             if buffered:
                 start.update(message)   # sent with the rewritten body's length
