@@ -191,3 +191,25 @@ def _clean_env(monkeypatch):
         if key.startswith("BASECRAWLER_"):
             monkeypatch.delenv(key, raising=False)
     logging.getLogger("basecrawler").setLevel(logging.INFO)
+
+
+def _lift_sqlite_heap_limit() -> None:
+    """Take off SQLite's process-wide hard heap limit. The web view's connections set it
+    (web/limits.py `harden`: right for the server's own process), and an in-process Datasette
+    in a test sets it for the whole pytest worker, where every later test's SQLite memory (the
+    connections earlier tests left open) counts against it: seen as MemoryError from
+    `sqlite3.connect` in every test after one worker crossed it. The PRAGMA can only lower the
+    limit, so the C call raises it, through the library the sqlite3 module itself uses."""
+    import ctypes
+    import _sqlite3
+
+    try:
+        ctypes.CDLL(_sqlite3.__file__).sqlite3_hard_heap_limit64(ctypes.c_int64(0))
+    except (OSError, AttributeError):   # a build that does not export it cannot have set it either
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _no_heap_limit_left_behind():
+    yield
+    _lift_sqlite_heap_limit()
