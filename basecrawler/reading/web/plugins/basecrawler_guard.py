@@ -143,8 +143,8 @@ def _timelimit(conn, ms: int):
 
 
 # Once per process: Datasette loads its plugins' folder again for each server started in one
-# process (as the tests do) but keeps the first load's hooks, so that load's wrapper stays, never
-# wrapped by a second one whose lane rules would apply twice.
+# process (as the tests do); the first module to load installs its wrapper, and no later load
+# wraps it again (its lane rules would apply twice). Its state is shared (limits, admission).
 if not hasattr(Database.execute_fn, "basecrawler_guard"):
     _limited_execute_fn.basecrawler_guard = True
     Database.execute_fn = _limited_execute_fn
