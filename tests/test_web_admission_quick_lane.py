@@ -124,3 +124,22 @@ def test_each_answer_names_its_lane_and_waits_in_server_timing(store_path, monke
         timing = page.headers["server-timing"]
         assert timing.startswith(f'lane;desc="{lane}", admission;dur=') and ", slot;dur=" in timing, timing
     assert csv.headers["server-timing"].startswith('lane;desc="heavy", slot;dur='), csv.headers["server-timing"]
+
+
+def test_a_page_keeps_its_fastest_answer_as_its_cost(monkeypatch):
+    """A reader's page answered quickly, then slowly under load (the same page, its counts
+    kept): the next visit is still quick. Kept as its cost, the slow answer sent the page to
+    the search lane, where its query is demoted and ran slow again, for as long as the attack
+    lasted. A page never answered quickly is not made quick by being answered again."""
+    path, query = "/store/recalls", b"_search=brake&country=JP"
+    args = limits.arguments(query)
+    lane = lambda: asyncio.run(admission.search_lane(None, path, args, query, {}))   # noqa: E731
+    admission.note_served(path, query, admission.QUICK_SERVED_S / 3, 200)
+    admission.note_served(path, query, admission.QUICK_SERVED_S * 4, 200)
+    assert lane() == admission.QUICK
+    admission.note_served(path, query, admission.QUICK_SERVED_S / 6, 200)   # a faster one counts
+    assert admission.served[admission.page_key(path, query)] == admission.QUICK_SERVED_S / 6
+    slow = b"_search=brake"
+    admission.note_served(path, slow, admission.QUICK_SERVED_S * 2, 200)
+    admission.note_served(path, slow, admission.QUICK_SERVED_S * 3, 200)
+    assert asyncio.run(admission.search_lane(None, path, limits.arguments(slow), slow, {})) == "search"

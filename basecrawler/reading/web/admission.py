@@ -170,9 +170,17 @@ async def search_lane(datasette, path: str, args: list[tuple[str, str]], query_s
 
 
 def note_served(path: str, query_string, seconds: float, status: int) -> None:
-    """How long a search page took to answer (its slot held), for the next visit's lane."""
-    if status == 200:
-        served[page_key(path, query_string)] = seconds
+    """How long a search page took to answer (its slot held), for the next visit's lane: its
+    fastest answer within SERVED_TTL_S. A slower answer of the same page measured the machine's
+    load, not the page (its counts are kept); kept as the page's cost, it sent a reader's page
+    to the search lane, where a long query is demoted and ran slower again, so the page never
+    came back to the quick lane while the attack lasted."""
+    if status != 200:
+        return
+    key = page_key(path, query_string)
+    fastest = served.get(key)
+    if fastest is None or seconds <= fastest:   # (a slower answer leaves its time to live alone)
+        served[key] = seconds
 
 
 # ---- fairness ---------------------------------------------------------------------------------
