@@ -208,6 +208,31 @@ def test_filtered_pages_counts_never_push_out_the_whole_tables():
     facetcache.forget()
 
 
+def test_the_lanes_new_pages_never_push_out_a_light_pages_counts():
+    """Every attacker's page is new, and each counted its facets into the cache: a reader's
+    filtered page (a maker, a country) found its counts gone and counted them again within its
+    facet budget, on a machine the attack kept busy: the slow light pages under attack."""
+    from basecrawler.reading.web import facetcache
+
+    class Datasette:
+        async def execute(self, *args, **kwargs):
+            class Rows:
+                rows: list = []
+            return Rows()
+
+    async def fill():
+        facetcache.forget()
+        light = ("db", "SELECT country", "[\"JP\"]", (1,))
+        await facetcache.count_once(Datasette(), light, light[1], ["JP"], 100, light=True)
+        for n in range(facetcache.CACHE_SIZE + 50):   # the heavy and search lanes' new pages
+            await facetcache.count_once(Datasette(), ("db", "SELECT filtered", f"[{n}]", (1,)), "SELECT filtered", [n], 100)
+        return light
+    light = asyncio.run(fill())
+    assert facetcache.cached(light) == [] and light in facetcache.light_counts
+    assert len(facetcache.filtered_counts) == facetcache.CACHE_SIZE
+    facetcache.forget()
+
+
 def test_a_whole_table_count_has_its_own_time_limit(store_path, monkeypatch):
     """Datasette's `custom_time_limit` only shortens its page limit: the whole-table count,
     given 20 s, stopped at the page's 3 s on a loaded machine and every visitor counted again."""

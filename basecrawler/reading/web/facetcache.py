@@ -15,8 +15,12 @@ from basecrawler.reading.web.limits import deadline
 CACHE_SIZE = 256
 
 # Each kind its own table, the least recently used dropped first: a client sending filtered
-# pages of one table over and over never pushes out the whole table's counts.
-filtered_counts: LRUCache = LRUCache(CACHE_SIZE)   # key → a filtered page's facet rows
+# pages of one table over and over never pushes out the whole table's counts, and new pages
+# of the heavy and search lanes (every attacker's is new) never push out the counts of the
+# light pages readers come back to (an indexed filter: a maker, a country), which, counted
+# again within the page's facet budget on a loaded machine, made those pages the slow ones.
+filtered_counts: LRUCache = LRUCache(CACHE_SIZE)   # key → a filtered page's facet rows (a lane's)
+light_counts: LRUCache = LRUCache(CACHE_SIZE)      # key → a light page's (no lane) facet rows
 whole_counts: LRUCache = LRUCache(CACHE_SIZE)      # key → a whole table's facet rows
 pending: dict[tuple, "asyncio.Future"] = {}
 stored: LRUCache = LRUCache(CACHE_SIZE)   # (database, table, marker) → the counts a run kept in meta
@@ -24,22 +28,27 @@ stored: LRUCache = LRUCache(CACHE_SIZE)   # (database, table, marker) → the co
 
 def cached(key: tuple) -> list[dict] | None:
     """The facet rows counted for `key` in this process, if still kept."""
-    found = whole_counts.get(key)
-    return found if found is not None else filtered_counts.get(key)
+    for kept in (whole_counts, light_counts, filtered_counts):
+        found = kept.get(key)
+        if found is not None:
+            return found
+    return None
 
 
 def forget() -> None:
     """Drop every facet count kept (the next page counts again)."""
-    filtered_counts.clear()
-    whole_counts.clear()
+    for kept in (whole_counts, light_counts, filtered_counts):
+        kept.clear()
 
 
-async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False) -> list[dict]:
+async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False,
+                     light: bool = False) -> list[dict]:
     """Run one facet query into the cache; a query already running for the same key is
     awaited, not started twice (the start-up warm-up and the first visitor ask together).
     `whole`: a whole-table count (seconds at a million records, once per run), which the
     counts of filtered pages never push out: a client sending filtered pages of one table
-    over and over made every visitor of its table page count the whole table again."""
+    over and over made every visitor of its table page count the whole table again.
+    `light`: a light page's count (kept apart from the lanes' pages' counts)."""
     if key in pending:
         return await asyncio.shield(pending[key])
     future = asyncio.get_running_loop().create_future()
@@ -50,7 +59,7 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, who
         else:
             rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
             result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        (whole_counts if whole else filtered_counts)[key] = result
+        (whole_counts if whole else light_counts if light else filtered_counts)[key] = result
         future.set_result(result)
         return result
     except BaseException as exc:

@@ -153,16 +153,17 @@ class _DeclaredFacet(Facet):
             # Another visit's count of it is going on: waited for within the page's budget
             # only (it was awaited to its end, seconds on a loaded machine).
             return await self._within_budget(pending[key], sql, self.params)
+        light = limits.LANE.get() is None   # (a light page's counts are kept apart: facetcache)
         try:
             limit_ms = min(self.ds.setting("facet_time_limit_ms"), self._budget_left_ms())
             if limit_ms < MIN_FACET_LIMIT_MS:
                 raise QueryInterrupted(None, sql, self.params)
-            return await count_once(self.ds, key, sql, self.params, limit_ms)
+            return await count_once(self.ds, key, sql, self.params, limit_ms, light=light)
         except QueryInterrupted:
             if key not in pending and len(pending) < BACKGROUND_COUNTS:
                 with limits.in_background():
                     task = asyncio.get_running_loop().create_task(
-                        count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS))
+                        count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, light=light))
                 task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
             raise
 
