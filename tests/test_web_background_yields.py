@@ -146,14 +146,14 @@ def test_a_filtered_page_waits_for_another_visits_count_only_within_its_budget(t
                        template_dir=str(WEB_DIR / "templates"))
         await ds.client.get("/waits/recalls.json?_size=1")
         await asyncio.sleep(0.5)   # the start-up's whole-table counts
-        before = set(facetcache.light_counts)
+        before = set(facetcache.filtered_counts)
         first = await ds.client.get(page, follow_redirects=True)
         assert first.status_code == 200, (first.status_code, first.headers.get("location"))
-        mine = [key for key in set(facetcache.light_counts) - before if key[0] == "waits" and "JP" in key[2]]
+        mine = [key for key in set(facetcache.filtered_counts) - before if key[0] == "waits" and "JP" in key[2]]
         assert mine   # the page's own facet counts, now cached
         loop = asyncio.get_running_loop()
         for key in mine:   # … as if another visit's count of each were still going
-            facetcache.light_counts.pop(key)
+            facetcache.filtered_counts.pop(key)
             facetcache.pending[key] = loop.create_future()
         try:
             started = time.monotonic()

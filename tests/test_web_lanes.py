@@ -208,10 +208,11 @@ def test_filtered_pages_counts_never_push_out_the_whole_tables():
     facetcache.forget()
 
 
-def test_the_lanes_new_pages_never_push_out_a_light_pages_counts():
+def test_new_pages_never_push_out_the_counts_of_a_page_asked_again():
     """Every attacker's page is new, and each counted its facets into the cache: a reader's
-    filtered page (a maker, a country) found its counts gone and counted them again within its
-    facet budget, on a machine the attack kept busy: the slow light pages under attack."""
+    filtered page (a maker, a country, a search with a filter), visited again, found its counts
+    gone and counted them again within its facet budget on a machine the attack kept busy: the
+    slow reader pages under attack. A page asked again now keeps its counts apart."""
     from basecrawler.reading.web import facetcache
 
     class Datasette:
@@ -220,16 +221,44 @@ def test_the_lanes_new_pages_never_push_out_a_light_pages_counts():
                 rows: list = []
             return Rows()
 
+    class Request:
+        def __init__(self, query: str):
+            self.path, self.query_string, self.scope = "/db/recalls", query, {}
+
     async def fill():
         facetcache.forget()
-        light = ("db", "SELECT country", "[\"JP\"]", (1,))
-        await facetcache.count_once(Datasette(), light, light[1], ["JP"], 100, light=True)
-        for n in range(facetcache.CACHE_SIZE + 50):   # the heavy and search lanes' new pages
-            await facetcache.count_once(Datasette(), ("db", "SELECT filtered", f"[{n}]", (1,)), "SELECT filtered", [n], 100)
-        return light
-    light = asyncio.run(fill())
-    assert facetcache.cached(light) == [] and light in facetcache.light_counts
-    assert len(facetcache.filtered_counts) == facetcache.CACHE_SIZE
+        reader = ("db", "SELECT country", "[\"JP\"]", (1,))
+        assert not facetcache.asked_again(Request("country=JP"))          # the first visit …
+        await facetcache.count_once(Datasette(), reader, reader[1], ["JP"], 100)
+        visit = Request("country=JP")
+        assert facetcache.asked_again(visit) and facetcache.asked_again(visit)   # … and the next
+        assert facetcache.cached(reader, again=True) == []               # moved to the kept table
+        for n in range(facetcache.CACHE_SIZE + 50):                      # new pages, each asked once
+            page = Request(f"q={n}")
+            key = ("db", "SELECT filtered", f"[{n}]", (1,))
+            await facetcache.count_once(Datasette(), key, key[1], [n], 100, again=facetcache.asked_again(page))
+        return reader
+    reader = asyncio.run(fill())
+    assert facetcache.cached(reader) == [] and reader in facetcache.repeat_counts
+    assert len(facetcache.filtered_counts) == facetcache.CACHE_SIZE and len(facetcache.repeat_counts) == 1
+    facetcache.forget()
+
+
+def test_a_filtered_page_visited_again_keeps_its_counts_in_the_kept_table(store_path):
+    """The web view's facets (plugins/basecrawler_facets.py) ask the cache as the page they
+    count for: its first visit's counts are a new page's, its second visit keeps them."""
+    from basecrawler.reading.web import facetcache
+    (shown,) = _pages(store_path, ["/lanes/recalls?country=JP&_search=brake"])
+    page = shown.headers.get("location", "/lanes/recalls?country=JP&_search=brake")   # (its columns added)
+    facetcache.forget()
+
+    async def between(n):
+        if n == 1:
+            assert [key for key in facetcache.filtered_counts if "JP" in key[2]]
+            assert not facetcache.repeat_counts
+    first, again = _pages(store_path, [page, page], between)
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert [key for key in facetcache.repeat_counts if "JP" in key[2]]
     facetcache.forget()
 
 

@@ -5,50 +5,73 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 
-from cachetools import LRUCache
+from cachetools import LRUCache, TTLCache
 from datasette.database import QueryInterrupted
 
 from basecrawler.reading.facetcounts import stored_counts
 from basecrawler.reading.web.limits import deadline
 
 CACHE_SIZE = 256
+ASKED_KEPT = 16_384        # pages asked lately, remembered (by a hash of path and query) …
+ASKED_TTL_S = 600.0        # … for this long
 
 # Each kind its own table, the least recently used dropped first: a client sending filtered
-# pages of one table over and over never pushes out the whole table's counts, and new pages
-# of the heavy and search lanes (every attacker's is new) never push out the counts of the
-# light pages readers come back to (an indexed filter: a maker, a country), which, counted
-# again within the page's facet budget on a loaded machine, made those pages the slow ones.
-filtered_counts: LRUCache = LRUCache(CACHE_SIZE)   # key → a filtered page's facet rows (a lane's)
-light_counts: LRUCache = LRUCache(CACHE_SIZE)      # key → a light page's (no lane) facet rows
+# pages of one table over and over never pushes out the whole table's counts; and the counts
+# of a page asked before (a reader's maker, country or search with a filter, visited again)
+# are kept apart from those of pages never asked before, so a client sending new pages (every
+# attacker's is new) never pushes them out. Counted again within the page's facet budget on a
+# machine the attack kept busy, they made those pages the slow ones. (A scan-resistant cache
+# in the manner of 2Q: new keys pass through a table of their own; a page asked again enters
+# the kept one.)
+filtered_counts: LRUCache = LRUCache(CACHE_SIZE)   # key → the facet rows of a page asked once
+repeat_counts: LRUCache = LRUCache(CACHE_SIZE)     # key → the facet rows of a page asked again
 whole_counts: LRUCache = LRUCache(CACHE_SIZE)      # key → a whole table's facet rows
+asked: TTLCache = TTLCache(ASKED_KEPT, ASKED_TTL_S, timer=time.monotonic)   # hash(page) → True
 pending: dict[tuple, "asyncio.Future"] = {}
 stored: LRUCache = LRUCache(CACHE_SIZE)   # (database, table, marker) → the counts a run kept in meta
 
 
-def cached(key: tuple) -> list[dict] | None:
-    """The facet rows counted for `key` in this process, if still kept."""
-    for kept in (whole_counts, light_counts, filtered_counts):
+def asked_again(request) -> bool:
+    """Whether the request's page (path and query string) was asked within ASKED_TTL_S before
+    this request; decided once per request (its facets ask one after the other)."""
+    if request is None:
+        return False
+    if "bc_asked_again" not in request.scope:
+        page = hash((request.path, request.query_string))
+        request.scope["bc_asked_again"] = page in asked
+        asked[page] = True
+    return request.scope["bc_asked_again"]
+
+
+def cached(key: tuple, again: bool = False) -> list[dict] | None:
+    """The facet rows counted for `key` in this process, if still kept; a page asked `again`
+    moves its rows from the new pages' table to the kept one."""
+    for kept in (whole_counts, repeat_counts):
         found = kept.get(key)
         if found is not None:
             return found
-    return None
+    found = filtered_counts.get(key)
+    if found is not None and again:
+        repeat_counts[key] = filtered_counts.pop(key)
+    return found
 
 
 def forget() -> None:
     """Drop every facet count kept (the next page counts again)."""
-    for kept in (whole_counts, light_counts, filtered_counts):
+    for kept in (whole_counts, repeat_counts, filtered_counts, asked):
         kept.clear()
 
 
 async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False,
-                     light: bool = False) -> list[dict]:
+                     again: bool = False) -> list[dict]:
     """Run one facet query into the cache; a query already running for the same key is
     awaited, not started twice (the start-up warm-up and the first visitor ask together).
     `whole`: a whole-table count (seconds at a million records, once per run), which the
     counts of filtered pages never push out: a client sending filtered pages of one table
     over and over made every visitor of its table page count the whole table again.
-    `light`: a light page's count (kept apart from the lanes' pages' counts)."""
+    `again`: the count of a page asked before (kept apart from new pages' counts)."""
     if key in pending:
         return await asyncio.shield(pending[key])
     future = asyncio.get_running_loop().create_future()
@@ -59,7 +82,7 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, who
         else:
             rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
             result = [dict(zip(row.keys(), tuple(row))) for row in rows.rows]
-        (whole_counts if whole else light_counts if light else filtered_counts)[key] = result
+        (whole_counts if whole else repeat_counts if again else filtered_counts)[key] = result
         future.set_result(result)
         return result
     except BaseException as exc:

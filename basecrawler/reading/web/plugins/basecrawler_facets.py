@@ -44,7 +44,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
 from basecrawler.reading.web import admission, groupcounts, limits
-from basecrawler.reading.web.facetcache import cached, count_once, kept_counts, pending
+from basecrawler.reading.web.facetcache import asked_again, cached, count_once, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import shown_source, shows_copies
 from basecrawler.reading.web.pageargs import search_only as only_searches, whole_table as shows_whole
@@ -138,7 +138,8 @@ class _DeclaredFacet(Facet):
         marker = await run_marker(self.ds, self.database, self.table, self.request)
         params = {} if whole else self.params
         key = (self.database, sql, json.dumps(params, sort_keys=True, default=str), marker)
-        found = cached(key)
+        again = asked_again(self.request)   # (its counts are kept apart: facetcache)
+        found = cached(key, again)
         if found is not None:
             return found
         if whole:
@@ -153,17 +154,16 @@ class _DeclaredFacet(Facet):
             # Another visit's count of it is going on: waited for within the page's budget
             # only (it was awaited to its end, seconds on a loaded machine).
             return await self._within_budget(pending[key], sql, self.params)
-        light = limits.LANE.get() is None   # (a light page's counts are kept apart: facetcache)
         try:
             limit_ms = min(self.ds.setting("facet_time_limit_ms"), self._budget_left_ms())
             if limit_ms < MIN_FACET_LIMIT_MS:
                 raise QueryInterrupted(None, sql, self.params)
-            return await count_once(self.ds, key, sql, self.params, limit_ms, light=light)
+            return await count_once(self.ds, key, sql, self.params, limit_ms, again=again)
         except QueryInterrupted:
             if key not in pending and len(pending) < BACKGROUND_COUNTS:
                 with limits.in_background():
                     task = asyncio.get_running_loop().create_task(
-                        count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, light=light))
+                        count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, again=again))
                 task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
             raise
 
