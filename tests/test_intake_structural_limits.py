@@ -6,7 +6,7 @@ past the limits in a text field is still one dead letter, never the store's prob
 from basecrawler import BaseCrawler, Recall, Store
 from basecrawler.config import Settings
 from basecrawler.formats.jsonlimits import DEFAULT_LIMITS
-from basecrawler.pipeline.intake import _container_fields
+from basecrawler.pipeline.recordlimits import container_fields
 
 
 def _nested(depth: int) -> list:
@@ -17,7 +17,7 @@ def _nested(depth: int) -> list:
 
 
 def test_only_declared_containers_of_a_validated_record_are_walked():
-    assert _container_fields(Recall) == ("extra",)
+    assert container_fields(Recall) == ("extra",)
 
 
 def test_an_instance_from_parse_is_walked_in_every_field(tmp_path):
@@ -43,3 +43,18 @@ def test_an_instance_from_parse_is_walked_in_every_field(tmp_path):
         assert kinds == ["too_deep"], kinds
     finally:
         store.close()
+
+
+def test_a_flat_extra_over_the_bound_in_c_is_walked_not_refused():
+    """The check told in C bounds a flat dict's texts together by one text's limit; texts each
+    within it but longer together only mean a walk, never a refusal."""
+    import pytest
+
+    from basecrawler.errors import OverLimit
+    from basecrawler.pipeline.recordlimits import check_containers
+
+    half = "x" * (DEFAULT_LIMITS.string // 2 + 1)
+    fields = {"country": "US", "recall_number": "R1", "recall_date": "2024-05-01"}
+    check_containers(Recall(**fields, extra={"a": half, "b": half}), False)   # within the limits: no error
+    with pytest.raises(OverLimit):
+        check_containers(Recall(**fields, extra={"a": half * 2}), False)

@@ -49,7 +49,7 @@ def test_a_batch_into_an_empty_table_with_a_refused_row_fails_that_row_only(tmp_
 
 def test_flat_extras_told_in_c_still_refuse_a_text_over_the_limit(tmp_path, monkeypatch):
     """The limits check that trusts a flat dict of texts (or a list of them) without a walk
-    (pipeline/intake.py `_flat`) still makes an over-long text one `too_long` dead letter."""
+    (pipeline/recordlimits.py `_flat`) still makes an over-long text one `too_long` dead letter."""
     from basecrawler import BaseCrawler
     from basecrawler.config import Settings
     from basecrawler.formats.jsonlimits import DEFAULT_LIMITS
@@ -75,5 +75,21 @@ def test_flat_extras_told_in_c_still_refuse_a_text_over_the_limit(tmp_path, monk
         assert (result.counts.new, result.counts.unparseable) == (2, 3)
         kinds = [row["kind"] for row in store.query("SELECT kind FROM dead_letters ORDER BY id")]
         assert kinds == ["too_long"] * 3
+    finally:
+        store.close()
+
+
+def test_a_key_twice_in_a_batch_written_behind_stores_the_folded_row(tmp_path):
+    """Rows written behind get their INSERT parameters while they are made (`rows_of`); two
+    rows of one key fold into one, whose parameters are its own, not the first row's."""
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        batch = [recall(0), recall(1), recall(0, model_original="M", manufacturer_original=None)]
+        result = store.upsert(TYPE, batch, source="us", input_hashes=["a" * 33, "b" * 33, "c" * 33], behind=True)
+        result.finishing.result()
+        assert (result.new, result.merged) == (2, 1)
+        row = store.lookup.get(TYPE, {"source": "us", "country": "US", "recall_number": "R0000"})
+        assert (row["model_original"], row["manufacturer_original"]) == ("M", "Acme")
+        assert row["input_hash"] != "a" * 33   # made of two inputs: the hash of its own values
     finally:
         store.close()

@@ -147,10 +147,14 @@ def utc_now_iso() -> str:
 EARLIEST_PLAUSIBLE_DATE = dt.date(1900, 1, 1)
 
 
+_ONE_DAY = dt.timedelta(days=1)
+
+
 def latest_plausible_date(today: dt.date) -> dt.date:
-    return today + dt.timedelta(days=1)
+    return today + _ONE_DAY
 
 
 def is_plausible_date(value: dt.date, today: dt.date) -> bool:
-    """True when a recall could really carry this date: 1900-01-01 … tomorrow."""
-    return EARLIEST_PLAUSIBLE_DATE <= value <= latest_plausible_date(today)
+    """True when a recall could really carry this date: 1900-01-01 … tomorrow. (Asked of
+    every record: the bound inline, not through `latest_plausible_date`.)"""
+    return EARLIEST_PLAUSIBLE_DATE <= value <= today + _ONE_DAY

@@ -153,11 +153,18 @@ def stored_input_hash(record_type: RecordType, input_hash: str | None, record: B
     date `prepare` found implausible (that judgement moves with today's date)."""
     if input_hash is None:
         return None
-    if record_type.date_field is None:
+    date_field = record_type.date_field
+    if date_field is None:
         return input_hash + UNDATED
-    if f"implausible_{record_type.date_field}" in (record.__dict__.get("extra") or {}):
+    implausible = _IMPLAUSIBLE.get(date_field) or _IMPLAUSIBLE.setdefault(date_field, f"implausible_{date_field}")
+    if implausible in (record.__dict__.get("extra") or _NO_EXTRA):
         return None
     return input_hash + (DATE_NOT_KNOWN if is_date_unknown(record_type, record) else DATE_KNOWN)
+
+
+# The `extra` key `prepare` keeps an implausible date under, by the date field's name.
+_IMPLAUSIBLE: dict[str, str] = {}
+_NO_EXTRA: dict = {}
 
 
 # The framework's own files that validate and prepare a record, besides the type's modules.

@@ -15,10 +15,7 @@ store said (storing.py).
 """
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import types
-import typing
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
@@ -27,10 +24,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from basecrawler.errors import OverLimit, Skip
-from basecrawler.formats import jsonlimits
 from basecrawler.formats.jsonlimits import Refused
 from basecrawler.pipeline import deadletters
 from basecrawler.pipeline.inputhash import DATE_KNOWN, EntryMaker, hash_context, stored_input_hash
+from basecrawler.pipeline.recordlimits import check_containers
 from basecrawler.pipeline.records import Entry, Raw, Window, as_date, entries, in_window, prepare, validate
 from basecrawler.pipeline.storing import Storing
 from basecrawler.recordtypes import RecordType
@@ -38,9 +35,6 @@ from basecrawler.recordtypes import RecordType
 
 log = logging.getLogger("basecrawler")
 _NOTHING: dict = {}
-_CONTAINERS = frozenset((dict, list, tuple, set, frozenset))
-_TEXT_ONLY = {str}
-_LIMITS = jsonlimits.DEFAULT_LIMITS
 # Entries looked up by input hash together: one indexed query per this many records.
 LOOKUP_EVERY = 500
 
@@ -88,8 +82,10 @@ class Intake:
             return
         letters_before = counts.dead_lettered
         try:
-            made = entries(crawler.parse_raw(raw), default_type=self._default_type, defaults=self._defaults,
-                           maker=self._maker)
+            produced = crawler.parse_raw(raw)
+            # (the usual item, one dict of the default type: `entries`' first case, without its call)
+            made = ([self._maker.entry(self._default_type, produced)] if produced.__class__ is dict else
+                    entries(produced, default_type=self._default_type, defaults=self._defaults, maker=self._maker))
         except Skip as skip:
             counts.skip(skip.reason)
             log.debug("%s: item skipped: %s", crawler.source, skip.reason)
@@ -106,7 +102,7 @@ class Intake:
         ledger = crawler.ledger_in_use()
         self.parsed.append(_Parsed(item, made, ledger is not None and ledger.beyond_window))
         self.parsed_entries += len(made)
-        self.parsed_bytes += sum(entry.size for entry in made)
+        self.parsed_bytes += made[0].size if len(made) == 1 else sum(entry.size for entry in made)
         if self.parsed_entries >= LOOKUP_EVERY:
             self.resolve()
 
@@ -134,13 +130,17 @@ class Intake:
             return
         self._today = self.crawler.today()
         known = self._known(parsed)
+        counts = self.crawler.counts
         made_items = []
         hits: list[tuple[Entry, tuple, bool]] = []   # the recognised records, in order
-        validated = False
+        validated = not known   # (nothing stored to recognise: every record is validated)
         for item in parsed:
-            made = []
             mark = len(hits)
             try:   # an item whose record fails validation is one dead letter, whole
+                if not known:
+                    made_items.append((item, [(entry, None, validate(entry)) for entry in item.entries]))
+                    continue
+                made = []
                 for entry in item.entries:
                     # The stored row made from this very input (and code): its stored value
                     # is the input hash and one letter (records.stored_input_hash).
@@ -189,12 +189,13 @@ class Intake:
             except Exception as exc:
                 self._unparseable(item.item, exc)
                 continue
+            raw = item.item.data if isinstance(item.item, Raw) else item.item
             for entry, hit, record in ready:
                 if hit is not None:
                     self._count_recognised([(entry, hit, item.beyond_window)])
                 else:
-                    self.crawler.counts.parsed += 1
-                    self._add(entry, record, item)
+                    counts.parsed += 1
+                    self._add(entry, record, item, raw)
 
     def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, tuple]]:
         """(input hash, date) of the stored rows at the raw keys of the parsed entries, by
@@ -255,30 +256,19 @@ class Intake:
         counts.saved += unchanged
 
     def _prepared(self, entry: Entry, record: BaseModel) -> BaseModel:
-        """The validated record, its containers checked against the structural limits, then
-        prepared (as crawler.prepare_record): neither preparing (marshal, repr, the link walk)
-        nor the store (its row, its hash: `repr`, JSON) ever meets a value nested past them.
-        Raises for the item's dead letter."""
-        values = record.__dict__
-        # A record the model validated from a dict holds containers only in the fields its
-        # model declares as such (`_container_fields`); one parse() handed over as an instance
-        # may hold anything anywhere (model_construct validates nothing): all its values.
-        for value in (values.values() if entry.fields is record else
-                      map(values.get, _container_fields(record.__class__))):
-            # (Most containers are empty, a short list of texts or a flat dict of texts, or a
-            # list of such dicts: told in C, not walked.)
-            if value.__class__ in _CONTAINERS and value and not _flat(value):
-                jsonlimits.check(value)
+        """The validated record, its containers checked against the structural limits
+        (recordlimits.py), then prepared (as crawler.prepare_record). Raises for the item's
+        dead letter."""
+        check_containers(record, entry.fields is record)
         return prepare(entry.record_type, record, source=self.crawler.source, today=self._today,
                        public_url=self._public_url, moved_from=self._moved_from)
 
-    def _add(self, entry: Entry, record: BaseModel, item: _Parsed) -> None:
+    def _add(self, entry: Entry, record: BaseModel, item: _Parsed, raw: Any) -> None:
         record_type = entry.record_type
         # Dates never read stay in; so do records of a list item an earlier run left.
         if self._windowed and not (in_window(record_type, record, self.window) or item.beyond_window):
             self.crawler.counts.out_of_range += 1
             return
-        raw = item.item.data if isinstance(item.item, Raw) else item.item
         key = _key_of(record_type, record, self.crawler.source)
         # A key this run already stored is merged into by another input: the stored row keeps
         # naming the first one (else each run would swap the two and write every time).
@@ -324,53 +314,6 @@ class Intake:
             # Recognised records skipped the store, not the detail queue (a no-op when queued).
             recognised, self._recognised_for_detail = self._recognised_for_detail, []
             enrichment.enqueue(self.crawler, recognised)
-
-_TEXT_OR_NONE = {str, type(None)}
-
-
-def _flat_dict(value: dict) -> bool:
-    """A dict of text keys and text (or None) values within the limits, told in C."""
-    return (len(value) <= _LIMITS.items and {*map(type, value)} == _TEXT_ONLY
-            and {*map(type, value.values())} <= _TEXT_OR_NONE
-            and max(map(len, value), default=0) <= _LIMITS.string
-            and max(map(len, filter(None, value.values())), default=0) <= _LIMITS.string)
-
-
-def _flat(value) -> bool:
-    """Whether a container is within the structural limits without a walk: a list of texts,
-    a flat dict of texts (`_flat_dict`), or a list of such dicts (two levels deep, far inside
-    the depth limit). False only means "walk it" (jsonlimits.check)."""
-    if value.__class__ is dict:
-        return _flat_dict(value)
-    if value.__class__ is not list or len(value) > _LIMITS.items:
-        return False
-    kinds = {*map(type, value)}
-    if kinds == _TEXT_ONLY:
-        return max(map(len, value)) <= _LIMITS.string
-    return kinds == _DICT_ONLY and all(map(_flat_dict, value))
-
-
-_DICT_ONLY = {dict}
-# Field types whose validated value is never a container (`_container_fields`).
-_SCALAR_TYPES = frozenset((str, int, bool, float, dt.date, dt.datetime, type(None)))
-_CONTAINER_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _container_fields(model: type[BaseModel]) -> tuple[str, ...]:
-    """The fields of a model whose validated value may be a container: all but those declared
-    a plain scalar (`str`, `int`, `date`…, or one of them or None). Cached by model class."""
-    names = _CONTAINER_FIELDS.get(model)
-    if names is None:
-        names = _CONTAINER_FIELDS[model] = tuple(
-            name for name, field in model.model_fields.items() if not _scalar(field.annotation))
-    return names
-
-
-def _scalar(annotation) -> bool:
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        return set(typing.get_args(annotation)) <= _SCALAR_TYPES
-    return annotation in _SCALAR_TYPES
-
 
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as

@@ -49,12 +49,12 @@ class Storing:
 
     def _store(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]], *, behind: bool) -> None:
         crawler, counts = self.crawler, self.crawler.counts
-        records = [record for record, _, _ in batch]
+        records, raws, input_hashes = zip(*batch)   # (each a tuple, in batch order)
         before = _stored_tally(counts)
         # The batch's index feed and commit finish behind us while we make the next batch
         # (store/finishing.py); its counts stand once it is confirmed stored.
-        outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=[raw for _, raw, _ in batch],
-                                       input_hashes=[input_hash for _, _, input_hash in batch], behind=behind)
+        outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=raws,
+                                       input_hashes=input_hashes, behind=behind)
         counts.merged += outcome.merged  # same key twice in this batch: folded into one row
         self._count_stored(record_type, outcome.by_key)
         if outcome.finishing is not None:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import itertools
 import json
 from operator import itemgetter
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from basecrawler.recordtypes.declaration import DATE_UNKNOWN, RecordType
 from basecrawler.store.engines.dialect import DIALECTS, SQLITE, Dialect, Statement
@@ -35,6 +36,8 @@ GIVEN_HASH = "_input_hash_given"
 # A merged row's verdict on its translation: per translated pair, whether its `X_ko` is cleared,
 # then whether the translation state is (any pair's original changed).
 RETRANSLATE = "_retranslate"
+# A row's INSERT parameters made ahead of the write (`rows_of` given `now`).
+PARAMS = "_params"
 # The translation state a changed original clears with the Korean text.
 TRANSLATION_STATE = ("translated_at", "translation_status", "translation_note")
 NEW, UPDATED, UNCHANGED = "new", "updated", "unchanged"
@@ -103,6 +106,7 @@ class UpsertPlan:
         self.key = itemgetter(*self.key_columns)
         # The written columns' values of a row (a row always holds them: `row_of` copies every field).
         self._written_values = _values_getter(self.written)
+        self._written_getter = itemgetter(*self.written) if len(self.written) > 1 else _values_getter(self.written)
         # `params`: positions of the columns converted on the way into SQL.
         self._param_json_at = tuple(self.written.index(c) for c in self.json_columns)
         self._param_flag_at = self.written.index(DATE_UNKNOWN) if self.dated else None
@@ -147,6 +151,28 @@ class UpsertPlan:
         return self._update[dialect.name]
 
     # ---- rows ---------------------------------------------------------------------------
+    def rows_of(self, records: Iterable, source: str, raws: Sequence | None, input_hashes: Sequence | None,
+                now: str | None = None) -> list[dict]:
+        """`row_of` of each record, with what the store keeps beside it: the input it was made
+        from (`_raw`; without `raws`, the row itself) and its input hash where the caller gave
+        one (GIVEN_HASH: it names an input). Given `now`, a row with a given hash also gets its
+        INSERT parameters (`params`, kept under PARAMS), made in the same pass: a batch's rows
+        are read once while they are at hand, not again in a loop of their own."""
+        row_of, params, rows = self.row_of, self.params, []
+        for record, raw, given in zip(records, _SELF_EACH if raws is None else raws,
+                                      _NONE_EACH if input_hashes is None else input_hashes):
+            row = row_of(record, source)
+            row["_raw"] = row if raw is _SELF else raw
+            row[INPUT_HASH] = given
+            row[GIVEN_HASH] = given is not None
+            if now is not None and given is not None:
+                try:
+                    row[PARAMS] = params(row, now)
+                except Exception:   # made again, and failing, where the write can tell which row it was
+                    pass
+            rows.append(row)
+        return rows
+
     def row_of(self, record, source: str) -> dict:
         """A validated model instance as store columns: dates ISO text, `extra` a dict, other
         JSON fields (multi-valued facets) JSON text."""
@@ -229,6 +255,8 @@ class UpsertPlan:
 
     def fold(self, rows: list[dict]) -> list[dict]:
         """Two rows with one key in a batch (an addendum repeating an alert) fold into one."""
+        if len({*map(self.key, rows)}) == len(rows):   # the usual batch, every key once: told in C
+            return rows
         by_key: dict[tuple, dict] = {}
         for row in rows:
             key = self.key(row)
@@ -243,11 +271,15 @@ class UpsertPlan:
             merged["_raw"] = row["_raw"]
             merged[INPUT_HASH] = None   # made of several inputs: the store hashes its values
             merged.pop(GIVEN_HASH, None)
+            merged.pop(PARAMS, None)   # (the first row's, made ahead: not this merged row's)
             by_key[key] = merged
         return list(by_key.values())
 
     def params(self, row: dict, now: str) -> list:
-        params = list(self._written_values(row))
+        try:   # (`_values_getter` without its call: a row always holds every written column)
+            params = [*self._written_getter(row)]
+        except KeyError:   # a row lacking a column (a hand-made one)
+            params = [*map(row.get, self.written)]
         for at in self._param_json_at:
             params[at] = extra_json(params[at])
         if self._param_flag_at is not None:
@@ -289,6 +321,11 @@ class UpsertPlan:
         return d.write(f"UPDATE {q(self.table)} SET {', '.join(sets)} WHERE {q('id')} = {p}")
 
 
+# `rows_of` without raws or input hashes: each row is its own raw and has no given hash.
+_SELF = object()
+_SELF_EACH, _NONE_EACH = itertools.repeat(_SELF), itertools.repeat(None)
+
+
 def _values_getter(columns: tuple[str, ...]):
     """A row's values of `columns` as a tuple (missing ones None), by one itemgetter when the
     row has them all."""
@@ -309,5 +346,5 @@ def plan_for(record_type: RecordType) -> UpsertPlan:
     return UpsertPlan(record_type)
 
 
-__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH", "GIVEN_HASH", "NEW", "UPDATED",
+__all__ = ["UpsertPlan", "plan_for", "extra_json", "json_default", "INPUT_HASH", "GIVEN_HASH", "PARAMS", "NEW", "UPDATED",
            "UNCHANGED"]

@@ -29,7 +29,7 @@ from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
-from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan, plan_for
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, PARAMS, UNCHANGED, UPDATED, UpsertPlan, plan_for
 from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.store.dberrors import is_locked_error, refused_errors, refused_row
 from basecrawler.store.lookup import record_type_of
@@ -61,8 +61,8 @@ class UpsertResult:
 
 
 _ROW = itemgetter(0)   # of a written (row, outcome)
-# A row's statement parameters made ahead of the write (`_upsert_finishing_behind`).
-_PARAMS = "_params"
+# A row's statement parameters made ahead of the write (`rows_of`, `_upsert_finishing_behind`).
+_PARAMS = PARAMS
 _SAVEPOINT = "upsert_batch"
 
 
@@ -128,21 +128,16 @@ class Records:
         batch was stored; any later use of the store waits for it first."""
         store = self.store
         plan = plan_for(record_type_of(record_type))
-        rows = []
-        row_of = plan.row_of
-        for index, record in enumerate(records):
-            row = row_of(record, source)
-            row["_raw"] = raws[index] if raws is not None else row
-            given = row[INPUT_HASH] = input_hashes[index] if input_hashes is not None else None
-            row[GIVEN_HASH] = given is not None
-            rows.append(row)
+        behind = behind and store.engine == "sqlite" and store.path != ":memory:"
+        now = utc_now_iso() if behind else None
+        rows = plan.rows_of(records, source, raws, input_hashes, now)
         folded = plan.fold(rows)
         for row in folded:
             if row[INPUT_HASH] is None:
                 row[INPUT_HASH] = plan.input_hash(row)
         try:
-            if behind and store.engine == "sqlite" and store.path != ":memory:":
-                result = store.with_lock_retry(lambda: self._upsert_finishing_behind(plan, folded, utc_now_iso()))
+            if behind:
+                result = store.with_lock_retry(lambda: self._upsert_finishing_behind(plan, folded, now))
             else:
                 result = store.write(lambda db: self.write_batch(db, plan, folded))
         except _BatchRefused:
@@ -155,15 +150,16 @@ class Records:
     def _upsert_finishing_behind(self, plan: UpsertPlan, rows: list[dict], now: str) -> UpsertResult:
         """One attempt of `upsert(…, behind=True)`: the transaction of `write`, left open with
         the rows written; the index feed and the COMMIT go to the store's finisher."""
-        # Each row's statement parameters as a new row, made before waiting for the batch
-        # finishing: this Python work overlaps it (a row the lookup finds stored is merged and
-        # gets its parameters then; one that cannot be made here is made, and fails, where the
-        # write can tell which row it was).
+        # Each row's statement parameters as a new row (most made by `rows_of` already), made
+        # before waiting for the batch finishing: this Python work overlaps it (a row the lookup
+        # finds stored is merged and gets its parameters then; one that cannot be made here is
+        # made, and fails, where the write can tell which row it was).
         for row in rows:
-            try:
-                row[_PARAMS] = plan.params(row, now)
-            except Exception:
-                pass
+            if _PARAMS not in row:
+                try:
+                    row[_PARAMS] = plan.params(row, now)
+                except Exception:
+                    pass
         finishing: list[tuple[str, list]] = []
         written: list[UpsertResult] = []
 
@@ -217,7 +213,7 @@ class Records:
         def new_params(row, now):
             return row.get(_PARAMS) or plan.params(row, now)
         if write == self._write_at_once:   # every new row written, or _BatchRefused: counted at once
-            inserted = self._insert_at_once(db, plan, new_rows, now, new_params)
+            inserted = self._insert_at_once(db, plan, new_rows, now)
             result.new += len(inserted)
             result.by_key.update(zip(map(key, map(_ROW, inserted)), itertools.repeat(NEW)))
             inserted = ()
@@ -279,7 +275,7 @@ class Records:
             raise _BatchRefused() from exc
         return items
 
-    def _insert_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str, params_of):
+    def _insert_at_once(self, db, plan: UpsertPlan, items: list[tuple[dict, str]], now: str):
         """New SQLite rows as `_write_at_once` writes them, but many rows a statement
         (`plan.insert_rows_sql_for`): one statement's step and binding for `ROWS_PER_INSERT`
         rows costs SQLite and the module less than as many steps of `executemany`. The counts
@@ -290,9 +286,12 @@ class Records:
             return []
         width = plan.insert_width
         per = min(ROWS_PER_INSERT, _variable_limit(db.conn) // width)
+        params_of = plan.params
         if per < FEWEST_ROWS_PER_INSERT:
-            return self._write_at_once(db, plan, items, now, plan.insert_sql_for(SQLITE), params_of)
-        params = [params_of(row, now) for row, _ in items]
+            return self._write_at_once(db, plan, items, now, plan.insert_sql_for(SQLITE),
+                                       lambda row, now: row.get(_PARAMS) or params_of(row, now))
+        # (each row's parameters as made ahead of the write, `_upsert_finishing_behind`, else now)
+        params = [row.get(_PARAMS) or params_of(row, now) for row, _ in items]
         try:
             start, left = 0, len(params)
             while left >= FEWEST_ROWS_PER_INSERT:
