@@ -262,6 +262,59 @@ def test_a_filtered_page_visited_again_keeps_its_counts_in_the_kept_table(store_
     facetcache.forget()
 
 
+def test_a_page_asked_again_has_its_counts_finished_whatever_new_pages_left_waiting():
+    """A reader's maker page counted its month facet past its budget on every visit under
+    attack, and the count was never finished for the next visit: the attackers' new pages held
+    the background allowance. A page asked again has an allowance of its own, and its count
+    runs as its page's light work (no background slot to wait for)."""
+    from basecrawler.reading.web import facetcache
+    lanes, gate = [], []
+
+    class Datasette:
+        async def execute(self, database, sql, params, **kwargs):
+            lanes.append(limits.LANE.get())
+            if params[0] == "slow":
+                await gate[0]
+
+            class Rows:
+                rows: list = []
+            return Rows()
+
+    async def run():
+        facetcache.forget()
+        loop = asyncio.get_running_loop()
+        gate.append(loop.create_future())
+        held = {("db", "SELECT new", f"[{n}]", (1,)): loop.create_future() for n in range(facetcache.BACKGROUND_COUNTS)}
+        facetcache.pending.update(held)   # the attackers' pages' counts, going on
+        try:
+            new, again = ("db", "SELECT month", "[\"X\"]", (1,)), ("db", "SELECT month", "[\"HONDA\"]", (1,))
+            token = limits.LANE.set("background")   # (whatever the page's lane, a reader's runs light)
+            try:
+                facetcache.finish_later(Datasette(), new, new[1], ["X"], 1000, again=False)
+                facetcache.finish_later(Datasette(), again, again[1], ["HONDA"], 1000, again=True)
+            finally:
+                limits.LANE.reset(token)
+            await asyncio.sleep(0.05)
+            assert new not in facetcache.pending and facetcache.cached(new) is None   # not started
+            assert facetcache.cached(again) == [] and again in facetcache.repeat_counts
+            assert lanes == [None]
+            # Its own allowance is bounded too: while as many are going on, no further one starts.
+            going = [("db", "SELECT month", f"[{n}]", (2,)) for n in range(facetcache.BACKGROUND_COUNTS + 1)]
+            for key in going:
+                facetcache.finish_later(Datasette(), key, key[1], ["slow"], 1000, again=True)
+            await asyncio.sleep(0.05)
+            assert [key in facetcache.pending for key in going] == [True] * facetcache.BACKGROUND_COUNTS + [False]
+            gate[0].set_result(None)
+            await asyncio.sleep(0.05)
+            assert all(facetcache.cached(key) == [] for key in going[:-1])
+        finally:
+            for key, future in held.items():
+                facetcache.pending.pop(key)
+                future.cancel()
+            facetcache.forget()
+    asyncio.run(run())
+
+
 def test_a_whole_table_count_has_its_own_time_limit(store_path, monkeypatch):
     """Datasette's `custom_time_limit` only shortens its page limit: the whole-table count,
     given 20 s, stopped at the page's 3 s on a loaded machine and every visitor counted again."""

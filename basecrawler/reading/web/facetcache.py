@@ -11,7 +11,7 @@ from cachetools import LRUCache, TTLCache
 from datasette.database import QueryInterrupted
 
 from basecrawler.reading.facetcounts import stored_counts
-from basecrawler.reading.web.limits import deadline
+from basecrawler.reading.web.limits import LANE, deadline
 
 CACHE_SIZE = 256
 ASKED_KEPT = 16_384        # pages asked lately, remembered (by a hash of path and query) …
@@ -91,6 +91,32 @@ async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, who
         raise
     finally:
         del pending[key]
+
+
+BACKGROUND_COUNTS = 2   # filtered pages' counts finished in the background at once (the machine is shared) …
+_finishing_again = [0]  # … and as many besides for pages asked again
+
+
+def finish_later(datasette, key: tuple, sql: str, params, limit_ms: int, again: bool) -> None:
+    """Finish a filtered page's count that ran out of its page's time, for the page's next
+    visitor, unless it is going on already or too many are. A page asked `again` has an
+    allowance of its own, and its count runs as its page's light work (no background slot, not
+    paused for readers: it is a reader's): the new pages of a client sending them kept the
+    shared allowance and the background's slots full, so a reader's maker page, counting the
+    same month facet past its budget on every visit, never had it finished."""
+    if key in pending or (len(pending) >= BACKGROUND_COUNTS and not (again and _finishing_again[0] < BACKGROUND_COUNTS)):
+        return
+    token = LANE.set(None if again else "background")
+    try:
+        task = asyncio.get_running_loop().create_task(count_once(datasette, key, sql, params, limit_ms, again=again))
+    finally:
+        LANE.reset(token)
+    _finishing_again[0] += again
+
+    def done(task):
+        _finishing_again[0] -= again
+        task.cancelled() or task.exception()   # a failed background count is dropped
+    task.add_done_callback(done)
 
 
 async def count_whole_table(datasette, database: str, sql: str, params, limit_ms: int) -> list[dict]:

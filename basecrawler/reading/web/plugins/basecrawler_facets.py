@@ -44,7 +44,7 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
 from basecrawler.reading.web import admission, groupcounts, limits
-from basecrawler.reading.web.facetcache import asked_again, cached, count_once, kept_counts, pending
+from basecrawler.reading.web.facetcache import asked_again, cached, count_once, finish_later, kept_counts, pending
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import shown_source, shows_copies
 from basecrawler.reading.web.pageargs import search_only as only_searches, whole_table as shows_whole
@@ -54,7 +54,6 @@ SELECT_PREFIX = "_bcf_"            # ?_bcf_<facet field>=<value>
 DATE_UNKNOWN = "date unknown"
 WHOLE_TABLE_LIMIT_MS = 20_000      # counting a whole table once per run may take this long
 BACKGROUND_LIMIT_MS = 10_000       # a filtered page's count that ran out of time, finished later
-BACKGROUND_COUNTS = 2              # at most this many such counts at once (the machine is shared)
 # Every facet of one filtered page counts within this much time together, not each within
 # Datasette's facet limit: seven facets timing out one after the other kept a page 1.4 s. The
 # rest show as still counting and are finished in the background for the next visitor.
@@ -160,11 +159,7 @@ class _DeclaredFacet(Facet):
                 raise QueryInterrupted(None, sql, self.params)
             return await count_once(self.ds, key, sql, self.params, limit_ms, again=again)
         except QueryInterrupted:
-            if key not in pending and len(pending) < BACKGROUND_COUNTS:
-                with limits.in_background():
-                    task = asyncio.get_running_loop().create_task(
-                        count_once(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, again=again))
-                task.add_done_callback(lambda t: t.exception())   # a failed background count is dropped
+            finish_later(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, again)
             raise
 
     async def _within_budget(self, work, sql: str, params) -> list[dict]:
