@@ -265,16 +265,25 @@ def test_a_filtered_page_visited_again_keeps_its_counts_in_the_kept_table(store_
 def test_a_page_asked_again_has_its_counts_finished_whatever_new_pages_left_waiting():
     """A reader's maker page counted its month facet past its budget on every visit under
     attack, and the count was never finished for the next visit: the attackers' new pages held
-    the background allowance. A page asked again has an allowance of its own, and its count
-    runs as its page's light work (no background slot to wait for)."""
-    from basecrawler.reading.web import facetcache
-    lanes, gate = [], []
+    the background allowance. A page asked again has an allowance of its own, and its count is
+    the warm-up's kind of work (its lane of one, the background's priority: admission.WARMING)."""
+    from basecrawler.reading.web import admission, facetcache
+    seen, gate, slow = [], [], [False]
+    sql = "SELECT 'x' AS value, 1 AS count WHERE ? IS NOT NULL"
+
+    class Database:
+        async def execute_fn(self, fn):
+            seen.append((limits.LANE.get(), admission.WARMING.get()))
+            if slow[0]:
+                await gate[0]
+            return fn(sqlite3.connect(":memory:"))
 
     class Datasette:
-        async def execute(self, database, sql, params, **kwargs):
-            lanes.append(limits.LANE.get())
-            if params[0] == "slow":
-                await gate[0]
+        def get_database(self, name):
+            return Database()
+
+        async def execute(self, *args, **kwargs):
+            seen.append(("new", limits.LANE.get()))
 
             class Rows:
                 rows: list = []
@@ -287,26 +296,27 @@ def test_a_page_asked_again_has_its_counts_finished_whatever_new_pages_left_wait
         held = {("db", "SELECT new", f"[{n}]", (1,)): loop.create_future() for n in range(facetcache.BACKGROUND_COUNTS)}
         facetcache.pending.update(held)   # the attackers' pages' counts, going on
         try:
-            new, again = ("db", "SELECT month", "[\"X\"]", (1,)), ("db", "SELECT month", "[\"HONDA\"]", (1,))
-            token = limits.LANE.set("background")   # (whatever the page's lane, a reader's runs light)
+            new, again = ("db", sql, "[\"X\"]", (1,)), ("db", sql, "[\"HONDA\"]", (1,))
+            token = limits.LANE.set("search")   # (whatever the page's lane)
             try:
-                facetcache.finish_later(Datasette(), new, new[1], ["X"], 1000, again=False)
-                facetcache.finish_later(Datasette(), again, again[1], ["HONDA"], 1000, again=True)
+                facetcache.finish_later(Datasette(), new, sql, ["X"], 1000, again=False)
+                facetcache.finish_later(Datasette(), again, sql, ["HONDA"], 1000, again=True)
             finally:
                 limits.LANE.reset(token)
             await asyncio.sleep(0.05)
             assert new not in facetcache.pending and facetcache.cached(new) is None   # not started
-            assert facetcache.cached(again) == [] and again in facetcache.repeat_counts
-            assert lanes == [None]
+            assert facetcache.cached(again) == [{"value": "x", "count": 1}] and again in facetcache.repeat_counts
+            assert seen == [(None, True)]
             # Its own allowance is bounded too: while as many are going on, no further one starts.
-            going = [("db", "SELECT month", f"[{n}]", (2,)) for n in range(facetcache.BACKGROUND_COUNTS + 1)]
+            slow[0] = True
+            going = [("db", sql, f"[{n}]", (2,)) for n in range(facetcache.BACKGROUND_COUNTS + 1)]
             for key in going:
-                facetcache.finish_later(Datasette(), key, key[1], ["slow"], 1000, again=True)
+                facetcache.finish_later(Datasette(), key, sql, [key[2]], 1000, again=True)
             await asyncio.sleep(0.05)
             assert [key in facetcache.pending for key in going] == [True] * facetcache.BACKGROUND_COUNTS + [False]
             gate[0].set_result(None)
             await asyncio.sleep(0.05)
-            assert all(facetcache.cached(key) == [] for key in going[:-1])
+            assert all(facetcache.cached(key) for key in going[:-1])
         finally:
             for key, future in held.items():
                 facetcache.pending.pop(key)

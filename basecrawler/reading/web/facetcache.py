@@ -11,6 +11,7 @@ from cachetools import LRUCache, TTLCache
 from datasette.database import QueryInterrupted
 
 from basecrawler.reading.facetcounts import stored_counts
+from basecrawler.reading.web import admission
 from basecrawler.reading.web.limits import LANE, deadline
 
 CACHE_SIZE = 256
@@ -65,19 +66,20 @@ def forget() -> None:
 
 
 async def count_once(datasette, key: tuple, sql: str, params, limit_ms: int, whole: bool = False,
-                     again: bool = False) -> list[dict]:
+                     again: bool = False, later: bool = False) -> list[dict]:
     """Run one facet query into the cache; a query already running for the same key is
     awaited, not started twice (the start-up warm-up and the first visitor ask together).
     `whole`: a whole-table count (seconds at a million records, once per run), which the
     counts of filtered pages never push out: a client sending filtered pages of one table
     over and over made every visitor of its table page count the whole table again.
-    `again`: the count of a page asked before (kept apart from new pages' counts)."""
+    `again`: the count of a page asked before (kept apart from new pages' counts); `later`:
+    finished for its page's next visitor, under its own time limit as a whole-table count."""
     if key in pending:
         return await asyncio.shield(pending[key])
     future = asyncio.get_running_loop().create_future()
     pending[key] = future
     try:
-        if whole:
+        if whole or later:
             result = await count_whole_table(datasette, key[0], sql, params, limit_ms)
         else:
             rows = await datasette.execute(key[0], sql, params, truncate=False, custom_time_limit=limit_ms)
@@ -100,17 +102,21 @@ _finishing_again = [0]  # … and as many besides for pages asked again
 def finish_later(datasette, key: tuple, sql: str, params, limit_ms: int, again: bool) -> None:
     """Finish a filtered page's count that ran out of its page's time, for the page's next
     visitor, unless it is going on already or too many are. A page asked `again` has an
-    allowance of its own, and its count runs as its page's light work (no background slot, not
-    paused for readers: it is a reader's): the new pages of a client sending them kept the
-    shared allowance and the background's slots full, so a reader's maker page, counting the
-    same month facet past its budget on every visit, never had it finished."""
+    allowance of its own, and its count is the start-up warm-up's kind of work (one at a time
+    however long it waits, at the background's priority, under its own time limit), not the
+    background lane's: the new pages of a client sending them kept the shared allowance and
+    the background's slots full, so a reader's maker page, counting the same month facet past
+    its budget on every visit, never had it finished. (Run as its page's light work instead,
+    six such counts of one page at once took the cores from the readers' pages.)"""
     if key in pending or (len(pending) >= BACKGROUND_COUNTS and not (again and _finishing_again[0] < BACKGROUND_COUNTS)):
         return
-    token = LANE.set(None if again else "background")
+    tokens = (LANE.set(None if again else "background"), admission.WARMING.set(again))
     try:
-        task = asyncio.get_running_loop().create_task(count_once(datasette, key, sql, params, limit_ms, again=again))
+        task = asyncio.get_running_loop().create_task(
+            count_once(datasette, key, sql, params, limit_ms, again=again, later=again))
     finally:
-        LANE.reset(token)
+        admission.WARMING.reset(tokens[1])
+        LANE.reset(tokens[0])
     _finishing_again[0] += again
 
     def done(task):
@@ -120,9 +126,9 @@ def finish_later(datasette, key: tuple, sql: str, params, limit_ms: int, again: 
 
 
 async def count_whole_table(datasette, database: str, sql: str, params, limit_ms: int) -> list[dict]:
-    """A whole-table count under its own time limit: Datasette's `custom_time_limit` may only
-    shorten its page limit (3 s), and a multi-valued facet of a million records counted
-    longer on a loaded machine, failed, and was counted again by every visitor."""
+    """A whole-table count (or one finished later) under its own time limit: Datasette's
+    `custom_time_limit` may only shorten its page limit (3 s), and a multi-valued facet of a
+    million records counted longer on a loaded machine, failed, and was counted again by every visitor."""
     def count(conn):
         with deadline(conn, limit_ms / 1000):
             cursor = conn.execute(sql, params)
