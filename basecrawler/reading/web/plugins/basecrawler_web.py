@@ -33,7 +33,8 @@ from basecrawler.reading.search import (RecallFilter, build_query, has_korean, i
                                        short_index, short_terms, text_conditions, translation_progress)
 from basecrawler.reading import summary_cache
 from basecrawler.reading.summary_cache import cached_summary
-from basecrawler.reading.web import limits
+from basecrawler.reading.web import admission, limits
+from basecrawler.reading.web.facetcache import asked_again
 from basecrawler.reading.web.groups import COPIES_ARG, copies_condition, hides_copies, shows_copies
 
 # A search over a table larger than this shows the count of its one-pass summary (the one its
@@ -197,11 +198,22 @@ GROUP_COUNTS_KEPT = 256   # (type, search, data version) → its count: a search
 # counts are kept at most this long, as a version lasts while a run is going.
 GROUP_COUNTS_TTL_S = 60
 _group_counts: LRUCache = LRUCache(GROUP_COUNTS_KEPT)
+# A returning search's count that did not finish within the page's limit is finished for its
+# next visitor as the start-up warm-up's kind of work (admission.WARMING: one at a time, at the
+# background's priority), at most this many waiting at once, within Datasette's page limit.
+GROUP_COUNTS_FINISHING = 2
+FINISH_LIMIT_MS = 3000
+_finishing: dict[tuple, asyncio.Task] = {}
 
 
-async def _type_count(db, database: str, record_type, text: str, args, version: tuple) -> int | None:
+async def _type_count(db, database: str, record_type, text: str, args, version: tuple,
+                      again: bool = False) -> int | None:
     """How many records of `record_type` the search matches (capped), kept per `version`;
-    None when it could not be counted within GROUP_COUNT_LIMIT_MS (not kept: tried again)."""
+    None when it could not be counted within GROUP_COUNT_LIMIT_MS (not kept: tried again). A
+    search asked `again` has it finished for its next visit (`_finish_later`), and does not
+    count it itself meanwhile: a reader's common term ("choking" in most product alerts) ran its
+    count to the page's limit on every visit under attack, and its page stayed slow."""
+    counting = None   # (key, sql, params) once the count is asked
     try:
         def plan(conn):   # (every read connection has the vocabulary: prepare_connection)
             return hides_copies(conn, record_type, args), _cli_search_covers(record_type.table) and \
@@ -210,13 +222,36 @@ async def _type_count(db, database: str, record_type, text: str, args, version: 
         key = (database, record_type.table, text, hide, version)
         if key in _group_counts:
             return _group_counts[key]   # (asked again: among the last to drop)
-        sql, params = _type_matches_sql(record_type, text, hide, grams)
-        found = (await db.execute(f"SELECT count(*) AS n FROM ({sql} LIMIT {GROUP_CAP + 1})", params,
-                                  custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
+        if key in _finishing:
+            return None
+        matches, params = _type_matches_sql(record_type, text, hide, grams)
+        counting = (key, f"SELECT count(*) AS n FROM ({matches} LIMIT {GROUP_CAP + 1})", params)
+        found = (await db.execute(*counting[1:], custom_time_limit=GROUP_COUNT_LIMIT_MS)).first()["n"]
     except Exception:   # too large for the engine, timed out: that type is left out of the line
+        if again and counting is not None:
+            _finish_later(db, *counting)
         return None
     _group_counts[key] = found
     return found
+
+
+def _finish_later(db, key: tuple, sql: str, params) -> None:
+    if key in _finishing or len(_finishing) >= GROUP_COUNTS_FINISHING:
+        return
+
+    async def count():
+        try:
+            _group_counts[key] = (await db.execute(sql, params, custom_time_limit=FINISH_LIMIT_MS)).first()["n"]
+        except Exception:   # left out again; the next visit of the search tries again
+            pass
+        finally:
+            _finishing.pop(key, None)
+    tokens = (limits.LANE.set(None), admission.WARMING.set(True))   # (not its page's lane)
+    try:
+        _finishing[key] = asyncio.get_running_loop().create_task(count())
+    finally:
+        admission.WARMING.reset(tokens[1])
+        limits.LANE.reset(tokens[0])
 
 
 async def search_groups(datasette, database: str, table: str, text: str, args=None, request=None,
@@ -233,7 +268,8 @@ async def search_groups(datasette, database: str, table: str, text: str, args=No
     # The page's own table's data version (read once per request), and the time for the others'.
     version = (await summary_cache.run_marker(datasette, database, table, request)
                if table in present else None, int(clock() // GROUP_COUNTS_TTL_S))
-    counts = await asyncio.gather(*(_type_count(db, database, rt, text, args, version) for _, rt in types))
+    again = asked_again(request)
+    counts = await asyncio.gather(*(_type_count(db, database, rt, text, args, version, again) for _, rt in types))
     groups = []
     for (other_table, record_type), found in zip(types, counts):
         if found is None:
