@@ -160,7 +160,10 @@ class Recall(BaseModel):
         if data.get("model_year") is not None:
             data["model_year"] = normalize_model_year(data["model_year"])
         raw_units = data.get("affected_units")
-        if raw_units is not None:
+        # A plain count of at most nine ASCII digits (below MAX_AFFECTED_UNITS) is the model's
+        # own int parsing, which reads it as `parse_units` would.
+        if raw_units is not None and not (raw_units.__class__ is str and len(raw_units) < 10 and raw_units.isdigit()
+                                          and raw_units.isascii()):
             units = parse_units(raw_units)
             if units is not None:
                 data["affected_units"] = units

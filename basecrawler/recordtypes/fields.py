@@ -40,16 +40,23 @@ def blank_to_none(value: Any) -> Any:
 
 
 def clean_strings(data: dict) -> dict:
-    """`blank_to_none` over every text value of a model's input (a `mode="before"` validator).
-    Runs on every field of every record: the common case (printable text) is inlined, one
-    method call instead of a function call per value. A list (a multi-valued field) must hold
-    text or numbers only: a list or object inside one is refused (a validation dead letter),
-    never written as its Python repr (`"['Food', 'Toys']"`)."""
-    return {key: ((value.strip() or None) if value.isprintable() else blank_to_none(value))
-            if value.__class__ is str else _flat_values(key, value) if value.__class__ in _SEQUENCES else value
-            for key, value in data.items()}
+    """`blank_to_none` over every text value of a model's input (a `mode="before"` validator),
+    as a copy. Runs on every field of every record, and most texts are printable and stripped
+    already: the copy keeps those as they are (`str.strip` gives the very text back when it
+    has nothing to strip) and only the others are replaced. A list (a multi-valued field) must
+    hold text or numbers only: a list or object inside one is refused (a validation dead
+    letter), never written as its Python repr (`"['Food', 'Toys']"`)."""
+    cleaned = data.copy() if data.__class__ is dict else dict(data)
+    for key, value in data.items():
+        if value.__class__ is str:
+            if not value or _strip(value) is not value or not value.isprintable():
+                cleaned[key] = blank_to_none(value)
+        elif value.__class__ in _SEQUENCES:
+            _flat_values(key, value)
+    return cleaned
 
 
+_strip = str.strip
 _SEQUENCES = frozenset((list, tuple))
 _SCALARS = (str, int, float)
 

@@ -31,7 +31,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
 from basecrawler.store.engines.dialect import SQLITE
 
@@ -53,23 +53,24 @@ class Finisher:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future | None = None
         self._checkpointer: Checkpointer | None = None
-        self._held: tuple[str, set[tuple]] = ("", set())
+        self._held: tuple[str, Collection[tuple]] = ("", ())
 
     @property
     def busy(self) -> bool:
         return self._pending is not None
 
     @property
-    def held(self) -> tuple[str, set[tuple]]:
+    def held(self) -> tuple[str, Collection[tuple]]:
         """The table and the keys of the batch finishing (or last finished): a lookup meanwhile
         leaves them out, as their rows are about to change."""
         return self._held
 
     def start(self, conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence]], file: Path,
-              held: tuple[str, set[tuple]] = ("", set())) -> Future:
+              held: tuple[str, Collection[tuple]] = ("", ())) -> Future:
         """Run `statements` and COMMIT on `conn` (inside the transaction the caller opened)
         behind the caller. The caller must have settled the previous batch. `file` is the
-        database's, for the checkpointer; `held` the batch's table and keys."""
+        database's, for the checkpointer; `held` the batch's table and keys (a view of the
+        caller's, not a copy: the caller does not change them)."""
         assert self._pending is None, "a batch is still finishing"
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="basecrawler-store-finish")

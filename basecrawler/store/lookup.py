@@ -76,7 +76,7 @@ class Lookup:
         found = sqlite_rows_by_key(self.store.reader(), rt, keys, columns, indexed_by=input_index(rt)[0],
                                    as_values=True)
         if table == rt.table:
-            for key in held.intersection(found):
+            for key in [key for key in found if key in held]:
                 del found[key]
         return found
 

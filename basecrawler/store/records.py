@@ -166,7 +166,7 @@ class Records:
         def hand_over(conn) -> None:   # in place of the COMMIT, under the write lock
             result = written[0]
             result.finishing = self.store.finisher.start(conn, finishing, self.store.file,
-                                                         held=(plan.table, set(result.by_key)))
+                                                         held=(plan.table, result.by_key.keys()))
         with self.store.transaction(finish=hand_over) as db:   # (waits for the batch before)
             written.append(self.write_batch(db, plan, rows, finishing=finishing, now=now))
         return written[0]
