@@ -30,6 +30,11 @@ filtered_counts: LRUCache = LRUCache(CACHE_SIZE)   # key → the facet rows of a
 repeat_counts: LRUCache = LRUCache(CACHE_SIZE)     # key → the facet rows of a page asked again
 whole_counts: LRUCache = LRUCache(CACHE_SIZE)      # key → a whole table's facet rows
 asked: TTLCache = TTLCache(ASKED_KEPT, ASKED_TTL_S, timer=time.monotonic)   # hash(page) → True
+# Filtered pages' counts that ran out of a page's time: a page asked again does not count them
+# (nor wait for them) again within its budget, but has them finished for its next visit
+# (`finish_later`) and shows them as still counting at once. Under attack such a page spent its
+# whole facet budget on them, visit after visit, until they were finished.
+timed_out: TTLCache = TTLCache(CACHE_SIZE * 4, ASKED_TTL_S, timer=time.monotonic)   # key → True
 pending: dict[tuple, "asyncio.Future"] = {}
 stored: LRUCache = LRUCache(CACHE_SIZE)   # (database, table, marker) → the counts a run kept in meta
 
@@ -61,7 +66,7 @@ def cached(key: tuple, again: bool = False) -> list[dict] | None:
 
 def forget() -> None:
     """Drop every facet count kept (the next page counts again)."""
-    for kept in (whole_counts, repeat_counts, filtered_counts, asked):
+    for kept in (whole_counts, repeat_counts, filtered_counts, asked, timed_out):
         kept.clear()
 
 

@@ -44,7 +44,8 @@ from basecrawler.reading.facetcounts import (known_months, months_sql, unknown_s
 from basecrawler.reading.search import RecallFilter
 from basecrawler.reading import summary_cache
 from basecrawler.reading.web import admission, groupcounts, limits
-from basecrawler.reading.web.facetcache import asked_again, cached, count_once, finish_later, kept_counts, pending
+from basecrawler.reading.web.facetcache import (asked_again, cached, count_once, finish_later, kept_counts, pending,
+                                                timed_out)
 from basecrawler.reading.summary_cache import cached_summary, keep_fresh, run_marker, search_covers
 from basecrawler.reading.web.groups import shown_source, shows_copies
 from basecrawler.reading.web.pageargs import search_only as only_searches, whole_table as shows_whole
@@ -149,6 +150,9 @@ class _DeclaredFacet(Facet):
             # budget (a multi-valued facet of a million records takes seconds to count, and
             # every page of the table waited for it until it was cached).
             return await self._within_budget(_whole_count(self.ds, key, sql), sql, params)
+        if again and key in timed_out:   # (a returning page does not wait again for what ran out)
+            finish_later(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, again)
+            raise QueryInterrupted(None, sql, self.params)
         if key in pending:
             # Another visit's count of it is going on: waited for within the page's budget
             # only (it was awaited to its end, seconds on a loaded machine).
@@ -159,6 +163,7 @@ class _DeclaredFacet(Facet):
                 raise QueryInterrupted(None, sql, self.params)
             return await count_once(self.ds, key, sql, self.params, limit_ms, again=again)
         except QueryInterrupted:
+            timed_out[key] = True
             finish_later(self.ds, key, sql, self.params, BACKGROUND_LIMIT_MS, again)
             raise
 
