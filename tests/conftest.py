@@ -193,30 +193,38 @@ def _clean_env(monkeypatch):
     logging.getLogger("basecrawler").setLevel(logging.INFO)
 
 
+def _sqlite_c(name: str):
+    """A C function of the SQLite library the sqlite3 module itself uses (None where the build
+    does not export it: then nothing can have called it either)."""
+    import ctypes
+    import _sqlite3
+
+    try:
+        return getattr(ctypes.CDLL(_sqlite3.__file__), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def _lift_sqlite_heap_limit() -> None:
     """Take off SQLite's process-wide hard heap limit. The web view's connections set it
     (web/limits.py `harden`: right for the server's own process), and an in-process Datasette
     in a test sets it for the whole pytest worker, where every later test's SQLite memory (the
     connections earlier tests left open) counts against it: seen as MemoryError from
     `sqlite3.connect` in every test after one worker crossed it. The PRAGMA can only lower the
-    limit, so the C call raises it, through the library the sqlite3 module itself uses."""
+    limit, so the C call raises it."""
     import ctypes
-    import _sqlite3
 
-    try:
-        ctypes.CDLL(_sqlite3.__file__).sqlite3_hard_heap_limit64(ctypes.c_int64(0))
-    except (OSError, AttributeError):   # a build that does not export it cannot have set it either
-        pass
+    lift = _sqlite_c("sqlite3_hard_heap_limit64")
+    if lift is not None:
+        lift(ctypes.c_int64(0))
 
 
 def _sqlite_memory_used() -> int:
     """The bytes SQLite holds in this process now (every connection's caches and statements)."""
     import ctypes
-    import _sqlite3
 
-    try:
-        used = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
-    except (OSError, AttributeError):
+    used = _sqlite_c("sqlite3_memory_used")
+    if used is None:
         return 0
     used.restype = ctypes.c_int64
     return used()

@@ -275,6 +275,10 @@ class UpsertPlan:
             by_key[key] = merged
         return list(by_key.values())
 
+    def params_ahead(self, row: dict, now: str) -> list:
+        """`params`, as made ahead of the write where they were (`rows_of`, kept under PARAMS)."""
+        return row.get(PARAMS) or self.params(row, now)
+
     def params(self, row: dict, now: str) -> list:
         try:   # (`_values_getter` without its call: a row always holds every written column)
             params = [*self._written_getter(row)]

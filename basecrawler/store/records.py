@@ -61,8 +61,6 @@ class UpsertResult:
 
 
 _ROW = itemgetter(0)   # of a written (row, outcome)
-# A row's statement parameters made ahead of the write (`rows_of`, `_upsert_finishing_behind`).
-_PARAMS = PARAMS
 _SAVEPOINT = "upsert_batch"
 
 
@@ -155,9 +153,9 @@ class Records:
         # finds stored is merged and gets its parameters then; one that cannot be made here is
         # made, and fails, where the write can tell which row it was).
         for row in rows:
-            if _PARAMS not in row:
+            if PARAMS not in row:
                 try:
-                    row[_PARAMS] = plan.params(row, now)
+                    row[PARAMS] = plan.params(row, now)
                 except Exception:
                     pass
         finishing: list[tuple[str, list]] = []
@@ -210,15 +208,13 @@ class Records:
         # batch the server refused comes here).
         write = self.write_bisecting if bisect or postgres else self._write_at_once
 
-        def new_params(row, now):
-            return row.get(_PARAMS) or plan.params(row, now)
         if write == self._write_at_once:   # every new row written, or _BatchRefused: counted at once
             inserted = self._insert_at_once(db, plan, new_rows, now)
             result.new += len(inserted)
             result.by_key.update(zip(map(key, map(_ROW, inserted)), itertools.repeat(NEW)))
             inserted = ()
         else:
-            inserted = write(db, plan, new_rows, now, plan.insert_sql_for(d), new_params)
+            inserted = write(db, plan, new_rows, now, plan.insert_sql_for(d), plan.params_ahead)
         written = itertools.chain(inserted, write(db, plan, changed, now, plan.update_sql_for(d), plan.update_params))
         taken: list[tuple[dict, str]] = []
         for row, outcome in written:
@@ -286,12 +282,9 @@ class Records:
             return []
         width = plan.insert_width
         per = min(ROWS_PER_INSERT, _variable_limit(db.conn) // width)
-        params_of = plan.params
         if per < FEWEST_ROWS_PER_INSERT:
-            return self._write_at_once(db, plan, items, now, plan.insert_sql_for(SQLITE),
-                                       lambda row, now: row.get(_PARAMS) or params_of(row, now))
-        # (each row's parameters as made ahead of the write, `_upsert_finishing_behind`, else now)
-        params = [row.get(_PARAMS) or params_of(row, now) for row, _ in items]
+            return self._write_at_once(db, plan, items, now, plan.insert_sql_for(SQLITE), plan.params_ahead)
+        params = [plan.params_ahead(row, now) for row, _ in items]
         try:
             start, left = 0, len(params)
             while left >= FEWEST_ROWS_PER_INSERT:

@@ -80,6 +80,19 @@ LIGHT_PAGE: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_l
 # which a count not given one within a second gives up): a table's five facet counts at once
 # held Python's lock so often that a first visitor's page, rendering, waited seconds for it.
 WARMING: contextvars.ContextVar[bool] = contextvars.ContextVar("basecrawler_warming", default=False)
+
+
+@contextlib.contextmanager
+def as_warm_up():
+    """Work started inside the block (a task, which copies the context) is the warm-up's kind,
+    whatever the request's lane: counts finished for a page's next visitor (web/facetcache.py,
+    plugins/basecrawler_web.py) run as the start-up's do."""
+    tokens = (limits.LANE.set(None), WARMING.set(True))
+    try:
+        yield
+    finally:
+        WARMING.reset(tokens[1])
+        limits.LANE.reset(tokens[0])
 _serial = itertools.count(1)
 
 

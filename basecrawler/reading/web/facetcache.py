@@ -12,7 +12,7 @@ from datasette.database import QueryInterrupted
 
 from basecrawler.reading.facetcounts import stored_counts
 from basecrawler.reading.web import admission
-from basecrawler.reading.web.limits import LANE, deadline
+from basecrawler.reading.web.limits import deadline, in_background
 
 CACHE_SIZE = 256
 ASKED_KEPT = 16_384        # pages asked lately, remembered (by a hash of path and query) …
@@ -115,13 +115,9 @@ def finish_later(datasette, key: tuple, sql: str, params, limit_ms: int, again: 
     six such counts of one page at once took the cores from the readers' pages.)"""
     if key in pending or (len(pending) >= BACKGROUND_COUNTS and not (again and _finishing_again[0] < BACKGROUND_COUNTS)):
         return
-    tokens = (LANE.set(None if again else "background"), admission.WARMING.set(again))
-    try:
+    with admission.as_warm_up() if again else in_background():
         task = asyncio.get_running_loop().create_task(
             count_once(datasette, key, sql, params, limit_ms, again=again, later=again))
-    finally:
-        admission.WARMING.reset(tokens[1])
-        LANE.reset(tokens[0])
     _finishing_again[0] += again
 
     def done(task):

@@ -246,12 +246,8 @@ def _finish_later(db, key: tuple, sql: str, params) -> None:
             pass
         finally:
             _finishing.pop(key, None)
-    tokens = (limits.LANE.set(None), admission.WARMING.set(True))   # (not its page's lane)
-    try:
+    with admission.as_warm_up():   # (not its page's lane)
         _finishing[key] = asyncio.get_running_loop().create_task(count())
-    finally:
-        admission.WARMING.reset(tokens[1])
-        limits.LANE.reset(tokens[0])
 
 
 async def search_groups(datasette, database: str, table: str, text: str, args=None, request=None,
