@@ -53,6 +53,14 @@ def test_schema_is_versioned(store):
     assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_the_store_connection_keeps_a_page_cache_larger_than_sqlites_default(store):
+    """A batch touches leaf pages all over each secondary index; SQLite's default cache
+    (2,000 KiB) evicts them between statements and every batch reads them back."""
+    from basecrawler.store.core import PAGE_CACHE_KIB
+    assert PAGE_CACHE_KIB > 2_000
+    assert store.db.execute("PRAGMA cache_size").fetchone()[0] == -PAGE_CACHE_KIB
+
+
 CRAWLER_SCRIPT = textwrap.dedent("""
     import logging, sys, time
     from basecrawler import BaseCrawler

@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 LOCK_RETRIES = 5
 LOCK_RETRY_BASE_WAIT_S = 0.2
 BUSY_TIMEOUT_MS = 30_000
+# The SQLite connection's page cache, in KiB (SQLite's default is 2,000). A batch touches leaf
+# pages all over each secondary index (dates, makers, model years arrive in no order); with the
+# default, the pages of one statement are evicted before the next needs them, and every batch
+# reads them back and spills them again (bench/README.md, wave 21).
+PAGE_CACHE_KIB = 16_384
 
 
 class Store:
@@ -84,6 +89,7 @@ class Store:
         if self.path != ":memory:":
             self.with_lock_retry(lambda: conn.execute(SQLITE.write("PRAGMA journal_mode = WAL")))
         conn.execute(SQLITE.write("PRAGMA synchronous = NORMAL"))
+        conn.execute(SQLITE.write(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}"))
         conn.execute(SQLITE.write("PRAGMA foreign_keys = ON"))
         self._db = sqlite_utils.Database(conn)
         self.with_lock_retry(lambda: migrate(self.db))
