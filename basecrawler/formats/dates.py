@@ -155,6 +155,5 @@ def latest_plausible_date(today: dt.date) -> dt.date:
 
 
 def is_plausible_date(value: dt.date, today: dt.date) -> bool:
-    """True when a recall could really carry this date: 1900-01-01 … tomorrow. (Asked of
-    every record: the bound inline, not through `latest_plausible_date`.)"""
-    return EARLIEST_PLAUSIBLE_DATE <= value <= today + _ONE_DAY
+    """True when a recall could really carry this date: 1900-01-01 … tomorrow."""
+    return EARLIEST_PLAUSIBLE_DATE <= value <= latest_plausible_date(today)

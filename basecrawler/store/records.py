@@ -29,7 +29,7 @@ from basecrawler.formats.dates import utc_now_iso
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import DEFAULT_RECORD_TYPE
 from basecrawler.recordtypes.tables import feed_fts_sql, fts_insert_trigger, fts_table
-from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, PARAMS, UNCHANGED, UPDATED, UpsertPlan, plan_for
+from basecrawler.recordtypes.upsert import GIVEN_HASH, INPUT_HASH, NEW, UNCHANGED, UPDATED, UpsertPlan, plan_for
 from basecrawler.store.engines.dialect import SQLITE, dialect_of
 from basecrawler.store.dberrors import is_locked_error, refused_errors, refused_row
 from basecrawler.store.lookup import record_type_of
@@ -148,16 +148,9 @@ class Records:
     def _upsert_finishing_behind(self, plan: UpsertPlan, rows: list[dict], now: str) -> UpsertResult:
         """One attempt of `upsert(…, behind=True)`: the transaction of `write`, left open with
         the rows written; the index feed and the COMMIT go to the store's finisher."""
-        # Each row's statement parameters as a new row (most made by `rows_of` already), made
-        # before waiting for the batch finishing: this Python work overlaps it (a row the lookup
-        # finds stored is merged and gets its parameters then; one that cannot be made here is
-        # made, and fails, where the write can tell which row it was).
-        for row in rows:
-            if PARAMS not in row:
-                try:
-                    row[PARAMS] = plan.params(row, now)
-                except Exception:
-                    pass
+        # (Each row's INSERT parameters were made by `rows_of`, before waiting for the batch
+        # finishing, so that Python work overlaps it; a row folded from two, or without a given
+        # hash, gets them at the write: `params_ahead`.)
         finishing: list[tuple[str, list]] = []
         written: list[UpsertResult] = []
 
