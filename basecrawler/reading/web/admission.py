@@ -93,6 +93,8 @@ def as_warm_up():
     finally:
         WARMING.reset(tokens[1])
         limits.LANE.reset(tokens[0])
+
+
 _serial = itertools.count(1)
 
 
