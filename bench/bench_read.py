@@ -37,6 +37,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench"), str(REPO / "tests")]
 
+import benchkit  # noqa: E402
+
 TERMS = [("rare (#123456, 1 record)", "#123456"), ("common (vehicle, 80 %)", "vehicle"),
          ("every record (brake)", "brake"), ("Japanese (燃料ポンプ, 20 %)", "燃料ポンプ"),
          ("2 characters (燃料, 20 %)", "燃料"), ("2 characters (Q7, in no record)", "Q7"),
@@ -229,7 +231,7 @@ def main() -> int:
             print(f"generated {args.rows:,} recalls in {read_data.generate_pg(url, args.rows):.0f} s (PostgreSQL)")
         skip.add("web")
     else:
-        url = args.db or os.path.join(tempfile.mkdtemp(prefix="bench-read-"), "bench.db")
+        url = args.db or os.path.join(benchkit.scratch_folder("bench-read-"), "bench.db")
         if not Path(url).exists():
             print(f"generated {args.rows:,} recalls in {read_data.generate_sqlite(url, args.rows):.0f} s "
                   f"({Path(url).stat().st_size / 1e6:,.0f} MB)")

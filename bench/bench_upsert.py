@@ -308,7 +308,7 @@ def main() -> None:
     n, repeats = args.n, args.repeats
     rt, make_rows = type_and_rows(args.type)
     rows = make_rows(n)
-    tmp = tempfile.mkdtemp()
+    tmp = benchkit.scratch_folder("bench-upsert-")
     if args.scale:
         scale(tmp, rt, make_rows)
         return

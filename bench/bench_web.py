@@ -22,7 +22,6 @@ import os
 import socket
 import statistics
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -32,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+import benchkit  # noqa: E402
 
 PAGES = [
     ("table page (home, default columns)", "/{db}/recalls"),
@@ -81,7 +82,7 @@ def main() -> None:
     from bench_export import generate
     from basecrawler.reading.browse import BrowseServer
 
-    folder = tempfile.mkdtemp(prefix="bench-web-")
+    folder = benchkit.scratch_folder("bench-web-")
     db_path = args.db or os.path.join(folder, "bench.db")
     if not Path(db_path).exists():
         seconds = generate(db_path, args.rows)

@@ -21,7 +21,6 @@ import random
 import socket
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -32,6 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
+
+import benchkit  # noqa: E402
 
 PAGES = [
     ("table page (home)", "/{db}/recalls"),
@@ -229,7 +230,7 @@ def main() -> None:
     from read_data import generate_sqlite
     from basecrawler.reading.browse import BrowseServer
 
-    db_path = args.db or os.path.join(tempfile.mkdtemp(prefix="bench-web-attack-"), "attack.db")
+    db_path = args.db or os.path.join(benchkit.scratch_folder("bench-web-attack-"), "attack.db")
     if not Path(db_path).exists():
         print(f"generated {args.rows:,} recalls in {generate_sqlite(db_path, args.rows):.0f} s", flush=True)
     if args.alerts:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -120,7 +121,17 @@ def least_pipeline(path: str, rt, rows: list[dict]) -> Timer:
     return timer
 
 
-def sqlite_round(tmp: str, rep: int, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
+def sqlite_round(folder: str, rep: int, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
+    """One repetition of the SQLite variants; their stores (about 160 MB each at 100,000
+    records) are removed afterwards, so a long bench never fills the disk."""
+    tmp = tempfile.mkdtemp(dir=folder)
+    try:
+        return _sqlite_round(tmp, rep, rt, rows, params)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sqlite_round(tmp: str, rep: int, rt, rows: list[dict], params: list[list]) -> dict[str, Timer]:
     n = len(rows)
     # Each variant starts with the page cache written back (`os.sync`, untimed): otherwise the
     # one after the engines pays for writing back their two files (the kernel throttles a
@@ -293,7 +304,11 @@ def main() -> None:
     rt = get_record_type(TYPE)
     rows = vehicle_rows(args.n)
     params = plain_params(rt, rows)
-    tmp = tempfile.mkdtemp()
+    with tempfile.TemporaryDirectory(prefix="bench-write-path-") as tmp:
+        run_variants(args, rt, rows, params, tmp)
+
+
+def run_variants(args, rt, rows: list[dict], params: list[list], tmp: str) -> None:
     if not args.pg_only:
         load = os.getloadavg()
         report("SQLite", args.n, [sqlite_round(tmp, rep, rt, rows, params) for rep in range(args.repeats)], load)

@@ -3,14 +3,17 @@ step in a fresh child process of the same script (so its peak RSS and CPU time a
 printing the two-column table."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import cProfile
 import io
 import json
 import os
 import pstats
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +21,14 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def scratch_folder(prefix: str) -> str:
+    """A temporary folder removed when the bench exits: its stores are hundreds of MB, and a bench
+    run again and again must not fill the disk."""
+    folder = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def child(script: str, *args: str, env: dict | None = None, show_stderr: bool = False) -> dict:
