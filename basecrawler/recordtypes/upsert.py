@@ -131,14 +131,19 @@ class UpsertPlan:
 
     def insert_rows_sql_for(self, dialect: Dialect, count: int) -> Statement:
         """The INSERT of `count` new rows in one statement (their `params` one after the
-        other), spelled for `dialect`; made once per count."""
+        other), spelled for `dialect`; made once per count. For a caller that undoes a failure
+        with its whole transaction (store/records.py rolls the batch back and writes it again,
+        bisected): an INSERT of many rows that might fail half-way otherwise has SQLite copy
+        every page it changes to a statement journal (a temporary file) to undo just itself,
+        and that journal was most of what a first import wrote to disk."""
         key = (dialect.name, count)
         sql = self._insert_rows.get(key)
         if sql is None:
             d, cols = dialect, self._insert_columns()
             row = f"({d.params(len(cols))})"
             sql = self._insert_rows[key] = d.write(
-                f"INSERT INTO {d.quote(self.table)} ({', '.join(map(d.quote, cols))}) VALUES {', '.join([row] * count)}")
+                f"{d.insert_undone_whole} INTO {d.quote(self.table)} ({', '.join(map(d.quote, cols))}) "
+                f"VALUES {', '.join([row] * count)}")
         return sql
 
     @property

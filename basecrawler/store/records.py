@@ -270,7 +270,9 @@ class Records:
         rows costs SQLite and the module less than as many steps of `executemany`. The counts
         come in fixed sizes (the full one, then halves down to `FEWEST_ROWS_PER_INSERT`, the
         last few rows by `executemany`), so a connection caches a handful of statements, not one
-        per batch size."""
+        per batch size. A refused row stops its statement and keeps the rows before it (OR
+        FAIL: no statement journal), so a failure here always ends the whole transaction
+        (`_BatchRefused`, or any other error raised out of it)."""
         if not items:
             return []
         width = plan.insert_width

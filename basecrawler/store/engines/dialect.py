@@ -44,6 +44,8 @@ class Dialect:
     begin: str                 # opening a write transaction (SQLite takes the write lock up front)
     insert_ignore: str         # the head of an insert that skips rows already there …
     on_conflict_ignore: str    # … and what ends it (before any RETURNING)
+    insert_undone_whole: str   # the head of an insert whose failure the caller undoes with its
+    #                            whole transaction: SQLite then keeps no statement journal
     percent: str               # a literal % inside a statement
 
     def __post_init__(self):
@@ -78,9 +80,11 @@ class Dialect:
 
 
 SQLITE = Dialect(name="sqlite", p="?", is_="IS", is_not="IS NOT", ilike="LIKE", begin="BEGIN IMMEDIATE",
-                 insert_ignore="INSERT OR IGNORE", on_conflict_ignore="", percent="%")
+                 insert_ignore="INSERT OR IGNORE", on_conflict_ignore="", insert_undone_whole="INSERT OR FAIL",
+                 percent="%")
 POSTGRES = Dialect(name="postgresql", p="%s", is_="IS NOT DISTINCT FROM", is_not="IS DISTINCT FROM", ilike="ILIKE",
-                   begin="BEGIN", insert_ignore="INSERT", on_conflict_ignore=" ON CONFLICT DO NOTHING", percent="%%")
+                   begin="BEGIN", insert_ignore="INSERT", on_conflict_ignore=" ON CONFLICT DO NOTHING",
+                   insert_undone_whole="INSERT", percent="%%")
 DIALECTS = {d.name: d for d in (SQLITE, POSTGRES)}
 
 
