@@ -27,7 +27,7 @@ from basecrawler.operations import upkeep
 from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
 from basecrawler.pipeline.collector import fewer_collections
 from basecrawler.pipeline.context import RunContext
-from basecrawler.pipeline.intake import Intake
+from basecrawler.pipeline.intake import Intake, raw_parser
 from basecrawler.pipeline.linking import regroup_after_run
 from basecrawler.pipeline.records import Raw, Window
 from basecrawler.recordtypes import Record
@@ -105,7 +105,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     @final
     def parse_raw(self, raw: Any):
         """The source's parse() of one raw item, called the way it is written."""
-        return self.parse(self.context, raw) if self.takes_context("parse") else self.parse(raw)
+        return raw_parser(self)(raw)
 
     @final
     def detail_of(self, recall: dict) -> dict | None:

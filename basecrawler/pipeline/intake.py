@@ -15,11 +15,12 @@ store said (storing.py).
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from operator import attrgetter
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -68,6 +69,7 @@ class Intake:
         self._today = None   # per lookup round: a run may cross midnight
         self._windowed = window.since is not None or window.until is not None
         self._maker = EntryMaker(crawler.source, self._defaults, self._context)
+        self._parse = raw_parser(crawler)
         self._public_url = crawler.public_url if crawler.overridden_bases() else None
         self._moved_from = tuple(transport for transport, _ in crawler.overridden_bases())
 
@@ -82,7 +84,7 @@ class Intake:
             return
         letters_before = counts.dead_lettered
         try:
-            produced = crawler.parse_raw(raw)
+            produced = self._parse(raw)
             # (the usual item, one dict of the default type: `entries`' first case, without its call)
             made = ([self._maker.entry(self._default_type, produced)] if produced.__class__ is dict else
                     entries(produced, default_type=self._default_type, defaults=self._defaults, maker=self._maker))
@@ -234,24 +236,28 @@ class Intake:
         unknown one is always inside the window."""
         counts, window, stored_keys = self.crawler.counts, self.window, self.storing.stored_keys
         detail = self.crawler.has_detail_phase() and self.crawler.record_type
-        unchanged = 0
+        windowed = self._windowed
+        counts.parsed += len(recognised)
+        # (Counted once per round, not per record: a re-run comes this way for every record.)
+        unchanged = merged = 0
+        name, seen = None, None   # the keys this run counted of the type met last
         for entry, (input_hash, date), beyond_window in recognised:
-            counts.parsed += 1
             record_type = entry.record_type
-            if (self._windowed and input_hash.endswith(DATE_KNOWN) and not beyond_window
+            if (windowed and input_hash.endswith(DATE_KNOWN) and not beyond_window
                     and not window.holds(as_date(date))):
                 counts.out_of_range += 1
                 continue
-            seen = stored_keys.get(record_type.name)
-            if seen is None:
-                seen = stored_keys[record_type.name] = {}
+            if record_type.name != name:
+                name = record_type.name
+                seen = stored_keys.setdefault(name, {})
             if entry.raw_key in seen:
-                counts.merged += 1   # same key already stored or recognised earlier in this run
+                merged += 1   # same key already stored or recognised earlier in this run
             else:
                 seen[entry.raw_key] = "unchanged"
                 unchanged += 1
-            if detail == record_type.name:
+            if detail == name:
                 self._recognised_for_detail.append(SimpleNamespace(**dict(zip(record_type.key, entry.raw_key[1:]))))
+        counts.merged += merged
         counts.unchanged += unchanged
         counts.saved += unchanged
 
@@ -315,6 +321,12 @@ class Intake:
             recognised, self._recognised_for_detail = self._recognised_for_detail, []
             enrichment.enqueue(self.crawler, recognised)
 
+def raw_parser(crawler: Any) -> Callable[[Any], Any]:
+    """The source's parse() as a callable of one raw item, called the way it is written (on
+    the run context or the first API's `self`). The intake asks it once per run, not per item."""
+    return functools.partial(crawler.parse, crawler.context) if crawler.takes_context("parse") else crawler.parse
+
+
 def _key_of(record_type: RecordType, record: BaseModel, source: str) -> tuple:
     """A validated record's stored key (source first), as the store's rows give it (a date as
     ISO text)."""
@@ -340,4 +352,4 @@ def _key_getter(record_type: RecordType):
                                 for name in names)
 
 
-__all__ = ["Intake", "LOOKUP_EVERY"]
+__all__ = ["Intake", "LOOKUP_EVERY", "raw_parser"]
