@@ -43,7 +43,6 @@ import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))

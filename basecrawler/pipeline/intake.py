@@ -321,6 +321,7 @@ class Intake:
             recognised, self._recognised_for_detail = self._recognised_for_detail, []
             enrichment.enqueue(self.crawler, recognised)
 
+
 def raw_parser(crawler: Any) -> Callable[[Any], Any]:
     """The source's parse() as a callable of one raw item, called the way it is written (on
     the run context or the first API's `self`). The intake asks it once per run, not per item."""
