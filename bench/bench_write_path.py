@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import bench_upsert  # noqa: E402
+import benchkit  # noqa: E402
 from bench_upsert import (BATCH, Timer, fresh_store, plain, plain_params,  # noqa: E402
                           through_pipeline, vehicle_rows, ListCrawler)
 from basecrawler import Store  # noqa: E402
@@ -304,11 +305,7 @@ def main() -> None:
     rt = get_record_type(TYPE)
     rows = vehicle_rows(args.n)
     params = plain_params(rt, rows)
-    with tempfile.TemporaryDirectory(prefix="bench-write-path-") as tmp:
-        run_variants(args, rt, rows, params, tmp)
-
-
-def run_variants(args, rt, rows: list[dict], params: list[list], tmp: str) -> None:
+    tmp = benchkit.scratch_folder("bench-write-path-")
     if not args.pg_only:
         load = os.getloadavg()
         report("SQLite", args.n, [sqlite_round(tmp, rep, rt, rows, params) for rep in range(args.repeats)], load)
