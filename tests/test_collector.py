@@ -4,6 +4,7 @@ import threading
 
 from basecrawler import BaseCrawler, Store
 from basecrawler.pipeline.collector import RUN_THRESHOLDS, fewer_collections
+from support import ItemsCrawler
 
 
 class Seen(BaseCrawler):
@@ -26,28 +27,23 @@ def test_a_run_raises_the_thresholds_and_puts_them_back(tmp_path):
     assert gc.get_threshold() == before
 
 
-class Many(BaseCrawler):
-    source = "tst"
-    country = "US"
-
-    def __init__(self, store, count):
-        super().__init__(store, mode="full")
-        self.count = count
-
-    def fetch(self):
-        for n in range(self.count):
-            yield {"recall_number": f"24V{n:06d}", "recall_date": "2024-01-01", "manufacturer_original": "Ford",
-                   "summary_original": f"The air bag inflator may rupture (case {n}).", "extra": {"type": "V"}}
-
+class Many(ItemsCrawler):
     def parse(self, raw):
         return raw
+
+
+def _recalls(count: int) -> list[dict]:
+    return [{"recall_number": f"24V{n:06d}", "recall_date": "2024-01-01", "manufacturer_original": "Ford",
+             "summary_original": f"The air bag inflator may rupture (case {n}).", "extra": {"type": "V"}}
+            for n in range(count)]
 
 
 def test_a_first_import_does_not_collect_the_batches_it_is_making(tmp_path):
     """A young collection during a run walks the batch being made and, as a run makes almost no
     cyclic garbage, finds nothing: a run of two batches' worth meets almost none."""
-    assert Many(Store(tmp_path / "warm.db"), 10).run().counts.new == 10   # (what a first run imports, done)
-    store = Store(tmp_path / "s.db")
+    # (what a first run imports, done once beforehand)
+    assert Many(Store(tmp_path / "warm.db"), mode="full", items=_recalls(10)).run().counts.new == 10
+    store, items = Store(tmp_path / "s.db"), _recalls(20_000)
     young = []
 
     def count(phase, info):
@@ -55,7 +51,7 @@ def test_a_first_import_does_not_collect_the_batches_it_is_making(tmp_path):
             young.append(info["collected"])
     gc.callbacks.append(count)
     try:
-        result = Many(store, 20_000).run()
+        result = Many(store, mode="full", items=items).run()
     finally:
         gc.callbacks.remove(count)
     assert result.counts.new == 20_000
