@@ -124,3 +124,24 @@ def test_a_many_row_statement_writes_no_more_than_one_insert_a_row(tmp_path, mon
     monkeypatch.setattr(records_module, "FEWEST_ROWS_PER_INSERT", COUNT + 1)   # one INSERT a row
     single = second_batch_writes(tmp_path / "single.db")
     assert many <= single * 1.03, (many, single)
+
+
+@pytest.mark.parametrize("behind", [False, True])
+def test_a_caller_wrong_about_unstored_keys_costs_no_data(tmp_path, behind):
+    """`unstored=True` skips the batch's key lookup. Told wrongly (a key is stored), the unique
+    index refuses the row and the batch goes again with the lookup: the stored row is merged,
+    counted updated, never doubled, never a failure."""
+    store = Store(str(tmp_path / "s.db"))
+    try:
+        assert store.upsert(TYPE, [numbered_recall(1, summary_original="first words")], source="us").new == 1
+        records = [numbered_recall(n, summary_original="new words") for n in range(COUNT)]   # number 1 again
+        result = store.upsert(TYPE, records, source="us", unstored=True, behind=behind)
+        if result.finishing is not None:
+            result.finishing.result()
+        assert (result.new, result.updated, result.failed) == (COUNT - 1, 1, [])
+        stored = store.db.conn.execute("SELECT COUNT(*), COUNT(DISTINCT recall_number) FROM recalls").fetchone()
+        assert tuple(stored) == (COUNT, COUNT)
+        assert store.db.conn.execute("SELECT summary_original FROM recalls WHERE recall_number = ?",
+                                     [records[1].recall_number]).fetchone()[0] == "new words"
+    finally:
+        store.close()

@@ -377,3 +377,28 @@ def test_a_first_import_of_a_source_looks_nothing_up_and_counts_its_repeats_as_e
     assert (first.counts.new, first.counts.merged, first.counts.saved, first.counts.unchanged) == (3, 1, 3, 0)
     again = run(store, items, mode="full")
     assert sum(asked) == 4 and (again.counts.unchanged, again.counts.merged, again.counts.saved) == (3, 1, 3)
+
+
+def test_a_first_import_has_the_store_look_up_only_keys_it_already_wrote(tmp_path, monkeypatch):
+    """Nor does the store look a first import's batches up (`Store.upsert` `unstored`): their
+    keys cannot be stored, unless this run wrote them already. The batch repeating one is
+    looked up and merged as ever."""
+    looked = []
+    real = Lookup.rows_by_key
+
+    def rows_by_key(self, record_type, keys, *args, **kwargs):
+        keys = list(keys)
+        looked.append(sorted(key[-1] for key in keys))
+        return real(self, record_type, keys, *args, **kwargs)
+    monkeypatch.setattr(Lookup, "rows_by_key", rows_by_key)
+    monkeypatch.setenv("BASECRAWLER_BATCH_SIZE", "2")
+    store = Store(tmp_path / "s.db")
+    other = ListCrawler(store, [recall("24V9")])
+    other.source = "another"   # the table is not empty: without the hint every batch looks up
+    assert other.run().counts.new == 1
+    items = [recall("24V1"), recall("24V2"), recall("24V3"), recall("24V4"), recall("24V1", summary_original="Later")]
+    first = run(store, items, mode="full")
+    assert looked and all(keys == ["24V1"] for keys in looked), looked   # (its hash, then its stored row)
+    assert (first.counts.new, first.counts.merged, first.counts.saved, first.counts.updated) == (4, 1, 4, 0)
+    assert store.db.conn.execute("SELECT summary_original FROM recalls WHERE recall_number = '24V1'").fetchone()[0] \
+        == "Later"

@@ -229,6 +229,13 @@ class Intake:
             fresh = self._fresh[record_type.name] = self.crawler.store.lookup.count(record_type, self.crawler.source) == 0
         return fresh
 
+    def _unstored(self, name: str) -> bool:
+        """Whether no stored row has a key of the type's batch: the store held none of the type
+        from this source when the run first met it (`_nothing_stored`, under the run lock), and
+        this run stored none of these keys since. The store then does not look them up."""
+        return bool(self._fresh.get(name)) and self.storing.stored_keys.get(name, _NOTHING).keys().isdisjoint(
+            self._batched_keys[name])
+
     def _count_recognised(self, recognised: list[tuple[Entry, tuple, bool]]) -> None:
         """Records made from the input their stored rows were: counted unchanged, each as
         `count` would (a key this run already counted is merged), or out of range by the
@@ -309,8 +316,8 @@ class Intake:
     def flush(self) -> None:
         """Every waiting record stored, one commit per type's batch, and counted."""
         self.resolve()
-        for record_type, batch in self.batches.values():
-            self.storing.store_batch(record_type, batch)
+        for name, (record_type, batch) in self.batches.items():
+            self.storing.store_batch(record_type, batch, unstored=self._unstored(name))
         self.batches.clear()
         self._batched_keys.clear()
         self.batched = self.batched_bytes = 0

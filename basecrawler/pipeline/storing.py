@@ -25,13 +25,15 @@ class Storing:
         self.stored_keys: dict[str, dict[tuple, str]] = {}   # type name → key → how this run counted it
         self._finishing: tuple[Future, dict[str, int]] | None = None
 
-    def store_batch(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]]) -> None:
+    def store_batch(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]],
+                    unstored: bool = False) -> None:
+        """`unstored`: no stored row has any of the batch's keys (`Store.upsert`; the intake knows)."""
         if not batch:
             return
         crawler = self.crawler
         self.confirm()
         try:
-            self._store(record_type, batch, behind=True)
+            self._store(record_type, batch, behind=True, unstored=unstored)
         except _RECORD_FAULTS as exc:
             # One record the store cannot even serialise (its row, its hash) refuses the whole
             # batch before anything is written: each record again on its own, so exactly that
@@ -47,14 +49,15 @@ class Storing:
                     crawler.dead_letter(raw, error, stage="store", kind="store_error", record_type=record_type.name,
                                         key=_safe_key(record_type, record))
 
-    def _store(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]], *, behind: bool) -> None:
+    def _store(self, record_type: RecordType, batch: list[tuple[BaseModel, Any, str | None]], *, behind: bool,
+               unstored: bool = False) -> None:
         crawler, counts = self.crawler, self.crawler.counts
         records, raws, input_hashes = zip(*batch)   # (each a tuple, in batch order)
         before = _stored_tally(counts)
         # The batch's index feed and commit finish behind us while we make the next batch
         # (store/finishing.py); its counts stand once it is confirmed stored.
         outcome = crawler.store.upsert(record_type, records, source=crawler.source, raws=raws,
-                                       input_hashes=input_hashes, behind=behind)
+                                       input_hashes=input_hashes, behind=behind, unstored=unstored)
         counts.merged += outcome.merged  # same key twice in this batch: folded into one row
         self._count_stored(record_type, outcome.by_key)
         if outcome.finishing is not None:

@@ -266,10 +266,10 @@ class Store:
     # ---- the write the pipeline uses, and what intake asks before it ---------------------
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
                raws: list | None = None, input_hashes: list[str | None] | None = None,
-               behind: bool = False) -> UpsertResult:
+               behind: bool = False, unstored: bool = False) -> UpsertResult:
         """`store.records.upsert`: the one write entry of the pipeline (pipeline/storing.py)."""
         return self.records.upsert(record_type, records, source=source, raws=raws, input_hashes=input_hashes,
-                                   behind=behind)
+                                   behind=behind, unstored=unstored)
 
 
 __all__ = ["Store", "UpsertResult", "decode_row", "encode_raw", "decode_raw", "is_locked_error", "pid_alive"]

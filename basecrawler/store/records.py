@@ -113,7 +113,7 @@ class Records:
 
     def upsert(self, record_type: RecordType | str, records: Iterable[BaseModel], *, source: str,
                raws: list | None = None, input_hashes: list[str | None] | None = None,
-               behind: bool = False) -> UpsertResult:
+               behind: bool = False, unstored: bool = False) -> UpsertResult:
         """Store one batch of validated records of one type with the COALESCE rule; exact new /
         updated / unchanged / merged counts. `raws` (same order as `records`) is what a failing
         row's dead letter keeps; `input_hashes` (same order; the pipeline's, see
@@ -123,7 +123,13 @@ class Records:
         `behind=True` (SQLite files; the pipeline asks it): return once the rows are written,
         and let the batch's full-text feed and COMMIT run on a background thread while the
         caller makes its next batch (finishing.py). `result.finishing` then says whether the
-        batch was stored; any later use of the store waits for it first."""
+        batch was stored; any later use of the store waits for it first.
+
+        `unstored=True`: the caller knows that no stored row has any of the batch's keys (the
+        pipeline's first import of a type, pipeline/intake.py), so they are not looked up. A
+        caller that is wrong costs time, not data: the key's unique index refuses the row, and
+        the batch is written again with the lookup, merged as ever (SQLite; PostgreSQL always
+        looks up)."""
         store = self.store
         plan = plan_for(record_type_of(record_type))
         behind = behind and store.engine == "sqlite" and store.path != ":memory:"
@@ -135,9 +141,9 @@ class Records:
                 row[INPUT_HASH] = plan.input_hash(row)
         try:
             if behind:
-                result = store.with_lock_retry(lambda: self._upsert_finishing_behind(plan, folded, now))
+                result = store.with_lock_retry(lambda: self._upsert_finishing_behind(plan, folded, now, unstored))
             else:
-                result = store.write(lambda db: self.write_batch(db, plan, folded))
+                result = store.write(lambda db: self.write_batch(db, plan, folded, unstored=unstored))
         except _BatchRefused:
             # The engine refused a row of the batch written at once, and the whole batch was
             # rolled back with it: write it again, bisected, so exactly the bad rows fail.
@@ -145,7 +151,7 @@ class Records:
         result.merged += len(rows) - len(folded)
         return result
 
-    def _upsert_finishing_behind(self, plan: UpsertPlan, rows: list[dict], now: str) -> UpsertResult:
+    def _upsert_finishing_behind(self, plan: UpsertPlan, rows: list[dict], now: str, unstored: bool) -> UpsertResult:
         """One attempt of `upsert(…, behind=True)`: the transaction of `write`, left open with
         the rows written; the index feed and the COMMIT go to the store's finisher."""
         # (Each row's INSERT parameters were made by `rows_of`, before waiting for the batch
@@ -159,13 +165,14 @@ class Records:
             result.finishing = self.store.finisher.start(conn, finishing, self.store.file,
                                                          held=(plan.table, result.by_key.keys()))
         with self.store.transaction(finish=hand_over) as db:   # (waits for the batch before)
-            written.append(self.write_batch(db, plan, rows, finishing=finishing, now=now))
+            written.append(self.write_batch(db, plan, rows, finishing=finishing, now=now, unstored=unstored))
         return written[0]
 
     def write_batch(self, db, plan: UpsertPlan, rows: list[dict], bisect: bool = False,
-                    finishing: list | None = None, now: str | None = None) -> UpsertResult:
-        """The batch's lookup and writes inside the caller's transaction. The full-text feed of
-        its new rows runs last, or, given `finishing`, is appended to it for the finisher."""
+                    finishing: list | None = None, now: str | None = None, unstored: bool = False) -> UpsertResult:
+        """The batch's lookup and writes inside the caller's transaction (without the lookup
+        when the caller knows the keys are `unstored`: `upsert`). The full-text feed of its new
+        rows runs last, or, given `finishing`, is appended to it for the finisher."""
         result = UpsertResult()
         postgres = self.store.engine == "postgresql"
         if postgres:   # COPY + one insert, the rest merged; a refused batch goes on row by row below
@@ -181,7 +188,7 @@ class Records:
         # a table without a row (a first import's first batch) has no stored row to look up.
         last_id = (None if postgres else
                    db.conn.execute(SQLITE.query(f"SELECT COALESCE(MAX(id), 0) FROM {d.quote(plan.table)}")).fetchone()[0])
-        if last_id == 0:
+        if last_id == 0 or (unstored and not postgres):
             stored = {}
         else:
             # First only each stored row's input hash (a re-run of the same input needs nothing
