@@ -132,16 +132,16 @@ class Intake:
             return
         self._today = self.crawler.today()
         known = self._known(parsed)
+        if not known:   # nothing stored to recognise (a first import): each item the whole way
+            self._resolve_unknown(parsed)
+            return
         counts = self.crawler.counts
         made_items = []
         hits: list[tuple[Entry, tuple, bool]] = []   # the recognised records, in order
-        validated = not known   # (nothing stored to recognise: every record is validated)
+        validated = False
         for item in parsed:
             mark = len(hits)
             try:   # an item whose record fails validation is one dead letter, whole
-                if not known:
-                    made_items.append((item, [(entry, None, validate(entry)) for entry in item.entries]))
-                    continue
                 made = []
                 for entry in item.entries:
                     # The stored row made from this very input (and code): its stored value
@@ -198,6 +198,21 @@ class Intake:
                 else:
                     counts.parsed += 1
                     self._add(entry, record, item, raw)
+
+    def _resolve_unknown(self, parsed: list[_Parsed]) -> None:
+        """`resolve` of a round none of whose records is stored: validated, prepared and batched,
+        item by item."""
+        counts, prepared, add = self.crawler.counts, self._prepared, self._add
+        for item in parsed:
+            try:   # (an item whose record fails is one dead letter, whole: RecursionError too)
+                records = [prepared(entry, validate(entry)) for entry in item.entries]
+            except Exception as exc:
+                self._unparseable(item.item, exc)
+                continue
+            raw = item.item.data if isinstance(item.item, Raw) else item.item
+            counts.parsed += len(records)
+            for entry, record in zip(item.entries, records):
+                add(entry, record, item, raw)
 
     def _known(self, parsed: list[_Parsed]) -> dict[str, dict[tuple, tuple]]:
         """(input hash, date) of the stored rows at the raw keys of the parsed entries, by
