@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from itertools import compress
 from operator import itemgetter
 from typing import Any, Iterable
 
@@ -197,6 +198,12 @@ def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[
         else:
             cols = ", ".join(quote(c) for c in dict.fromkeys([*key_columns, *columns]))
         width = len(key_columns)
+        if short and len(values) >= RANGE_AT_LEAST and rt.column_types.get(last, str) is str:
+            rows = _in_key_range(conn, f"SELECT {cols} FROM {quote(rt.table)}{index} WHERE {prefix_sql}{quote(last)}",
+                                 (rt.table, prefix), prefix, values)
+            if rows is not None:
+                found.update(zip(map(prefix.__add__, map(_FIRST, rows)), map(_AFTER_FIRST, rows)))
+                continue
         for start in range(0, len(values), 500):
             chunk = values[start:start + 500]
             where, params = f"{quote(last)} IN ({SQLITE.params(len(chunk))})", [*prefix, *chunk]
@@ -217,7 +224,41 @@ def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[
     return found
 
 
-_FIRST, _AFTER_FIRST = itemgetter(slice(1)), itemgetter(slice(1, None))
+_FIRST, _AFTER_FIRST, _LEADING = itemgetter(slice(1)), itemgetter(slice(1, None)), itemgetter(0)
+
+# The input hashes of a round of keys (a re-run asks them every 500 records) are read as one
+# range of the covering index where the round's keys lie together in key order, as a source
+# publishing in key order gives them: one scan of adjacent entries costs SQLite about half of
+# probing each key (bench/README.md, wave 24). A range holding more than RANGE_SPREAD stored
+# keys per key asked is scattered: that round probes each key, and so do the next
+# RANGE_PAUSE rounds of the same table and key prefix before a range is tried again.
+RANGE_AT_LEAST, RANGE_SPREAD, RANGE_PAUSE = 32, 2, 16
+_range_pauses: dict[tuple, int] = {}   # (table, key prefix) → rounds left to probe key by key
+
+
+def _in_key_range(conn, select: str, where: tuple, prefix: tuple, values: list) -> list | None:
+    """The rows of `select` (its WHERE ending in the last key column) with the last key
+    column between the least and the greatest of `values`, those of `values` only; None when
+    that range is scattered (or lately was: `_range_pauses`), for the caller to probe each."""
+    paused = _range_pauses.get(where)
+    if paused:
+        _range_pauses[where] = paused - 1
+        return None
+    if not {*map(type, values)} <= _TEXT:   # (text compares in the index's order; a number may not)
+        return None
+    limit = RANGE_SPREAD * len(values)
+    rows = conn.execute(SQLITE.query(f"{select} BETWEEN ? AND ? LIMIT {limit + 1}"),
+                        [*prefix, min(values), max(values)]).fetchall()
+    if len(rows) > limit:
+        if len(_range_pauses) >= 4096:   # (a heuristic's memory: bounded, lost at no cost)
+            _range_pauses.clear()
+        _range_pauses[where] = RANGE_PAUSE
+        return None
+    asked = set(values)
+    return [*compress(rows, map(asked.__contains__, map(_LEADING, rows)))]
+
+
+_TEXT = {str}
 
 
 def decode_row(record_type: RecordType, row: dict) -> dict:
