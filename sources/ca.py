@@ -69,16 +69,20 @@ FRENCH_COLUMNS = {"category": "CATEGORY_FTXT", "system_type": "SYSTEM_TYPE_FTXT"
 
 # A heading starts the comment or follows white space. That condition is checked on each match
 # rather than written as a look-behind: a pattern that opens with a look-behind is tried at
-# every position of the comment, one that opens with the heading's letters is not.
-_SECTION = re.compile(r"(Issue|Safety\s+Risk|Corrective\s+Actions?)\s*:\s*", re.IGNORECASE)
-_SECTION_FIELD = {"issue": "defect_cause_original", "safety risk": "consequence_original",
-                  "corrective action": "remedy_original", "corrective actions": "remedy_original"}
-
-
-@functools.lru_cache(maxsize=64)
-def _section_field(heading: str) -> str:
-    """"Safety  Risk" / "CORRECTIVE ACTIONS" → the field it heads (cached: a few spellings)."""
-    return _SECTION_FIELD[re.sub(r"\s+", " ", heading.lower())]
+# every position of the comment, one that opens with the heading's letters is not. The letters
+# are spelled as classes instead of re.IGNORECASE, which folds the case of every character the
+# search meets (it read a comment 1.7 times slower); each class holds what IGNORECASE matches
+# for its letter, the Unicode ones included (İ and ı for i, ſ for s, the Kelvin sign for k).
+_I, _S, _K = "[Ii\u0130\u0131]", "[Ss\u017f]", "[Kk\u212a]"
+_SECTION = re.compile(
+    rf"({_I}{_S}{_S}[Uu][Ee]|{_S}[Aa][Ff][Ee][Tt][Yy]\s+[Rr]{_I}{_S}{_K}"
+    rf"|[Cc][Oo][Rr][Rr][Ee][Cc][Tt]{_I}[Vv][Ee]\s+[Aa][Cc][Tt]{_I}[Oo][Nn]{_S}?)\s*:\s*")
+# A heading is told by its first letter: the pattern's three headings begin with three letters,
+# in any case. (Its lowered text named it before, and "İssue", "ıssue", "Actionſ", which the
+# pattern matches, lowered to no name: the recall was lost as a parse error.)
+_SECTION_FIELD = {**dict.fromkeys("Ii\u0130\u0131", "defect_cause_original"),
+                  **dict.fromkeys("Ss\u017f", "consequence_original"),
+                  **dict.fromkeys("Cc", "remedy_original")}
 
 
 class CanadaCrawler(BaseCrawler):
@@ -263,7 +267,7 @@ def affected_units(values: list[str | None]) -> tuple[int | str | None, list[int
 
 def split_comment(comment: str | None) -> dict[str, str]:
     """Issue → defect_cause, Safety Risk → consequence, Corrective Action(s) → remedy."""
-    if not comment:
+    if not comment or ":" not in comment:   # (a heading ends in a colon)
         return {}
     matches = []
     search = _SECTION.search
@@ -279,7 +283,7 @@ def split_comment(comment: str | None) -> dict[str, str]:
     for position, match in enumerate(matches):
         end = matches[position + 1].start() if position + 1 < len(matches) else len(comment)
         body = comment[match.end():end].strip()
-        name = _section_field(match.group(1))
+        name = _SECTION_FIELD[match.group(1)[0]]
         if body and name not in fields:
             fields[name] = body
     return fields
