@@ -242,8 +242,8 @@ def test_a_crawl_survives_a_server_restart_losing_and_duplicating_nothing(cluste
     # inside its transaction, after its rows were written and before its COMMIT.
     real_batch, batches = store.records.write_batch, []
 
-    def cut_once(db, plan, rows):
-        outcome = real_batch(db, plan, rows)
+    def cut_once(db, plan, rows, **kwargs):
+        outcome = real_batch(db, plan, rows, **kwargs)
         batches.append(len(rows))
         if len(batches) == 60:
             _terminate(cluster, url, db.conn.execute(dialect_of(db.conn).query("SELECT pg_backend_pid()")).fetchone()[0])
