@@ -228,21 +228,22 @@ _FIRST, _AFTER_FIRST, _LEADING = itemgetter(slice(1)), itemgetter(slice(1, None)
 
 # The input hashes of a round of keys (a re-run asks them every 500 records) are read as one
 # range of the covering index where the round's keys lie together in key order, as a source
-# publishing in key order gives them: one scan of adjacent entries costs SQLite about half of
+# publishing in key order gives them: one scan of adjacent entries costs SQLite less than
 # probing each key (bench/README.md, wave 24). A range holding more than RANGE_SPREAD stored
 # keys per key asked is scattered: that round probes each key, and so do the next
 # RANGE_PAUSE rounds of the same table and key prefix before a range is tried again.
 RANGE_AT_LEAST, RANGE_SPREAD, RANGE_PAUSE = 32, 2, 16
 _range_pauses: dict[tuple, int] = {}   # (table, key prefix) → rounds left to probe key by key
+_TEXT = {str}
 
 
-def _in_key_range(conn, select: str, where: tuple, prefix: tuple, values: list) -> list | None:
+def _in_key_range(conn, select: str, pause_key: tuple, prefix: tuple, values: list) -> list | None:
     """The rows of `select` (its WHERE ending in the last key column) with the last key
     column between the least and the greatest of `values`, those of `values` only; None when
     that range is scattered (or lately was: `_range_pauses`), for the caller to probe each."""
-    paused = _range_pauses.get(where)
+    paused = _range_pauses.get(pause_key)
     if paused:
-        _range_pauses[where] = paused - 1
+        _range_pauses[pause_key] = paused - 1
         return None
     if not {*map(type, values)} <= _TEXT:   # (text compares in the index's order; a number may not)
         return None
@@ -252,13 +253,11 @@ def _in_key_range(conn, select: str, where: tuple, prefix: tuple, values: list) 
     if len(rows) > limit:
         if len(_range_pauses) >= 4096:   # (a heuristic's memory: bounded, lost at no cost)
             _range_pauses.clear()
-        _range_pauses[where] = RANGE_PAUSE
+        _range_pauses[pause_key] = RANGE_PAUSE
         return None
     asked = set(values)
     return [*compress(rows, map(asked.__contains__, map(_LEADING, rows)))]
 
-
-_TEXT = {str}
 
 
 def decode_row(record_type: RecordType, row: dict) -> dict:
