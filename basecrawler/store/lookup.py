@@ -259,7 +259,6 @@ def _in_key_range(conn, select: str, pause_key: tuple, prefix: tuple, values: li
     return [*compress(rows, map(asked.__contains__, map(_LEADING, rows)))]
 
 
-
 def decode_row(record_type: RecordType, row: dict) -> dict:
     """A stored row with its JSON columns decoded: `extra` a dict, multi-valued fields lists
     (empty when the column is NULL: an empty list is stored as NULL, so a blank never erases)."""
