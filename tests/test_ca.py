@@ -76,6 +76,17 @@ def test_quoted_multi_line_comment_parses_and_splits_into_sections(store, settin
     assert row["component_original"] == "Steering"
 
 
+def test_a_heading_in_unicode_letters_keeps_the_recall_and_its_sections(store, settings):
+    """re.IGNORECASE matches "İssue" and "Actionſ"; their lowered text named no heading, and the
+    recall was a parse dead letter."""
+    comment = "\u0130SSUE: The hose may crack.\nSafety Risk: A leak.\nCorrective Action\u017f: Replace it."
+    result = run_full(store, settings, HEADER + csv_row("2020077", comment=comment))
+    assert (result.counts.new, result.counts.dead_lettered) == (1, 0)
+    row = store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "2020077"})
+    assert (row["defect_cause_original"], row["consequence_original"], row["remedy_original"]) == \
+        ("The hose may crack.", "A leak.", "Replace it.")
+
+
 def test_embedded_double_quotes_survive(store, settings):
     run_full(store, settings)
     assert '"QUAD" BUCKET SEATS' in store.lookup.get("vehicle_recall", {"country": "CA", "recall_number": "1997118"})["summary_original"]
