@@ -4,14 +4,12 @@ are scattered: either way exactly the stored rows of the keys asked."""
 import pytest
 
 from basecrawler import Recall, Store
-from basecrawler.store import lookup
 
 TYPE = "vehicle_recall"
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    monkeypatch.setattr(lookup, "_range_pauses", {})
+def store(tmp_path):
     store = Store(tmp_path / "t.db")
     # Stored: R0000 … R0399 of source "us"; every tenth of them also from "ca".
     store.upsert(TYPE, [Recall(country="US", recall_number=f"R{n:04d}", recall_date="2024-01-02") for n in range(400)],
@@ -70,3 +68,18 @@ def test_a_key_asked_as_a_number_is_found_by_probing_as_before(store):
     asked = [("us", "US", f"R{n:04d}") for n in range(40)] + [("us", "US", 7)]
     found = store.lookup.known_inputs(TYPE, asked, dates=False)
     assert found == {key: (stored[key], None) for key in asked if key in stored}
+
+
+def test_the_memory_of_scattered_keys_is_the_stores_own(store, tmp_path):
+    scattered = [("us", "US", f"R{n:04d}") for n in range(0, 400, 10)]
+    store.lookup.known_inputs(TYPE, scattered, dates=False)   # that prefix pauses in this store …
+    other = Store(tmp_path / "other.db")
+    try:
+        other.upsert(TYPE, [Recall(country="US", recall_number=f"R{n:04d}", recall_date="2024-01-02")
+                            for n in range(100)], source="us")
+        seen = _statements(other)
+        together = [("us", "US", f"R{n:04d}") for n in range(40)]
+        assert len(other.lookup.known_inputs(TYPE, together, dates=False)) == 40
+        assert any("BETWEEN" in sql for sql in seen)   # … not in another store
+    finally:
+        other.close()

@@ -26,6 +26,9 @@ class Lookup:
 
     def __init__(self, store):
         self.store = store
+        # (table, key prefix) → rounds of input-hash lookups left to probe key by key
+        # (`_in_key_range`): this store's keys of that prefix came scattered lately.
+        self._range_pauses: dict[tuple, int] = {}
 
     def rows_by_key(self, record_type: RecordType | str, keys: Iterable[tuple],
                     columns: Iterable[str] | None = None, *, lock: bool = False) -> dict[tuple, dict]:
@@ -62,7 +65,7 @@ class Lookup:
                 if self.store.finisher.busy:
                     return self._known_inputs_meanwhile(rt, keys, columns)
                 return sqlite_rows_by_key(self.store.db.conn, rt, keys, columns, indexed_by=input_index(rt)[0],
-                                          as_values=True)
+                                          as_values=True, range_pauses=self._range_pauses)
         from basecrawler.store.engines.pg_lookup import values_by_key
         with self.store.lock:
             return values_by_key(self.store.db.conn, rt, keys, columns)
@@ -75,7 +78,7 @@ class Lookup:
         and leave nothing to overlap."""
         table, held = self.store.finisher.held
         found = sqlite_rows_by_key(self.store.reader(), rt, keys, columns, indexed_by=input_index(rt)[0],
-                                   as_values=True)
+                                   as_values=True, range_pauses=self._range_pauses)
         if table == rt.table:
             for key in [key for key in found if key in held]:
                 del found[key]
@@ -172,11 +175,14 @@ class Lookup:
 
 
 def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[tuple], columns: Iterable[str] | None,
-                       indexed_by: str | None = None, as_values: bool = False) -> dict[tuple, Any]:
+                       indexed_by: str | None = None, as_values: bool = False,
+                       range_pauses: dict | None = None) -> dict[tuple, Any]:
     """`rows_by_key` on SQLite, through `conn` (the caller holds what guards it); with
     `as_values`, {key: tuple of `columns`} instead of rows (no dict per row; a column None
     reads NULL). The keys returned hold the stored values: a key asked with a number for a
-    text column (or text for a number) is found under the stored form, as a row's is."""
+    text column (or text for a number) is found under the stored form, as a row's is. Given
+    `range_pauses` (the caller's memory of scattered prefixes), keys lying together are read
+    as one range of the index (`_in_key_range`)."""
     key_columns = rt.key_columns
     key_of = plan_for(rt).key
     *prefix_columns, last = key_columns
@@ -198,9 +204,10 @@ def sqlite_rows_by_key(conn: sqlite3.Connection, rt: RecordType, keys: Iterable[
         else:
             cols = ", ".join(quote(c) for c in dict.fromkeys([*key_columns, *columns]))
         width = len(key_columns)
-        if short and len(values) >= RANGE_AT_LEAST and rt.column_types.get(last, str) is str:
+        if (range_pauses is not None and short and len(values) >= RANGE_AT_LEAST
+                and rt.column_types.get(last, str) is str):
             rows = _in_key_range(conn, f"SELECT {cols} FROM {quote(rt.table)}{index} WHERE {prefix_sql}{quote(last)}",
-                                 (rt.table, prefix), prefix, values)
+                                 range_pauses, (rt.table, prefix), prefix, values)
             if rows is not None:
                 found.update(zip(map(prefix.__add__, map(_FIRST, rows)), map(_AFTER_FIRST, rows)))
                 continue
@@ -233,17 +240,16 @@ _FIRST, _AFTER_FIRST, _LEADING = itemgetter(slice(1)), itemgetter(slice(1, None)
 # keys per key asked is scattered: that round probes each key, and so do the next
 # RANGE_PAUSE rounds of the same table and key prefix before a range is tried again.
 RANGE_AT_LEAST, RANGE_SPREAD, RANGE_PAUSE = 32, 2, 16
-_range_pauses: dict[tuple, int] = {}   # (table, key prefix) → rounds left to probe key by key
 _TEXT = {str}
 
 
-def _in_key_range(conn, select: str, pause_key: tuple, prefix: tuple, values: list) -> list | None:
+def _in_key_range(conn, select: str, pauses: dict, pause_key: tuple, prefix: tuple, values: list) -> list | None:
     """The rows of `select` (its WHERE ending in the last key column) with the last key
     column between the least and the greatest of `values`, those of `values` only; None when
-    that range is scattered (or lately was: `_range_pauses`), for the caller to probe each."""
-    paused = _range_pauses.get(pause_key)
+    that range is scattered (or lately was: `pauses`), for the caller to probe each."""
+    paused = pauses.get(pause_key)
     if paused:
-        _range_pauses[pause_key] = paused - 1
+        pauses[pause_key] = paused - 1
         return None
     if not {*map(type, values)} <= _TEXT:   # (text compares in the index's order; a number may not)
         return None
@@ -251,9 +257,9 @@ def _in_key_range(conn, select: str, pause_key: tuple, prefix: tuple, values: li
     rows = conn.execute(SQLITE.query(f"{select} BETWEEN ? AND ? LIMIT {limit + 1}"),
                         [*prefix, min(values), max(values)]).fetchall()
     if len(rows) > limit:
-        if len(_range_pauses) >= 4096:   # (a heuristic's memory: bounded, lost at no cost)
-            _range_pauses.clear()
-        _range_pauses[pause_key] = RANGE_PAUSE
+        if len(pauses) >= 4096:   # (a heuristic's memory: bounded, lost at no cost)
+            pauses.clear()
+        pauses[pause_key] = RANGE_PAUSE
         return None
     asked = set(values)
     return [*compress(rows, map(asked.__contains__, map(_LEADING, rows)))]
