@@ -17,11 +17,14 @@ ENTRY_POINT_GROUP = "basecrawler.sources"
 
 
 def _crawler_classes(module) -> list[type]:
-    from basecrawler.pipeline.crawler import BaseCrawler
+    """The sources a module defines: its concrete classes of the source API with an id. (By
+    `SourceAPI`, below the crawler: the crawler regroups after a run by discovering the
+    sources, so naming `BaseCrawler` here tied the two into a circle.)"""
+    from basecrawler.pipeline.source_api import SourceAPI   # (not at start-up: the CLI lists commands without it)
 
     found = []
     for _, obj in inspect.getmembers(module, inspect.isclass):
-        if issubclass(obj, BaseCrawler) and obj is not BaseCrawler and not inspect.isabstract(obj) \
+        if issubclass(obj, SourceAPI) and not inspect.isabstract(obj) \
                 and obj.__module__ == module.__name__ and getattr(obj, "source", None):
             found.append(obj)
     return found
