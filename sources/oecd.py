@@ -99,6 +99,7 @@ class OecdGlobalRecallsCrawler(BaseCrawler):
     source = "oecd"
     source_lang = "en"
     record_type = "product_alert"
+    many_countries = True   # each record's country is its jurisdiction's (about 40)
     endpoints = {"feed": "https://globalrecalls.oecd.org"}
     # The feed holds the last 7 days only: coverage.py reports runs further apart than this.
     window_days = 7

@@ -14,7 +14,7 @@ from basecrawler.errors import ConfigError
 from basecrawler.i18n import gettext as _, number
 from basecrawler.recordtypes import RecordType, get_record_type, record_types
 from basecrawler.recordtypes.registry import UnknownRecordType
-from basecrawler.pipeline.registry import discover
+from basecrawler.pipeline.registry import discover, known_countries
 from basecrawler.reading.search import (BEST_TEXT, COUNT_CAP, DEFAULT_TYPE, MAX_QUERY_CHARS, MAX_QUERY_TERMS, RecallFilter,
                                        check_facets, check_query_size, count_upto, has_korean, search,
                                        translation_progress, untranslated_hint)
@@ -67,7 +67,8 @@ def filter_from_args(args, text: str | None = None) -> RecallFilter:
         raise ConfigError(f"unknown record type {exc.name!r}; known: {', '.join(exc.known) or 'none'}") from None
     facets = tuple(args.filter or ())
     check_facets(record_type, facets)
-    countries = country_codes(args.country)   # names or codes; one no source publishes is a usage error
+    # names or codes; one no source publishes is a usage error
+    countries = country_codes(args.country, known_countries()) if args.country else ()
     return RecallFilter(text=text, countries=countries, manufacturer=args.manufacturer, model=args.model,
                         year=args.year, since=args.since, until=args.until, source=args.source,
                         record_type=record_type.name, facets=facets, all_copies=bool(getattr(args, "all_copies", False)))

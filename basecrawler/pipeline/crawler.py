@@ -49,6 +49,7 @@ class BaseCrawler(SourceAPI, abc.ABC):
     # The type of the records a plain dict from parse() makes; another type: `Record(name, {...})`.
     record_type: ClassVar[str] = DEFAULT_RECORD_TYPE
     country: ClassVar[str] = ""
+    many_countries: ClassVar[bool] = False   # a portal of many jurisdictions: each record its own country
     source_lang: ClassVar[str] = "en"
     endpoints: ClassVar[dict[str, str]] = {}
     # Politeness: a source may declare a slower rate / fewer concurrent requests per host.

@@ -59,6 +59,15 @@ def discover(package: str = "sources") -> dict[str, type]:
     return dict(sorted(registry.items()))
 
 
+def known_countries(package: str = "sources") -> list[str] | None:
+    """The country codes the registered sources publish, sorted; None when one of them
+    publishes records of any country (`many_countries`)."""
+    sources = discover(package).values()
+    if any(getattr(cls, "many_countries", False) for cls in sources):
+        return None
+    return sorted({cls.country for cls in sources if cls.country})
+
+
 def unconfigured(cls: type) -> list[str]:
     """The endpoints a source declares it cannot run without (`needs_configuration`, e.g. a
     package index the operator chooses) that have no BASECRAWLER_<SOURCE>_<ENDPOINT>_URL."""
