@@ -229,6 +229,25 @@ def test_watch_commands_add_list_show_test_remove(tmp_path, capsys):
     assert main(["--db", db, "watch", "show", "food"]) == 2
 
 
+def test_a_watch_takes_country_names_as_search_does(tmp_path, capsys):
+    """`--country 프랑스` is stored as FR and finds the French alert; a watch stored as typed
+    matched no record and delivered nothing, silently. No country at all is refused."""
+    from basecrawler.cli import main
+
+    db = str(tmp_path / "cli.db")
+    store = Store(db)
+    store_alerts(store, food_listeria_set())
+    store.close()
+    assert main(["--db", db, "watch", "add", "fr", "--type", "product_alert", "--country", "프랑스", "--text",
+                 "Listeria", "--feed"]) == 0
+    capsys.readouterr()
+    assert main(["--db", db, "watch", "show", "fr", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["countries"] == ["FR"]
+    assert main(["--db", db, "watch", "test", "fr", "--json"]) == 0
+    assert [r["title_original"] for r in json.loads(capsys.readouterr().out)] == ["Listeria in smoked fish"]
+    assert main(["--db", db, "watch", "add", "nowhere", "--country", "Narnia", "--feed"]) == 2
+
+
 def test_secrets_are_never_stored_or_shown(tmp_path, monkeypatch):
     from basecrawler.watch.secrets import Secret, from_file, lookup
 

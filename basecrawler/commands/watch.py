@@ -42,6 +42,8 @@ def register(sub) -> None:
 
 
 def _watch_from(args):
+    from basecrawler.formats.countries import country_codes
+    from basecrawler.pipeline.registry import known_countries
     from basecrawler.watch.model import Watch
 
     facets = []
@@ -53,8 +55,11 @@ def _watch_from(args):
     options = {k: v for k, v in (("digest", args.digest), ("as_soon_as_seen", args.as_soon_as_seen),
                                  ("secret_env", args.secret_env), ("secret_file", args.secret_file)) if v}
     channel = "webhook" if args.webhook else "mail" if args.mail else "feed"
+    # Names or codes, as `search --country` takes them: a watch on "Japan" stored as typed would
+    # match no record (they hold "JP") and deliver nothing, silently.
+    countries = country_codes(args.country, known_countries()) if args.country else ()
     return Watch(name=args.name, channel=channel, target=args.webhook or args.mail, record_type=args.record_type,
-                 facets=tuple(facets), text=args.text, sources=tuple(args.source), countries=tuple(args.country),
+                 facets=tuple(facets), text=args.text, sources=tuple(args.source), countries=countries,
                  options=options)
 
 
