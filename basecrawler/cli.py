@@ -32,7 +32,7 @@ import sys
 
 from basecrawler import commands
 from basecrawler.config import Settings
-from basecrawler.operations.diskfull import NoTracebackForDiskFull
+from basecrawler.store.diskfull import NoTracebackForDiskFull
 from basecrawler.commands import READ_COMMANDS, check_existing_database, check_folder_of
 from basecrawler.store.engines import redact, scrub
 from basecrawler.errors import EXIT_OK, ConfigError, CrawlerError, Interrupted, SourceFailed, UnusablePath

@@ -11,7 +11,7 @@ import basecrawler.pipeline.runner as runner
 from basecrawler import BaseCrawler, Store
 from basecrawler.cli import main
 from basecrawler.commands import run as run_command
-from basecrawler.operations.diskfull import is_disk_full
+from basecrawler.store.diskfull import is_disk_full
 
 ROWS = 3000
 

@@ -21,7 +21,7 @@ from basecrawler.config import Settings
 from basecrawler.formats.pdf import PdfTooBig
 from basecrawler.fetch.http import HttpClient
 from basecrawler.fetch.partials import partial_prefix, sweep_partial_downloads, url_key
-from basecrawler.operations.upkeep import recover_after_crash
+from basecrawler.pipeline.upkeep import recover_after_crash
 from conftest import subprocess_env
 from hostile_support import RawServer
 
@@ -136,7 +136,7 @@ def test_a_download_cut_by_a_stop_is_kept_and_resumed_next_time(tmp_path):
     import threading
 
     from basecrawler.errors import Interrupted
-    from basecrawler.pipeline.stopping import StopEvent
+    from basecrawler.stopping import StopEvent
 
     stop = StopEvent()
     with _range_server(stall_after=300_000) as server:

@@ -121,7 +121,7 @@ def test_a_stop_during_detail_lookups_releases_them_and_the_run_is_interrupted(s
     import threading
 
     from basecrawler import BaseCrawler
-    from basecrawler.pipeline.stopping import StopEvent
+    from basecrawler.stopping import StopEvent
     from basecrawler.testing import fast_settings
 
     class TwoPhase(BaseCrawler):

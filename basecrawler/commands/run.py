@@ -7,7 +7,7 @@ import sys
 
 from pathlib import Path
 
-from basecrawler.operations.diskfull import disk_full_line
+from basecrawler.store.diskfull import disk_full_line
 from basecrawler.errors import EXIT_OK, ConfigError, Interrupted, SourceFailed, UnknownSource, UnusablePath
 from basecrawler.operations.progress import ProgressBar
 from basecrawler.pipeline.registry import discover

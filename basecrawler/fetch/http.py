@@ -40,7 +40,7 @@ from basecrawler.fetch.revalidate import archive_body, conditional_headers, copy
 from basecrawler.fetch.transport import DeadlineBackend, DeadlineTransport
 from basecrawler.config import Settings
 from basecrawler.fetch.partials import partial_prefix, sweep_partial_downloads  # re-exported: their home before partials.py
-from basecrawler.pipeline.stopping import add_stop_hook
+from basecrawler.stopping import add_stop_hook
 from basecrawler.formats.textcodec import Undecodable, decode_text
 from basecrawler.errors import FetchError, ForeignHost, Interrupted, TooLarge, TooSlow, UnexpectedContent
 

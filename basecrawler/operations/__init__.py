@@ -1,1 +1,1 @@
-"""Operations: the scheduler, upkeep after crashes, progress display."""
+"""Operations: the scheduler, progress display, coverage of rolling-window sources, the offline check."""

@@ -1,1 +1,1 @@
-"""The pipeline and the source API: BaseCrawler.run() and everything a run owns (records, counts, dead letters, the ledger, enrichment, source discovery, the runner, the run lock)."""
+"""The pipeline and the source API: BaseCrawler.run() and everything a run owns (records, counts, dead letters, the ledger, enrichment, source discovery, the runner, the run lock, upkeep after crashes)."""

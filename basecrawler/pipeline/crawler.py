@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Iterable, final
 from pydantic import BaseModel
 
 from basecrawler.pipeline import deadletters
-from basecrawler.operations import upkeep
+from basecrawler.pipeline import upkeep
 from basecrawler.errors import CrawlerError, FetchError, Interrupted, NotFound, Skip, SourceFailed
 from basecrawler.pipeline.collector import fewer_collections
 from basecrawler.pipeline.context import RunContext

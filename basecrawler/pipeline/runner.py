@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from basecrawler.config import Settings
-from basecrawler.operations.diskfull import is_disk_full
+from basecrawler.store.diskfull import is_disk_full
 from basecrawler.pipeline.registry import configure_hint, unconfigured
-from basecrawler.pipeline.stopping import StopEvent
+from basecrawler.stopping import StopEvent
 from basecrawler.store.core import Store
 from basecrawler.store.engines.dialect import dialect_of
 
