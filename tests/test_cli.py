@@ -299,3 +299,13 @@ def test_list_is_a_table_with_a_header_and_one_row_per_source(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["id", "country", "language", "endpoints", "description"]
     assert [line.split()[0] for line in lines[2:]] == sorted(registry.discover())
+
+
+def test_list_names_a_portal_of_many_countries(capsys):
+    """oecd declares no one country: its row says so (and --json carries the flag)."""
+    assert main(["list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("oecd "))
+    assert row.split()[1] == "(many)"
+    assert main(["list", "--json"]) == 0
+    listed = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert listed["oecd"]["many_countries"] is True and listed["jp"]["many_countries"] is False

@@ -66,7 +66,8 @@ def cmd_list(args) -> int:
     rows = []
     for source_id, cls in discover().items():
         missing = unconfigured(cls)
-        rows.append({"id": source_id, "country": cls.country, "language": cls.source_lang,
+        rows.append({"id": source_id, "country": cls.country, "many_countries": cls.many_countries,
+                     "language": cls.source_lang,
                      "endpoints": dict(cls.endpoints), "two_phase": cls.has_detail_phase(),
                      "configured": not missing, "not_configured": configure_hint(cls, missing) if missing else None,
                      "doc": summary_line(cls.__doc__)})
@@ -74,7 +75,7 @@ def cmd_list(args) -> int:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return EXIT_OK
     print(render_table(["id", "country", "language", "endpoints", "description"],
-                       [[row["id"], row["country"], row["language"],
+                       [[row["id"], row["country"] or ("(many)" if row["many_countries"] else ""), row["language"],
                          (" ".join(f"{k}={v}" for k, v in row["endpoints"].items()) or "(none: local file)")
                          if row["configured"] else f"({row['not_configured']})",
                          row["doc"]]

@@ -20,7 +20,7 @@ def _crawler_classes(module) -> list[type]:
     """The sources a module defines: its concrete classes of the source API with an id. (By
     `SourceAPI`, below the crawler: the crawler regroups after a run by discovering the
     sources, so naming `BaseCrawler` here tied the two into a circle.)"""
-    from basecrawler.pipeline.source_api import SourceAPI   # (not at start-up: the CLI lists commands without it)
+    from basecrawler.pipeline.source_api import SourceAPI   # (at the first discovery, not with this module)
 
     found = []
     for _, obj in inspect.getmembers(module, inspect.isclass):
