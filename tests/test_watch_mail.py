@@ -64,7 +64,9 @@ class Server:
 
         def authenticator(server, session, envelope, mechanism, data):
             self.logins.append((data.login, data.password))
-            return AuthResult(success=data.login == b"alerts" and data.password == b"pw-123")
+            # (handled=False: aiosmtpd then answers a refusal with 535; its default, True, means
+            # "answered already", and a wrong password was a client timeout, not a refusal.)
+            return AuthResult(success=data.login == b"alerts" and data.password == b"pw-123", handled=False)
 
         self.port = _free_port()
         # (aiosmtpd counts only STARTTLS as TLS for AUTH: over implicit TLS it is told not to
