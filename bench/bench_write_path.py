@@ -29,7 +29,9 @@ ratios engine / pipeline and re-run / first run are taken per repetition, median
 wall clock and by this process's CPU. `--pg` adds the same on a throw-away PostgreSQL cluster
 (tests/pgcluster.py, fsync off); its CPU column is this process's plus the cluster's (every
 server process's user + system time, those that exited included: the engine side's work is
-nearly all the server's). `--profile TOP` prints the SQLite pipeline's first run under cProfile.
+nearly all the server's). SQLite also prints where each side's CPU went: the engine's by kind of
+statement, the pipeline's first run by thread (its own, the batch finisher, the checkpointer).
+`--profile TOP` prints the SQLite pipeline's first run under cProfile.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,11 +164,35 @@ def _sqlite_round(tmp: str, rep: int, rt, rows: list[dict], params: list[list]) 
 def first_run(store: Store, rt, rows: list[dict]) -> tuple[Timer, object]:
     """The first run into an empty store, as a user's: no bench trigger on the table (the
     re-run's write-counting triggers, `through_pipeline`, would run once per inserted row here,
-    work the engine side does not do)."""
+    work the engine side does not do). `timer.parts`: the CPU of each thread (`thread_cpu`)."""
+    before = thread_cpu()
     with Timer() as timer:
         result = ListCrawler(store, rows, rt.name).run()
+    after = thread_cpu()
+    timer.parts = {name: cpu - before.get(name, 0.0) for name, cpu in after.items()}
     assert result.status == "succeeded", result.error
     return timer, result
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of each live thread of this process, by its Python name without the pool's
+    number ("MainThread", "basecrawler-store-finish", …), read from Linux's /proc (empty
+    elsewhere). Ticks of 10 ms: enough for a run of seconds."""
+    names = {thread.native_id: thread.name.rsplit("_", 1)[0] for thread in threading.enumerate()}
+    tick, found = os.sysconf("SC_CLK_TCK"), {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return {}
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:   # the thread ended meanwhile
+            continue
+        name = names.get(int(task), "other")
+        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return found
 
 
 def profile_first_run(path: str, rt, rows: list[dict], top: int) -> str:
@@ -284,6 +311,13 @@ def report(engine_name: str, n: int, rounds: list[dict[str, Timer]], load_before
              lambda clock: [getattr(r["least pipeline"], clock) / getattr(r["pipeline"], clock) for r in rounds])
     line("re-run / first run (target <= 0.15)",
          lambda clock: [getattr(r["re-run"], clock) / getattr(r["pipeline"], clock) for r in rounds])
+    for name, what in (("engine", "by statement"), ("pipeline", "by thread")):
+        parts = [getattr(r[name], "parts", None) or {} for r in rounds]
+        named = [part for part in dict.fromkeys(key for each in parts for key in each)
+                 if statistics.median(each.get(part, 0.0) for each in parts) >= 0.005]
+        if named:
+            print(f"{name} CPU {what} (s): " + ", ".join(
+                f"{part} {spread([each.get(part, 0.0) for each in parts], '.2f')}" for part in named))
 
 
 def main() -> None:
