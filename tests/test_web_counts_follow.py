@@ -165,7 +165,7 @@ def test_a_page_shows_its_facets_when_its_summary_is_ready_without_a_reload(fill
     assert "Still counting" not in dom and "counting…" not in dom
     assert "(30 records)" in dom
     assert 'class="facet-results"' in dom and 'data-column="country"' in dom and 'data-column="recall_date"' in dom
-    assert "JP</a> 10" in dom
+    assert "Japan (JP)</a> 10" in dom   # (a country by its name in the page's language)
     assert polled.is_set() and held.is_set()
 
 

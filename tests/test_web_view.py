@@ -177,7 +177,8 @@ def test_search_finds_one_and_two_character_terms_like_the_cli(server, profile, 
 def test_a_recalls_page_is_a_card_with_original_and_korean_side_by_side(server, profile):
     dom = page(server, profile, f"/recalls/recalls/{row_id(server, 'JP-5001')}", "05-recall-card.png")
     card = dom[dom.index('<article class="bc-card">'):dom.index("</article>")]
-    assert "국가 JP · 리콜 번호 JP-5001" in card and "2024년 5월 2일" in card
+    # The country by its name in the reader's language, its code beside it.
+    assert "국가 일본 (JP) · 리콜 번호 JP-5001" in card and "2024년 5월 2일" in card
     assert "<dt>제조사 키</dt><dd>HONDA</dd>" in card
     summary = card[card.index('bc-row-summary'):]
     summary = summary[:summary.index("</section>")]
@@ -199,7 +200,18 @@ def test_the_same_card_in_english_on_request(server):
         html = response.read().decode()
     card = html[html.index('<article class="bc-card">'):html.index("</article>")]
     assert "<dt>Recall date</dt><dd>date unknown</dd>" in card and "리콜 날짜" not in card
-    assert "Vehicle recall" in card
+    assert "Vehicle recall" in card and "Country Canada (CA)" in card
+
+
+def test_a_tables_country_cells_name_the_country_in_the_readers_language(server):
+    for lang, canada in (("ko", "캐나다 (CA)"), ("en", "Canada (CA)")):
+        with urllib.request.urlopen(f"{server.url}/recalls/recalls?country=CA&_lang={lang}", timeout=10) as response:
+            html = response.read().decode()
+        cells = re.findall(r'<td class="col-country[^"]*"[^>]*>([^<]*)</td>', html)
+        assert cells and set(cells) == {canada}, (lang, cells)
+        # The country facet (its selected value here) by the same name.
+        facets = html[html.index('class="facet-results"'):]
+        assert f"<li>{canada} &middot;" in facets, lang
 
 
 def test_chart_of_recalls_per_month_per_country_draws_offline(server, profile):

@@ -60,9 +60,19 @@ def _territories() -> tuple[dict[str, str], dict[str, str]]:
     return english, by_name
 
 
-def country_name(code: str) -> str | None:
-    """The English name of a two-letter code (CLDR's), or None."""
-    return _territories()[0].get(code)
+def country_name(code: str, language: str = "en") -> str | None:
+    """A two-letter code's name in `language` (CLDR's: "CA" → "Canada", in Korean "캐나다"),
+    or None when it names no country."""
+    if code not in _territories()[0]:
+        return None
+    return _names_in(language).get(code)
+
+
+@functools.lru_cache(maxsize=8)
+def _names_in(language: str) -> dict[str, str]:
+    from babel import Locale
+
+    return dict(Locale(language).territories)
 
 
 def country_code(text: str, known: Iterable[str] | None) -> str:

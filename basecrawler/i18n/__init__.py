@@ -96,6 +96,17 @@ def number(value, lang: str | None = None) -> str:
     return format_decimal(value, locale=language(lang))
 
 
+def country(code, lang: str | None = None) -> str:
+    """A country code as the reader reads it: its name, the code beside it ("캐나다 (CA)" /
+    "Canada (CA)"); a code CLDR does not name stays as it is."""
+    from basecrawler.formats.countries import country_name
+
+    if code in (None, ""):
+        return ""
+    name = country_name(str(code), language(lang))
+    return f"{name} ({code})" if name else str(code)
+
+
 def date(value, lang: str | None = None) -> str:
     """A date (or ISO text) as the language writes it: 2024년 7월 1일 / July 1, 2024."""
     day = _as_date(value)

@@ -43,7 +43,8 @@ def card(table: str, row) -> dict | None:
         if facet.field not in record_type.card and row.get(facet.field) not in (None, ""):
             facts.append({"label": _(record_type.label(facet.field)), "value": row[facet.field]})
     title, title_original = heading(record_type, row)
-    number = " · ".join(f"{_(record_type.label(k))} {row.get(k)}" for k in record_type.key
+    number = " · ".join(f"{_(record_type.label(k))} {i18n.country(row[k]) if k == 'country' else row.get(k)}"
+                        for k in record_type.key
                         if row.get(k) not in (None, "") and k not in record_type.heading)
     return {"title": title, "title_original": title_original, "number": number,
             "type": _(record_type.title), "lang": row.get("source_lang") or "",
@@ -57,6 +58,8 @@ def _fact(record_type, name: str, value):
         return i18n.number(value)
     if name in record_type.date_columns:
         return i18n.date(value)
+    if name == "country":
+        return i18n.country(value)
     return value
 
 

@@ -140,6 +140,8 @@ def render_cell(row, value, column, table, database, datasette):
         return markupsafe.Markup('<span class="bc-date-unknown">{}</span>').format(_("date unknown"))
     if column == record_type.date_field or column in record_type.date_columns:
         return i18n.date(value) if value else None
+    if column == "country" and value:
+        return i18n.country(value)
     if column.endswith("_original") and column[: -len("_original")] in record_type.translated and value:
         async def pair():
             # Korean first, the original under it: the row holds only the columns on screen.

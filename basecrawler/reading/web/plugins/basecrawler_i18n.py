@@ -126,12 +126,15 @@ def crumb(label: str, index: int) -> str:
     return label
 
 
-def facet_value(label) -> str:
-    """A facet value as shown: the undated records' marker in words, an empty value as "-"."""
+def facet_value(label, facet: str | None = None) -> str:
+    """A facet value as shown: the undated records' marker in words, an empty value as "-", a
+    country by its name in the reader's language (the code beside it)."""
     if label in (None, ""):
         return "-"
     if str(label) in ("date_unknown", "date unknown"):   # the flag column, the month facet's own value
         return _("date unknown")
+    if facet == "country":
+        return i18n.country(label)
     return str(label)
 
 
