@@ -209,9 +209,11 @@ def test_a_tables_country_cells_name_the_country_in_the_readers_language(server)
             html = response.read().decode()
         cells = re.findall(r'<td class="col-country[^"]*"[^>]*>([^<]*)</td>', html)
         assert cells and set(cells) == {canada}, (lang, cells)
-        # The country facet (its selected value here) by the same name.
+        # The country facet (its selected value here) and the count line's filter, by the same name.
         facets = html[html.index('class="facet-results"'):]
         assert f"<li>{canada} &middot;" in facets, lang
+        count_line = re.search(r'<h3 class="bc-count"[^>]*>(.*?)</h3>', html, re.S).group(1)
+        assert f" = {canada} · " in count_line, (lang, count_line)
 
 
 def test_chart_of_recalls_per_month_per_country_draws_offline(server, profile):

@@ -144,7 +144,8 @@ def description(table: str, filters, search_note, sort, sort_desc, facet_notes=N
     parts = []
     lookups = {key: display for key, display, _no in filters.lookups()} if filters is not None else {}
     for column, lookup, value in (filters.selections() if filters is not None else []):
-        parts.append(f"{column_label(table, column)} {_(lookups.get(lookup, lookup))} {value}".strip())
+        shown = i18n.country(value) if column == "country" and lookup == "exact" else value
+        parts.append(f"{column_label(table, column)} {_(lookups.get(lookup, lookup))} {shown}".strip())
     parts += [str(note) for note in (facet_notes or []) if note]
     if search_note:
         parts.append(str(search_note))
