@@ -21,6 +21,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from basecrawler.formats.countries import country_name
+
 LANGUAGES = ("ko", "en")
 DEFAULT = "ko"
 DOMAIN = "basecrawler"
@@ -99,8 +101,6 @@ def number(value, lang: str | None = None) -> str:
 def country(code, lang: str | None = None) -> str:
     """A country code as the reader reads it: its name, the code beside it ("캐나다 (CA)" /
     "Canada (CA)"); a code CLDR does not name stays as it is."""
-    from basecrawler.formats.countries import country_name
-
     if code in (None, ""):
         return ""
     name = country_name(str(code), language(lang))

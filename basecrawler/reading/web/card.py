@@ -6,7 +6,7 @@ from __future__ import annotations
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import http_url, types_by_table
-from basecrawler.reading.web.cells import listed, unknown_date
+from basecrawler.reading.web.cells import listed, readable, unknown_date
 from basecrawler.store.engines.dialect import SQLITE
 
 TYPES = types_by_table()
@@ -43,8 +43,7 @@ def card(table: str, row) -> dict | None:
         if facet.field not in record_type.card and row.get(facet.field) not in (None, ""):
             facts.append({"label": _(record_type.label(facet.field)), "value": row[facet.field]})
     title, title_original = heading(record_type, row)
-    number = " · ".join(f"{_(record_type.label(k))} {i18n.country(row[k]) if k == 'country' else row.get(k)}"
-                        for k in record_type.key
+    number = " · ".join(f"{_(record_type.label(k))} {readable(k, row.get(k))}" for k in record_type.key
                         if row.get(k) not in (None, "") and k not in record_type.heading)
     return {"title": title, "title_original": title_original, "number": number,
             "type": _(record_type.title), "lang": row.get("source_lang") or "",
@@ -58,9 +57,7 @@ def _fact(record_type, name: str, value):
         return i18n.number(value)
     if name in record_type.date_columns:
         return i18n.date(value)
-    if name == "country":
-        return i18n.country(value)
-    return value
+    return readable(name, value)
 
 
 def heading(record_type, row: dict) -> tuple[str, str | None]:

@@ -9,6 +9,7 @@ import urllib.parse
 
 import markupsafe
 
+from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import http_url
 
@@ -63,6 +64,13 @@ def listed(value) -> str | None:
     except ValueError:
         return None
     return ", ".join(str(item) for item in items) if isinstance(items, list) else None
+
+
+def readable(column: str, value):
+    """A stored value as the reader reads it, where its column says more than the value does:
+    a country by its name in the reader's language, the code beside it ("캐나다 (CA)"). The one
+    rule for cells, facets, cards and the count line; everything else as it is."""
+    return i18n.country(value) if column == "country" and value not in (None, "") else value
 
 
 def unknown_date(record_type, value) -> bool:

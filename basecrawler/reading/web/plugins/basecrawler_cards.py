@@ -23,7 +23,7 @@ from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import best_text_column
 # One dict with the card's: a type added to it is known to both.
 from basecrawler.reading.web.card import TYPES, card, facet_label, same_recall
-from basecrawler.reading.web.cells import best_text_html, korean_first, link_or_text, listed, unknown_date
+from basecrawler.reading.web.cells import best_text_html, korean_first, link_or_text, listed, readable, unknown_date
 from basecrawler.reading.web.groups import group_of, other_publishers
 from basecrawler.store.engines.dialect import SQLITE
 
@@ -141,7 +141,7 @@ def render_cell(row, value, column, table, database, datasette):
     if column == record_type.date_field or column in record_type.date_columns:
         return i18n.date(value) if value else None
     if column == "country" and value:
-        return i18n.country(value)
+        return readable(column, value)
     if column.endswith("_original") and column[: -len("_original")] in record_type.translated and value:
         async def pair():
             # Korean first, the original under it: the row holds only the columns on screen.

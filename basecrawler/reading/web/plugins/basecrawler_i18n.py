@@ -24,6 +24,7 @@ from datasette import hookimpl
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import COMMON_COLUMN_DESCRIPTIONS, DASHBOARD_PATH, best_text_column, types_by_table
+from basecrawler.reading.web.cells import readable
 
 TYPES = types_by_table()
 ARG = "_lang"
@@ -133,9 +134,7 @@ def facet_value(label, facet: str | None = None) -> str:
         return "-"
     if str(label) in ("date_unknown", "date unknown"):   # the flag column, the month facet's own value
         return _("date unknown")
-    if facet == "country":
-        return i18n.country(label)
-    return str(label)
+    return str(readable(facet, label))
 
 
 def description(table: str, filters, search_note, sort, sort_desc, facet_notes=None) -> list[str]:
@@ -144,8 +143,8 @@ def description(table: str, filters, search_note, sort, sort_desc, facet_notes=N
     parts = []
     lookups = {key: display for key, display, _no in filters.lookups()} if filters is not None else {}
     for column, lookup, value in (filters.selections() if filters is not None else []):
-        shown = i18n.country(value) if column == "country" and lookup == "exact" else value
-        parts.append(f"{column_label(table, column)} {_(lookups.get(lookup, lookup))} {shown}".strip())
+        value = readable(column, value) if lookup == "exact" else value
+        parts.append(f"{column_label(table, column)} {_(lookups.get(lookup, lookup))} {value}".strip())
     parts += [str(note) for note in (facet_notes or []) if note]
     if search_note:
         parts.append(str(search_note))
