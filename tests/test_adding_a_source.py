@@ -5,12 +5,14 @@ it — with no other file edited. Also: recording behind an override saves under
 host (21.2), and a one-URL source needs no `endpoints`."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from basecrawler.testing import LoopbackServer, Reply
@@ -79,7 +81,7 @@ def test_a_one_url_source_derives_its_endpoint_and_resolves_the_override(monkeyp
     with LoopbackServer(lambda request: Reply(200, body, {"Content-Type": "application/json"})) as server:
         monkeypatch.setenv("BASECRAWLER_XY_DATA_URL", server.url)
         crawler = crawler_class(store, settings=settings, mode="full")
-        assert crawler.resolved(crawler.data_url) == server.url + "/data/recalls.json"
+        assert crawler.context.resolved(crawler.data_url) == server.url + "/data/recalls.json"
         result = crawler.run()
     assert result.status == "succeeded" and result.counts.new == 2
     assert server.requests[0].path == "/data/recalls.json"
@@ -95,10 +97,10 @@ def test_a_local_file_source_declares_no_endpoint(tmp_path, monkeypatch, store, 
         source = "fl"
         country = "FL"
 
-        def fetch(self):
-            yield from json.loads(Path(self.settings.source_setting(self.source, "file")).read_text())["recalls"]
+        def fetch(self, ctx):   # as the README says: the path from a setting, BASECRAWLER_FL_FILE
+            yield from json.loads(Path(ctx.setting("file")).read_text())["recalls"]
 
-        def parse(self, raw):
+        def parse(self, ctx, raw):
             return {"recall_number": raw["number"], "recall_date": raw["date"]}
 
     data = tmp_path / "recalls.json"
@@ -107,3 +109,35 @@ def test_a_local_file_source_declares_no_endpoint(tmp_path, monkeypatch, store, 
     assert FileCrawler.endpoints == {}
     result = FileCrawler(store, settings=settings, mode="full").run()
     assert result.status == "succeeded" and result.counts.new == 2
+
+
+def _readme_sources() -> list[tuple[str, ast.ClassDef]]:
+    """Every source class the README prints in its Python examples, parsed."""
+    found = []
+    for block in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S):
+        try:
+            tree = ast.parse(textwrap.dedent(block))
+        except SyntaxError:   # a fragment (a record type's field list): no source class in it
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(getattr(base, "id", None) == "BaseCrawler" for base in node.bases):
+                found.append((node.name, node))
+    return found
+
+
+def test_the_readmes_sources_are_written_on_the_run_context():
+    # The README teaches the current API (issue #35.1): fetch(ctx) / parse(ctx, raw), and
+    # nothing of the run reached through `self` (self.http, self.warn, self.settings …).
+    sources = _readme_sources()
+    assert {name for name, _ in sources} >= {"ExampleCrawler", "ExampleListCrawler"}
+    for name, node in sources:
+        methods = {item.name: [arg.arg for arg in item.args.args] for item in node.body
+                   if isinstance(item, ast.FunctionDef)}
+        assert methods.get("fetch") == ["self", "ctx"], (name, methods)
+        assert methods.get("parse") == ["self", "ctx", "raw"], (name, methods)
+        run_on_self = sorted({attribute.attr for attribute in ast.walk(node) if isinstance(attribute, ast.Attribute)
+                              and isinstance(attribute.value, ast.Name) and attribute.value.id == "self"
+                              and attribute.attr not in ("data_url", "endpoints", "source")})
+        assert run_on_self == [], f"{name} reaches the run through self: {run_on_self}"
+    text = README.read_text(encoding="utf-8")
+    assert not re.search(r"`self\.(http|warn|resolved|settings|ledger|documents|known_\w+)\b", text)
