@@ -13,7 +13,7 @@ from basecrawler.pipeline.registry import discover
 from basecrawler.testing import fast_settings
 
 from .expected_universe import differences
-from .universe import REPLAY_DIR, clean_reference, records
+from .universe import REPLAY_DIR, clean_reference, records, settle
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
@@ -55,9 +55,7 @@ def test_crawl_killed_then_rerun_stores_the_universe_exactly_once(tmp_path, sour
     crawler_class = discover()[source_id]
     # A re-run after a crash: `processing` left by the dead worker is reclaimed at once here
     # (the default waits 30 minutes), and the ladder gets enough runs to settle.
-    settings = fast_settings(db, replay_dir=str(REPLAY_DIR), processing_timeout_s=0)
-    for _ in range(6):
-        crawler_class(store, settings=settings, mode="full").run()
+    settle(crawler_class, store, fast_settings(db, replay_dir=str(REPLAY_DIR), processing_timeout_s=0))
     assert_intact(store)
     assert records(store, source_id) == reference
     assert differences(source_id, records(store, source_id)) == []   # what the payloads say
