@@ -6,7 +6,7 @@ from __future__ import annotations
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import http_url, types_by_table
-from basecrawler.reading.web.cells import listed, readable, unknown_date
+from basecrawler.reading.web.cells import as_read, listed, readable, unknown_date
 from basecrawler.store.engines.dialect import SQLITE
 
 TYPES = types_by_table()
@@ -21,9 +21,10 @@ def card(table: str, row) -> dict | None:
         return None
     row = dict(row) if isinstance(row, dict) else dict(zip(row.keys(), tuple(row)))   # a sqlite3.Row
     facts, texts, links = [], [], []
+    lang = row.get("source_lang")
     for name in record_type.card:
         if name in record_type.translated:
-            original, korean = row.get(f"{name}_original"), row.get(f"{name}_ko")
+            korean, original = as_read(row.get(f"{name}_ko"), row.get(f"{name}_original"), lang)
             if (original or korean) and name not in record_type.heading:
                 texts.append({"field": name, "label": _(record_type.label(f"{name}_original")),
                               "original": original, "korean": korean})
@@ -64,9 +65,10 @@ def heading(record_type, row: dict) -> tuple[str, str | None]:
     """(the heading, the original beneath it when the heading is Korean): the declared
     `heading` fields joined, each translated one in Korean where translated; else the best text."""
     shown, originals, translated = [], [], False
+    lang = row.get("source_lang")
     for name in record_type.heading:
         if name in record_type.translated:
-            korean, original = row.get(f"{name}_ko"), row.get(f"{name}_original")
+            korean, original = as_read(row.get(f"{name}_ko"), row.get(f"{name}_original"), lang)
             translated = translated or bool(korean)
             shown.append(korean or original)
             originals.append(original)
@@ -75,7 +77,7 @@ def heading(record_type, row: dict) -> tuple[str, str | None]:
             originals.append(row.get(name))
     words = " ".join(str(v) for v in shown if v not in (None, ""))
     if not words:
-        korean, original = record_type.best_text(row)
+        korean, original = as_read(*record_type.best_text(row), lang)
         words, translated, originals = korean or original or "", bool(korean), [original]
     beneath = " ".join(str(v) for v in originals if v not in (None, "")) if translated else None
     return (words or " ".join(str(row.get(k) or "") for k in record_type.key).strip()), beneath or None
