@@ -1,5 +1,6 @@
 """`browse`: Datasette on loopback serving the store read-only with facets and full-text search."""
 import json
+import time
 import socket
 import urllib.error
 import urllib.parse
@@ -59,10 +60,18 @@ def test_full_text_search_is_enabled_for_korean_and_japanese(server):
 
 
 def test_configured_facets_are_offered(server):
-    data = get_json(f"{server.url}/recalls/recalls.json?_extra=facet_results")
-    facets = data["facet_results"]
-    facets = facets.get("results", facets)        # Datasette 1.0 nests them under "results"
-    assert {"country", "source", "manufacturer_key", "model_year", "recall_date"} <= set(facets)
+    wanted = {"country", "source", "manufacturer_key", "model_year", "recall_date"}
+    # A count the page's budget did not reach (a loaded machine) is left out of that answer and
+    # finished for the next visit (reading/web/facetcache.py): asked again, for a while.
+    deadline = time.monotonic() + 30
+    while True:
+        data = get_json(f"{server.url}/recalls/recalls.json?_extra=facet_results")
+        facets = data["facet_results"]
+        facets = facets.get("results", facets)        # Datasette 1.0 nests them under "results"
+        if wanted <= set(facets) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert wanted <= set(facets)
     assert facets["recall_date"]["type"] == "month" and facets["model_year"]["type"] == "values"
     assert [(v["value"], v["count"]) for v in facets["recall_date"]["results"]] == [("2024-03", 1), ("2024-02", 1)]
     assert [(v["value"], v["count"]) for v in facets["manufacturer_key"]["results"]] == [("FORD", 1), ("TOYOTA", 1)]

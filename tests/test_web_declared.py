@@ -8,6 +8,7 @@ import io
 import json
 import socket
 import sqlite3
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -61,10 +62,16 @@ def plugins(monkeypatch):
 
 
 def facet(server, name: str, query: str = "") -> list[tuple[str, int]]:
-    data = get_json(f"{server.url}/recalls/recalls.json?_extra=facet_results&_size=0&{query}")
-    results = data["facet_results"]
-    results = results.get("results", results)
-    return [(v["value"], v["count"]) for v in results[name]["results"]]
+    """A facet's counts. A count the page's budget did not reach (a loaded machine) is left out
+    of that answer and finished for the next visit (reading/web/facetcache.py): asked again."""
+    deadline = time.monotonic() + 30
+    while True:
+        data = get_json(f"{server.url}/recalls/recalls.json?_extra=facet_results&_size=0&{query}")
+        results = data["facet_results"]
+        results = results.get("results", results)
+        if name in results or time.monotonic() > deadline:
+            return [(v["value"], v["count"]) for v in results[name]["results"]]
+        time.sleep(0.2)
 
 
 def numbers(server, query: str) -> list[str]:
