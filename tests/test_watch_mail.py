@@ -268,3 +268,24 @@ def test_a_password_without_tls_is_a_configuration_error(monkeypatch):
         monkeypatch.setenv(mail.ENV + name, value)
     with pytest.raises(mail.ConfigError, match="in clear"):
         mail.settings_from_env()
+
+
+def _delivery(title_ko, title_original) -> dict:
+    return {"delivery_id": "7f0c2a4e-0000-4000-8000-000000000001", "change": "new", "created_at": "2026-08-11T00:00:00+00:00",
+            "payload": {"title_ko": title_ko, "title_original": title_original, "source": "kr",
+                        "record_title": "Product alerts", "record_type": "product_alert"}}
+
+
+def test_a_korean_original_copied_into_its_korean_is_said_once_in_mail_and_feed():
+    from basecrawler.watch import strings
+    from basecrawler.watch.channels import atom
+
+    same = _delivery("저속전동이륜차 · 터보", "저속전동이륜차 · 터보")   # a Korean publisher's, after the translation step
+    text = mail.compose([same], "kr", "reader@example.org", "alerts@example.org").get_body(("plain",)).get_content()
+    feed = atom.render("kr", [same]).decode("utf-8")
+    assert text.count("저속전동이륜차 · 터보") == 2 and strings.ORIGINAL not in text     # the change line and the Korean
+    assert strings.ORIGINAL not in feed
+    translated = _delivery("주전자 과열 우려", "Kettle may overheat")
+    text = mail.compose([translated], "kr", "reader@example.org", "alerts@example.org").get_body(("plain",)).get_content()
+    assert f"{strings.ORIGINAL}" in text and "Kettle may overheat" in text
+    assert "Kettle may overheat" in atom.render("kr", [translated]).decode("utf-8")

@@ -50,7 +50,7 @@ def render(name: str | None, rows: list[dict], *, now: str | None = None) -> byt
         lines = [f"{strings.SOURCE}: {payload.get('source')}", f"{strings.RECORD_TYPE}: {payload.get('record_title')}"]
         if payload.get("title_ko"):
             lines.append(f"{strings.KOREAN}: {payload['title_ko']}")
-        if payload.get("title_original"):
+        if payload.get("title_original") and payload["title_original"] != payload.get("title_ko"):   # (said once)
             lines.append(f"{strings.ORIGINAL}: {payload['title_original']}")
         _text(entry, "summary", "\n".join(lines), type="text")
     return ET.tostring(feed, encoding="utf-8", xml_declaration=True)

@@ -56,7 +56,7 @@ def _lines(row: dict) -> list[tuple[str, str]]:
     out = [(strings.CHANGE.get(row["change"], row["change"]), p.get("title_ko") or p.get("title_original") or strings.NO_TITLE)]
     if p.get("title_ko"):
         out.append((strings.KOREAN, p["title_ko"]))
-    if p.get("title_original"):
+    if p.get("title_original") and p["title_original"] != p.get("title_ko"):   # (a Korean original, copied: once)
         out.append((strings.ORIGINAL, p["title_original"]))
     out.append((strings.SOURCE, f"{p.get('source')} · {p.get('record_title')}"))
     if p.get("url"):
