@@ -6,31 +6,19 @@ it is translated, and its original beneath the Korean once it is."""
 from __future__ import annotations
 
 import re
-import socket
-import urllib.request
 
 import pytest
 
 from basecrawler import Store
 from basecrawler.reading.browse import BrowseServer
 from record_types.product_alert import ProductAlert
+from web_fixture import free_port, page
 
 KR_TITLE = "저속전동이륜차 · 터보"
 KR_PRODUCT = "저속전동이륜차"
 SETTLED_TITLE = "휴대용 레이저용품 · KKOONS-LTM40"
 EN_TITLE = "Hoodies: drawstrings may strangle"
 TRANSLATED_TITLE, TRANSLATED_KO = "Kettle may overheat", "주전자 과열 우려"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _page(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=20) as response:
-        return response.read().decode("utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +47,7 @@ def server(tmp_path_factory):
         ids = {row["alert_id"]: row["id"] for row in store.query("SELECT id, alert_id FROM product_alerts")}
     finally:
         store.close()
-    with BrowseServer(str(db), port=_free_port()) as running:
+    with BrowseServer(str(db), port=free_port()) as running:
         running.ids = ids
         yield running
 
@@ -70,7 +58,7 @@ def _pending_before(html: str, text: str) -> bool:
 
 
 def test_a_korean_original_is_shown_once_and_never_as_awaiting_translation_in_the_table(server):
-    html = _page(f"{server.url}/recalls/product_alerts?_sort_desc=alert_date")
+    html = page(f"{server.url}/recalls/product_alerts?_sort_desc=alert_date")
     assert KR_TITLE in html and not _pending_before(html, KR_TITLE)
     assert html.count(KR_TITLE) == 1                      # as the Korean, no "original" line repeating it
     assert html.count(SETTLED_TITLE) == 1                 # copied into title_ko: still once
@@ -79,11 +67,11 @@ def test_a_korean_original_is_shown_once_and_never_as_awaiting_translation_in_th
 
 
 def test_a_korean_originals_card_reads_as_korean(server):
-    html = _page(f"{server.url}/recalls/product_alerts/{server.ids['K-1']}")
+    html = page(f"{server.url}/recalls/product_alerts/{server.ids['K-1']}")
     assert "배터리 과열로 화재 우려" in html and not _pending_before(html, "배터리 과열로 화재 우려")
     assert 'class="bc-pending"' not in html
     assert f'<p class="bc-ko" lang="ko">{KR_TITLE}</p>' in html
-    english = _page(f"{server.url}/recalls/product_alerts/{server.ids['E-1']}")
+    english = page(f"{server.url}/recalls/product_alerts/{server.ids['E-1']}")
     assert _pending_before(english, EN_TITLE)
 
 

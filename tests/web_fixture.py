@@ -1,6 +1,8 @@
 """Load fixtures/web/recalls.json into a store (see fixtures/web/README.md), plus the records
 the web view's display rules and defences are tested on (EXTRA, HOSTILE)."""
 import json
+import socket
+import urllib.request
 from pathlib import Path
 
 from basecrawler import Recall, Store
@@ -73,3 +75,16 @@ def fill(db_path, *, extra: bool = False, hostile: bool = False) -> Path:
     finally:
         store.close()
     return Path(db_path)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 free at this moment, for a web view a test starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def page(url: str, timeout: float = 20) -> str:
+    """A page of the web view as text."""
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return response.read().decode("utf-8")
