@@ -1,7 +1,6 @@
 """`browse`: Datasette on loopback serving the store read-only with facets and full-text search."""
 import json
 import time
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -14,14 +13,9 @@ from record_types.vehicle_recall import VEHICLE_RECALL
 
 DEFAULT_COLUMNS = default_columns(VEHICLE_RECALL)
 from basecrawler.cli import main
+from web_fixture import free_port
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str) -> dict:

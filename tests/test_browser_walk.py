@@ -15,7 +15,6 @@ table's last column is inside the window.
 from __future__ import annotations
 
 import re
-import socket
 import sqlite3
 import sys
 import urllib.parse
@@ -30,6 +29,7 @@ import headless
 from basecrawler.cli import main
 from basecrawler.reading.browse import BrowseServer
 from translate.fakeserver import FakeLibreTranslate
+from web_fixture import free_port
 
 REPLAY = Path(__file__).resolve().parent.parent / "fixtures" / "replay"
 pytestmark = pytest.mark.skipif(headless.CHROMIUM is None, reason="no chromium on PATH: scripts/test installs it")
@@ -79,12 +79,6 @@ WIDTHS = """(() => {
 })()"""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
     """The replay store, translated by the fake server; its web view; one browser."""
@@ -105,7 +99,7 @@ def walk(tmp_path_factory):
                  for column in ("source", "country")
                  if column in {c[1] for c in conn.execute(f"PRAGMA table_info({table})")}
                  for row in conn.execute(f"SELECT DISTINCT {column} FROM {table}")}
-    with BrowseServer(db, port=_free_port()) as server:
+    with BrowseServer(db, port=free_port()) as server:
         with headless.Browser(folder / "profile") as browser:
             yield server, browser, ids, ALLOWED | {str(n) for n in names if n} | {Path(db).stem}
 

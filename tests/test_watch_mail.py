@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import email
 import email.policy
-import socket
 import ssl
 import subprocess
 
@@ -21,15 +20,10 @@ from watchkit import food_listeria_set, store_alerts
 
 aiosmtpd = pytest.importorskip("aiosmtpd.controller")
 from aiosmtpd.smtp import AuthResult  # noqa: E402
+from web_fixture import free_port
 
 EARLY = "2000-01-01T00:00:00+00:00"
 pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Inbox:
@@ -68,7 +62,7 @@ class Server:
             # "answered already", and a wrong password was a client timeout, not a refusal.)
             return AuthResult(success=data.login == b"alerts" and data.password == b"pw-123", handled=False)
 
-        self.port = _free_port()
+        self.port = free_port()
         # (aiosmtpd counts only STARTTLS as TLS for AUTH: over implicit TLS it is told not to
         # require it, and warns each connection, `pytestmark`.)
         options = {"ssl_context": server_tls, "auth_require_tls": False} if implicit else \

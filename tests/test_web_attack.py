@@ -9,7 +9,6 @@ bench/bench_web_attack.py measures the same at a million records.
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,6 +24,7 @@ pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not
 from basecrawler import Store  # noqa: E402
 from basecrawler.reading.browse import BrowseServer  # noqa: E402
 from basecrawler.reading.web import limits  # noqa: E402
+from web_fixture import free_port
 
 ROWS = 30_000
 ATTACKERS = 4
@@ -69,12 +69,6 @@ ATTACKER = textwrap.dedent('''
             except OSError:
                 pass
 ''')
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, float, str]:

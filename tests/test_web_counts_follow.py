@@ -9,7 +9,6 @@ import asyncio
 import datetime as dt
 import json
 import shutil
-import socket
 import threading
 import time
 import urllib.request
@@ -19,6 +18,7 @@ import pytest
 from basecrawler import Recall
 from basecrawler.reading.search import RecallFilter
 from summary_support import hold_summaries, stored_by_a_finished_run
+from web_fixture import free_port
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
 
@@ -101,19 +101,13 @@ def test_the_summary_endpoint_says_when_a_searchs_counts_are_ready(filled, db_pa
     assert other.status_code == 404 and unknown.status_code == 404
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class _InProcess:
     """The web view served by uvicorn on a thread of this process, so a test can hold its summary."""
 
     def __init__(self, ds):
         import uvicorn
 
-        self.port = _free_port()
+        self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(ds.app(), host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 

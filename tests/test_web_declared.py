@@ -6,7 +6,6 @@ import csv
 import dataclasses
 import io
 import json
-import socket
 import sqlite3
 import time
 import urllib.error
@@ -25,15 +24,9 @@ from basecrawler.reading.facetcounts import values_sql
 from basecrawler.recordtypes import Facet, RecordType
 from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures)
 from record_types.vehicle_recall import VEHICLE_RECALL
-from web_fixture import fill
+from web_fixture import fill, free_port
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str):

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -32,6 +31,7 @@ from basecrawler.reading.browse import WEB_DIR, BrowseServer, build_metadata
 from basecrawler.store.core import Store
 from basecrawler.testing import fast_settings
 from basecrawler.watch import repository
+from web_fixture import free_port
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -219,11 +219,6 @@ def test_watch_names_are_valid_for_any_script():
 
 
 # ---- in a real browser ---------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 # Outside the checkout, beside tests/test_web_view.py's (BASECRAWLER_SCREENSHOTS moves them).
 SCREENSHOTS = Path(os.environ.get("BASECRAWLER_SCREENSHOTS") or Path(tempfile.gettempdir()) / "basecrawler-screenshots")
@@ -252,7 +247,7 @@ def _dom(profile, url: str, width: int = 1400, screenshot: str | None = None) ->
 def test_in_the_browser_groups_switch_card_and_watch_block(grouped, tmp_path):
     db_path, ids = grouped
     profile = tmp_path / "profile"
-    with BrowseServer(db_path, port=_free_port()) as server:
+    with BrowseServer(db_path, port=free_port()) as server:
         table = _dom(profile, server.url + "/alerts/product_alerts", screenshot="20-grouped-table.png")
         every = _dom(profile, server.url + "/alerts/product_alerts?_bc_copies=1")
         card = _dom(profile, f"{server.url}/alerts/product_alerts/{ids[('repubdemo', 'EN/CA/82438')]}", width=390,

@@ -5,7 +5,6 @@ and time; the server with SQL turned on runs under an address-space cap (resourc
 """
 import json
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,19 +23,13 @@ from basecrawler.reading.browse import BrowseServer, build_metadata, datasette_c
 from basecrawler.reading.web import limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from web_fixture import fill  # noqa: E402
+from web_fixture import fill, free_port  # noqa: E402
 
 MEMORY_CAP = 1024 * 1024 * 1024   # address space of the server with SQL on (RSS target: < 300 MB)
 RSS_TARGET_MB = 300
 SLOW_SQL = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
             "SELECT count(*) FROM c")   # runs until something stops it
 HUGE_BLOB = "length(randomblob(1000000000))"   # the issue's reproduction: 1 GB in one step
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str, method: str = "GET", timeout: float = 30) -> tuple[int, str, float]:

@@ -3,7 +3,6 @@ of the group `basecrawler.record_types`), gets its table, facets, card and chart
 declaration alone — in the Datasette subprocess too — beside the vehicle recalls (#24.5)."""
 import json
 import os
-import socket
 import sys
 import urllib.request
 
@@ -12,7 +11,7 @@ import pytest
 from basecrawler import Store
 from basecrawler.reading.browse import BrowseServer
 from basecrawler.recordtypes.registry import forget_registered_types, register_record_type
-from web_fixture import fill
+from web_fixture import fill, free_port
 
 pytest.importorskip("datasette", reason="the web extra (basecrawler[web]) is not installed")
 
@@ -47,12 +46,6 @@ GADGET = RecordType(
     card=("alert_id", "alert_date", "category", "authority", "title", "hazard", "page_url"),
     url_fields=("page_url",))
 '''
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str) -> str:
