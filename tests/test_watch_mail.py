@@ -283,3 +283,7 @@ def test_a_korean_original_copied_into_its_korean_is_said_once_in_mail_and_feed(
     text = mail.compose([translated], "kr", "reader@example.org", "alerts@example.org").get_body(("plain",)).get_content()
     assert f"{strings.ORIGINAL}" in text and "Kettle may overheat" in text
     assert "Kettle may overheat" in atom.render("kr", [translated]).decode("utf-8")
+    unsettled = _delivery(None, "저속전동이륜차 · 터보")   # before the translation step: still its own Korean
+    unsettled["payload"]["fields"] = {"source_lang": "ko"}
+    text = mail.compose([unsettled], "kr", "reader@example.org", "alerts@example.org").get_body(("plain",)).get_content()
+    assert f"{strings.KOREAN}: 저속전동이륜차 · 터보" in text and strings.ORIGINAL not in text

@@ -85,6 +85,6 @@ def test_a_korean_originals_card_reads_as_korean(server):
     (None, None, "ko", (None, None)),
 ])
 def test_as_read(korean, original, lang, shown):
-    from basecrawler.reading.web.cells import as_read
+    from basecrawler.recordtypes.declaration import as_read
 
     assert as_read(korean, original, lang) == shown

@@ -226,12 +226,13 @@ class RecordType:
 
     def best_text(self, row: Mapping[str, Any]) -> tuple[str | None, str | None]:
         """(Korean, original) of the first `display` base that has text: the line a screen shows
-        for a record ("summary, else cause, else component"), translated when available."""
+        for a record ("summary, else cause, else component"), translated when available, read
+        as a reader is shown a pair (`as_read`)."""
         for base in self.display:
             original = row.get(f"{base}_original")
             korean = row.get(f"{base}_ko")
             if original or korean:
-                return korean, original
+                return as_read(korean, original, row.get("source_lang"))
         return None, None
 
     def __hash__(self) -> int:   # frozen + mappings: hash by name, types are singletons by name
@@ -268,3 +269,23 @@ class Record(NamedTuple):
 
     type: str
     fields: dict
+
+
+def is_korean(lang: str | None) -> bool:
+    """Whether a source language is Korean ("ko", "KO", "ko-KR"), as the translation worker
+    tells the rows it never sends to a translator (translate/originals.py)."""
+    lang = (lang or "").lower()
+    return lang == "ko" or lang.startswith("ko-")
+
+
+def as_read(korean: Any, original: Any, source_lang: str | None) -> tuple[Any, Any]:
+    """(the Korean, the original beneath it) of one translated pair as a reader is shown it,
+    on every screen, mail and feed. An original written in Korean (a Korean publisher's) is its
+    own Korean: never awaiting translation, before or after the translation step copies it;
+    and a Korean equal to its original (that copy, a model name) is not said twice. Reading a
+    pair twice gives the same pair."""
+    if not korean and original and is_korean(source_lang):
+        return original, None
+    if korean and korean == original:
+        return korean, None
+    return korean, original

@@ -6,7 +6,8 @@ from __future__ import annotations
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import http_url, types_by_table
-from basecrawler.reading.web.cells import as_read, listed, readable, unknown_date
+from basecrawler.reading.web.cells import listed, readable, unknown_date
+from basecrawler.recordtypes.declaration import as_read
 from basecrawler.store.engines.dialect import SQLITE
 
 TYPES = types_by_table()
@@ -77,7 +78,7 @@ def heading(record_type, row: dict) -> tuple[str, str | None]:
             originals.append(row.get(name))
     words = " ".join(str(v) for v in shown if v not in (None, ""))
     if not words:
-        korean, original = as_read(*record_type.best_text(row), lang)
+        korean, original = record_type.best_text(row)
         words, translated, originals = korean or original or "", bool(korean), [original]
     beneath = " ".join(str(v) for v in originals if v not in (None, "")) if translated else None
     return (words or " ".join(str(row.get(k) or "") for k in record_type.key).strip()), beneath or None

@@ -12,6 +12,7 @@ import markupsafe
 from basecrawler import i18n
 from basecrawler.i18n import gettext as _
 from basecrawler.reading.browse import http_url
+from basecrawler.recordtypes.declaration import as_read
 
 
 def _short_url(url: str) -> str:
@@ -28,44 +29,24 @@ def link_or_text(value):
     return markupsafe.Markup('<a class="bc-source" href="{}" rel="noopener noreferrer">{} ↗</a>').format(url, host)
 
 
-def is_korean(lang: str | None) -> bool:
-    """Whether a source language is Korean ("ko", "KO", "ko-KR"): as the translation worker
-    tells the rows it never sends (translate/originals.py)."""
-    lang = (lang or "").lower()
-    return lang == "ko" or lang.startswith("ko-")
-
-
-def as_read(korean, original, lang: str | None) -> tuple:
-    """(the Korean, the original beneath it) of one translated pair as a reader is shown it. An
-    original written in Korean (a Korean publisher's) is its own Korean: never marked as
-    awaiting translation, before or after the translation step copies it; and a Korean equal
-    to its original (that copy, a model name) is not said twice."""
-    if not korean and original and is_korean(lang):
-        return original, None
-    if korean and korean == original:
-        return korean, None
-    return korean, original
-
-
 def best_text_html(record_type, row: dict):
     lang = row.get("source_lang") or ""
-    korean, original = as_read(*record_type.best_text(row), lang)
+    korean, original = record_type.best_text(row)   # (read as a reader is shown a pair: as_read)
     base = next((b for b in record_type.display if row.get(f"{b}_original") or row.get(f"{b}_ko")), None)
     parts = []
     if base is not None and base != record_type.display[0]:
         # The first choice is empty: say which field is shown (e.g. a JP recall's cause).
         parts.append(markupsafe.Markup('<span class="bc-field-name">{}</span>').format(_(record_type.label(f"{base}_original"))))
     if korean or original:
-        parts.append(korean_first(korean, original, lang, block=True, read=True))
+        parts.append(korean_first(korean, original, lang, block=True))
     return markupsafe.Markup("").join(parts)
 
 
-def korean_first(korean, original, lang: str, *, block: bool = False, read: bool = False):
+def korean_first(korean, original, lang: str, *, block: bool = False):
     """A translated field as a cell: the Korean, the original one line below; untranslated,
     the original with a small "awaiting translation" mark (never an empty Korean column).
-    (`read`: the pair has been through `as_read` already.)"""
-    if not read:
-        korean, original = as_read(korean, original, lang)
+    The pair is read as everywhere (recordtypes.declaration.as_read)."""
+    korean, original = as_read(korean, original, lang)
     tag = "div" if block else "span"
     if korean:
         shown = markupsafe.Markup('<{0} class="bc-ko" lang="ko">{1}</{0}>').format(tag, korean)

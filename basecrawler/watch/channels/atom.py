@@ -7,6 +7,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from basecrawler.formats.dates import utc_now_iso
+from basecrawler.recordtypes.declaration import as_read
 from basecrawler.watch import strings
 
 ATOM = "http://www.w3.org/2005/Atom"
@@ -48,10 +49,12 @@ def render(name: str | None, rows: list[dict], *, now: str | None = None) -> byt
             _text(entry, "link", None, href=str(payload["url"]), rel="alternate")
         _text(entry, "category", None, term=str(payload.get("record_type")), label=str(payload.get("record_title")))
         lines = [f"{strings.SOURCE}: {payload.get('source')}", f"{strings.RECORD_TYPE}: {payload.get('record_title')}"]
-        if payload.get("title_ko"):
-            lines.append(f"{strings.KOREAN}: {payload['title_ko']}")
-        if payload.get("title_original") and payload["title_original"] != payload.get("title_ko"):   # (said once)
-            lines.append(f"{strings.ORIGINAL}: {payload['title_original']}")
+        korean, original = as_read(payload.get("title_ko"), payload.get("title_original"),
+                                   (payload.get("fields") or {}).get("source_lang"))
+        if korean:
+            lines.append(f"{strings.KOREAN}: {korean}")
+        if original:
+            lines.append(f"{strings.ORIGINAL}: {original}")
         _text(entry, "summary", "\n".join(lines), type="text")
     return ET.tostring(feed, encoding="utf-8", xml_declaration=True)
 

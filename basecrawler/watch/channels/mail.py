@@ -16,6 +16,7 @@ from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from basecrawler.errors import ConfigError
+from basecrawler.recordtypes.declaration import as_read
 from basecrawler.watch import strings
 from basecrawler.watch.secrets import Secret, lookup
 
@@ -53,11 +54,12 @@ def settings_from_env(environ=os.environ) -> SmtpSettings:
 
 def _lines(row: dict) -> list[tuple[str, str]]:
     p = row["payload"]
-    out = [(strings.CHANGE.get(row["change"], row["change"]), p.get("title_ko") or p.get("title_original") or strings.NO_TITLE)]
-    if p.get("title_ko"):
-        out.append((strings.KOREAN, p["title_ko"]))
-    if p.get("title_original") and p["title_original"] != p.get("title_ko"):   # (a Korean original, copied: once)
-        out.append((strings.ORIGINAL, p["title_original"]))
+    korean, original = as_read(p.get("title_ko"), p.get("title_original"), (p.get("fields") or {}).get("source_lang"))
+    out = [(strings.CHANGE.get(row["change"], row["change"]), korean or original or strings.NO_TITLE)]
+    if korean:
+        out.append((strings.KOREAN, korean))
+    if original:
+        out.append((strings.ORIGINAL, original))
     out.append((strings.SOURCE, f"{p.get('source')} · {p.get('record_title')}"))
     if p.get("url"):
         out.append((strings.LINK, p["url"]))
