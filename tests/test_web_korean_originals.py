@@ -83,6 +83,7 @@ def test_a_korean_originals_card_reads_as_korean(server):
     (None, "Fire risk", "en", (None, "Fire risk")),
     ("화재 우려", "Fire risk", "en", ("화재 우려", "Fire risk")),
     (None, None, "ko", (None, None)),
+    (None, "화재 우려", 1.5, (None, "화재 우려")),   # a source_lang that is no text: no language
 ])
 def test_as_read(korean, original, lang, shown):
     from basecrawler.recordtypes.declaration import as_read

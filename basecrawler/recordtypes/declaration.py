@@ -273,8 +273,11 @@ class Record(NamedTuple):
 
 def is_korean(lang: str | None) -> bool:
     """Whether a source language is Korean ("ko", "KO", "ko-KR"), as the translation worker
-    tells the rows it never sends to a translator (translate/originals.py)."""
-    lang = (lang or "").lower()
+    tells the rows it never sends to a translator (translate/originals.py). A stored value that
+    is no text (a row written by other hands) is no language."""
+    if not isinstance(lang, str):
+        return False
+    lang = lang.lower()
     return lang == "ko" or lang.startswith("ko-")
 
 
